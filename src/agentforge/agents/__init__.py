@@ -1,0 +1,1 @@
+"""Agent records and the registry of built-in and configured agents."""

@@ -1,0 +1,130 @@
+"""In-process publish/subscribe.
+
+Publishing never waits for subscribers: each subscription has a bounded buffer, and a subscriber that
+falls behind by more than that is cut off with a final `stream.lagged` event (it can reconnect and
+resume from its last seq) instead of slowing producers or growing memory without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+
+from agentforge.model.events import STREAM_LAGGED, Event
+
+EventFilter = Callable[[Event], bool]
+
+DEFAULT_BUFFER = 10_000
+
+
+class Subscription:
+    """One subscriber's view of the bus: an async iterator of events."""
+
+    def __init__(self, bus: Bus, accept: EventFilter | None, buffer: int) -> None:
+        self._bus = bus
+        self._accept = accept
+        self._buffer: deque[Event] = deque()
+        self._limit = buffer
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self.lagged = False
+
+    def offer(self, event: Event) -> None:
+        if self._closed or (self._accept is not None and not self._accept(event)):
+            return
+        if len(self._buffer) >= self._limit:
+            self._cut_off(event)
+            return
+        self._buffer.append(event)
+        self._wakeup.set()
+
+    def _cut_off(self, event: Event) -> None:
+        # Keep what is buffered (the client gets everything up to the gap), then the final event.
+        self.lagged = True
+        self._closed = True
+        self._bus.unsubscribe(self)
+        self._buffer.append(
+            Event(
+                type=STREAM_LAGGED,
+                properties={
+                    "message": "Subscriber fell too far behind and was disconnected; "
+                    "reconnect with Last-Event-ID to resume.",
+                    "buffered": self._limit,
+                },
+                session_id=event.session_id,
+                tenant_id=event.tenant_id,
+            )
+        )
+        self._wakeup.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._bus.unsubscribe(self)
+        self._wakeup.set()
+
+    def drain(self) -> list[Event]:
+        """Everything buffered right now, without waiting."""
+        items = list(self._buffer)
+        self._buffer.clear()
+        return items
+
+    async def next_batch(self, timeout: float | None = None) -> list[Event] | None:
+        """Wait for events; [] on timeout, None once closed and drained."""
+        if not self._buffer:
+            if self._closed:
+                return None
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except TimeoutError:
+                return []
+        if not self._buffer and self._closed:
+            return None
+        return self.drain()
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        while True:
+            batch = await self.next_batch()
+            if batch is None:
+                return
+            for event in batch:
+                yield event
+
+
+class Bus:
+    """Fan-out of events to subscriptions and to synchronous listeners (plugins, status trackers)."""
+
+    def __init__(self) -> None:
+        self._subscriptions: set[Subscription] = set()
+        self._listeners: list[Callable[[Event], None]] = []
+
+    def subscribe(self, accept: EventFilter | None = None, *, buffer: int = DEFAULT_BUFFER) -> Subscription:
+        subscription = Subscription(self, accept, buffer)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscriptions.discard(subscription)
+
+    def listen(self, listener: Callable[[Event], None]) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscriptions)
+
+    def close_all(self) -> None:
+        """End every subscription (server shutdown): each iterator drains, then stops."""
+        for subscription in list(self._subscriptions):
+            subscription.close()
+
+    def publish(self, event: Event) -> None:
+        for listener in self._listeners:
+            listener(event)
+        for subscription in list(self._subscriptions):
+            subscription.offer(event)
+
+    def publish_many(self, events: list[Event]) -> None:
+        for event in events:
+            self.publish(event)

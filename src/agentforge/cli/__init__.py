@@ -1,0 +1,1 @@
+"""The `agentforge` command line: serve, run, session."""

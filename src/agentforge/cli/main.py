@@ -1,0 +1,38 @@
+"""The `agentforge` typer app (console script `agentforge = "agentforge.cli.main:app"`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from agentforge import __version__
+from agentforge.cli.run import run
+from agentforge.cli.serve import serve
+from agentforge.cli.session import session_app
+
+app = typer.Typer(
+    name="agentforge",
+    help="Agent Forge: LLM agents as durable multi-turn sessions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("serve")(serve)
+app.command("run")(run)
+app.add_typer(session_app, name="session")
+
+
+def _print_version(requested: bool) -> None:
+    if requested:
+        typer.echo(f"agentforge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Agent Forge: LLM agents as durable multi-turn sessions."""

@@ -1,0 +1,34 @@
+"""Options several commands share, declared once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Url = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        envvar="AGENTFORGE_URL",
+        help="Server to talk to, e.g. http://127.0.0.1:4096. Without it the server runs in-process.",
+    ),
+]
+ConfigPath = Annotated[
+    Path | None,
+    typer.Option("--config", help="Config file to merge over the discovered ones.", dir_okay=False),
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", envvar="AGENTFORGE_DATA_DIR", help="Where the local database lives.", file_okay=False
+    ),
+]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--db", envvar="AGENTFORGE_DATABASE_URL", help="Database URL (sqlite:///... or postgresql://...)."
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a readable view.")]

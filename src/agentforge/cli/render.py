@@ -1,0 +1,256 @@
+"""How the CLI shows a live turn (from events) and a stored conversation (from messages).
+
+Both work on wire dicts (`{type, ...}` parts, `{role, ...}` infos), the form events arrive in, so one
+set of rules serves the live view and the final reconciliation. Everything the user or the model wrote
+is printed as plain `Text`, never as rich markup: brackets in a prompt must not turn into styles.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agentforge.client import ServerEvent
+from agentforge.model.message import WithParts
+from agentforge.model.session import Session
+
+INPUT_PREVIEW_CHARS = 80
+OUTPUT_PREVIEW_LINES = 3
+
+
+def shorten(text: str, limit: int) -> str:
+    """One line, at most `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)] + "…"
+
+
+def short_input(tool_input: Mapping[str, Any], limit: int = INPUT_PREVIEW_CHARS) -> str:
+    pieces = []
+    for key, value in tool_input.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        pieces.append(f"{key}={shown}")
+    return shorten(" ".join(pieces), limit)
+
+
+def error_text(error: Mapping[str, Any]) -> str:
+    """`{name, data: {message}}` → "message (name)"."""
+    name = str(error.get("name", "Error"))
+    data = error.get("data")
+    message = data.get("message") if isinstance(data, Mapping) else None
+    return f"{message} ({name})" if message else name
+
+
+def tool_call_line(part: Mapping[str, Any]) -> Text:
+    state = part.get("state") or {}
+    line = Text("[tool] ", style="cyan")
+    line.append(str(part.get("tool", "?")), style="bold")
+    shown = short_input(state.get("input") or {})
+    if shown:
+        line.append(" " + shown, style="dim")
+    return line
+
+
+def tool_result_line(part: Mapping[str, Any]) -> Text:
+    state = part.get("state") or {}
+    tool = str(part.get("tool", "?"))
+    if state.get("status") == "error":
+        line = Text("[fail] ", style="red")
+        return line.append(f"{tool}: {shorten(str(state.get('error', '')), 200)}")
+    output = str(state.get("output", ""))
+    count = len(output.splitlines())
+    line = Text("[ok]   ", style="green")
+    line.append(f"{tool}: {shorten(str(state.get('title') or ''), INPUT_PREVIEW_CHARS)}")
+    return line.append(f" ({count} line{'s' if count != 1 else ''} of output)", style="dim")
+
+
+class TurnPrinter:
+    """Prints a running turn: assistant text to `out` as it streams, tool calls and errors to `err`."""
+
+    def __init__(self, out: TextIO, err: Console) -> None:
+        self._out = out
+        self._err = err
+        self._roles: dict[str, str] = {}
+        self._part_types: dict[str, str] = {}
+        self._printed: dict[str, str] = {}
+        self._announced: set[str] = set()
+        self._finished_tools: set[str] = set()
+        self._errors_shown: set[str] = set()
+        self._last_text_part: str | None = None
+        self._at_line_start = True
+        self._wrote_text = False
+
+    def handle(self, event: ServerEvent) -> None:
+        props = event.properties
+        if event.type == "message.updated":
+            self._remember_message(props.get("info") or {})
+        elif event.type == "message.part.updated":
+            self._show_part(props.get("part") or {})
+        elif event.type == "message.part.delta":
+            self._show_delta(props)
+        elif event.type == "session.status":
+            self._show_status(props.get("status") or {})
+        elif event.type == "session.error" and props.get("error"):
+            self.show_error(error_text(props["error"]))
+
+    def finish(self, final: WithParts) -> str | None:
+        """Prints whatever of the final message the stream did not show; returns its error, if any."""
+        wire = final.wire()
+        self._remember_message(wire["info"])
+        for part in wire.get("parts", []):
+            self._show_part(part)
+        if not self._at_line_start and self._wrote_text:
+            self._write("\n")
+        error = wire["info"].get("error")
+        if not error:
+            return None
+        message = error_text(error)
+        self.show_error(message)
+        return message
+
+    def show_error(self, message: str) -> None:
+        if message in self._errors_shown:
+            return
+        self._errors_shown.add(message)
+        self._note(Text("[error] ", style="bold red").append(message))
+
+    def _remember_message(self, info: Mapping[str, Any]) -> None:
+        if "id" in info and "role" in info:
+            self._roles[str(info["id"])] = str(info["role"])
+
+    def _is_assistant(self, message_id: Any) -> bool:
+        return self._roles.get(str(message_id)) == "assistant"
+
+    def _show_part(self, part: Mapping[str, Any]) -> None:
+        part_id, kind = str(part.get("id", "")), str(part.get("type", ""))
+        self._part_types[part_id] = kind
+        if not self._is_assistant(part.get("messageID")):
+            return
+        if kind == "text" and not part.get("synthetic"):
+            self._catch_up_text(part_id, str(part.get("text", "")))
+        elif kind == "tool":
+            self._show_tool(part_id, part)
+
+    def _catch_up_text(self, part_id: str, text: str) -> None:
+        # A full update repeats what the deltas already printed; only a longer text adds anything.
+        printed = self._printed.get(part_id, "")
+        if len(text) > len(printed) and text.startswith(printed):
+            self._write_text(part_id, text[len(printed) :])
+
+    def _show_delta(self, props: Mapping[str, Any]) -> None:
+        part_id = str(props.get("partID", ""))
+        if props.get("field") != "text" or self._part_types.get(part_id) != "text":
+            return
+        if self._is_assistant(props.get("messageID")):
+            self._write_text(part_id, str(props.get("delta", "")))
+
+    def _show_tool(self, part_id: str, part: Mapping[str, Any]) -> None:
+        status = (part.get("state") or {}).get("status")
+        if status == "pending" or part_id in self._finished_tools:
+            return
+        if part_id not in self._announced:
+            self._announced.add(part_id)
+            self._note(tool_call_line(part))
+        if status in ("completed", "error"):
+            self._finished_tools.add(part_id)
+            self._note(tool_result_line(part))
+
+    def _show_status(self, status: Mapping[str, Any]) -> None:
+        if status.get("type") == "retry":
+            note = f"[retry] attempt {status.get('attempt')}: {shorten(str(status.get('message', '')), 200)}"
+            self._note(Text(note, style="yellow"))
+
+    def _write_text(self, part_id: str, text: str) -> None:
+        if not text:
+            return
+        if self._last_text_part not in (None, part_id) and not self._at_line_start:
+            self._write("\n")
+        self._last_text_part = part_id
+        self._printed[part_id] = self._printed.get(part_id, "") + text
+        self._wrote_text = True
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+        self._at_line_start = text.endswith("\n")
+
+    def _note(self, line: Text) -> None:
+        # Tool lines go to stderr; end the current text line first so they do not land mid-sentence.
+        if not self._at_line_start:
+            self._write("\n")
+        self._err.print(line)
+
+
+def format_time(epoch_ms: int | None) -> str:
+    if not epoch_ms:
+        return ""
+    return datetime.fromtimestamp(epoch_ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def sessions_table(sessions: Sequence[Session]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("ID", no_wrap=True)
+    table.add_column("TITLE", overflow="fold")
+    table.add_column("UPDATED", no_wrap=True)
+    for session in sessions:
+        table.add_row(Text(session.id), Text(session.title), Text(format_time(session.time.updated)))
+    return table
+
+
+def print_conversation(console: Console, session: Session, messages: Sequence[WithParts]) -> None:
+    console.print(Text(session.title, style="bold"))
+    details = f"{session.id} · {session.directory} · updated {format_time(session.time.updated)}"
+    console.print(Text(details, style="dim"))
+    for message in messages:
+        console.print()
+        print_message(console, message.wire())
+
+
+def print_message(console: Console, message: Mapping[str, Any]) -> None:
+    info = message["info"]
+    console.print(_message_header(info))
+    for part in message.get("parts", []):
+        for line in _part_lines(part):
+            console.print(line)
+    if info.get("error"):
+        console.print(Text("[error] ", style="bold red").append(error_text(info["error"])))
+
+
+def _message_header(info: Mapping[str, Any]) -> Text:
+    role = str(info.get("role", "?"))
+    header = Text(f"── {role}", style="bold magenta" if role == "user" else "bold blue")
+    if role == "assistant":
+        header.append(f" · {info.get('providerID')}/{info.get('modelID')}", style="dim")
+    created = (info.get("time") or {}).get("created")
+    return header.append(f" · {format_time(created)}", style="dim")
+
+
+def _part_lines(part: Mapping[str, Any]) -> list[Text]:
+    kind = part.get("type")
+    if kind == "text" and not part.get("synthetic"):
+        return [Text(str(part.get("text", "")))]
+    if kind == "reasoning":
+        return [Text(str(part.get("text", "")), style="dim italic")]
+    if kind == "file":
+        return [Text(f"[file] {part.get('filename') or part.get('url')} ({part.get('mime')})", style="cyan")]
+    if kind == "tool":
+        return _tool_lines(part)
+    return []
+
+
+def _tool_lines(part: Mapping[str, Any]) -> list[Text]:
+    state = part.get("state") or {}
+    lines = [tool_call_line(part)]
+    if state.get("status") in ("completed", "error"):
+        lines.append(tool_result_line(part))
+    output = str(state.get("output", "")).splitlines()
+    lines.extend(Text("    " + line, style="dim") for line in output[:OUTPUT_PREVIEW_LINES])
+    if len(output) > OUTPUT_PREVIEW_LINES:
+        lines.append(Text(f"    … {len(output) - OUTPUT_PREVIEW_LINES} more lines", style="dim"))
+    return lines

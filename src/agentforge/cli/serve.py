@@ -1,0 +1,68 @@
+"""`agentforge serve`: run the HTTP server with uvicorn (loopback only until authentication exists)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+
+from agentforge.cli.connect import Target, build_settings
+from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Prints the bound URL once listening (with `--port 0` only the socket knows the port)."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            typer.echo(f"Agent Forge listening on {_bound_url(self)}")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        # A host name other than localhost may resolve anywhere: not provably loopback.
+        return False
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to bind [default: 127.0.0.1]; loopback only.")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port to bind [default: 4096]; 0 picks one.")
+    ] = None,
+    config: ConfigPath = None,
+    data_dir: DataDir = None,
+    db: DatabaseUrl = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "warning",
+) -> None:
+    """Run the Agent Forge server."""
+    settings = build_settings(
+        Target(config_path=config, data_dir=data_dir, database_url=db), host=host, port=port
+    )
+    if not is_loopback(settings.host):
+        # No authentication exists yet: anyone who can reach a public address could drive the agent.
+        typer.echo(f"error: refusing to bind {settings.host} without authentication configured", err=True)
+        raise typer.Exit(2)
+    from agentforge.server.app import create_app
+
+    _run_server(create_app(settings), settings.host, settings.port, log_level)
+
+
+def _run_server(app: Any, host: str, port: int, log_level: str) -> None:
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    _AnnouncingServer(config).run()
+
+
+def _bound_url(server: uvicorn.Server) -> str:
+    address = server.servers[0].sockets[0].getsockname()
+    host, port = address[0], address[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -1,0 +1,370 @@
+"""Providers and models: what `provider/model` means, where to send it, its limits and its prices.
+
+Providers come from the config file (`provider.<id>`) plus well-known ones that work from their usual
+environment variable alone (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`). Only models the catalogue knows can
+be resolved: a configured model, or one from the built-in table of a well-known provider.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field
+
+from agentforge.config import Config, ConfigError, ModelConfig, ProviderConfig
+from agentforge.model.base import Wire
+
+_T = TypeVar("_T")
+
+SUGGESTION_CUTOFF = 0.6  # difflib similarity above which an id is offered as "Did you mean"
+
+
+class UnknownModelError(Exception):
+    """A provider or model id that the catalogue does not know, with close matches when there are any."""
+
+    def __init__(self, message: str, *, suggestions: list[str] | None = None) -> None:
+        self.suggestions = suggestions or []
+        if self.suggestions:
+            message = f"{message}. Did you mean: {', '.join(self.suggestions)}?"
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """USD per 1M tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    """Everything an adapter needs to call one model. `api_key` never appears in `repr`."""
+
+    provider_id: str
+    model_id: str
+    api: str
+    base_url: str
+    api_key: str
+    headers: dict[str, str]
+    timeout: float | None
+    limit_context: int
+    limit_output: int
+    limit_input: int | None
+    cost: Cost = field(default_factory=Cost)
+    options: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    api_model_id: str | None = None  # sent as `model` when the provider's id differs from ours
+    requires_key: bool = False  # the provider rejects requests without a key (a well-known endpoint)
+
+    @property
+    def request_model(self) -> str:
+        return self.api_model_id or self.model_id
+
+    def __repr__(self) -> str:
+        # Header values may be credentials too (x-api-key, Authorization): show names only.
+        return (
+            f"ResolvedModel(provider_id={self.provider_id!r}, model_id={self.model_id!r}, api={self.api!r}, "
+            f"base_url={self.base_url!r}, api_key={'***' if self.api_key else ''!r}, "
+            f"headers={sorted(self.headers)!r}, timeout={self.timeout!r}, "
+            f"limit_context={self.limit_context}, limit_output={self.limit_output}, "
+            f"limit_input={self.limit_input}, cost={self.cost!r}, options={self.options!r})"
+        )
+
+
+class ModelLimitInfo(Wire):
+    context: int
+    output: int
+    input: int | None = None
+
+
+class ModelCostInfo(Wire):
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+class ModelInfo(Wire):
+    id: str
+    provider_id: str = Field(alias="providerID")
+    name: str
+    limit: ModelLimitInfo
+    cost: ModelCostInfo
+
+
+class ProviderInfo(Wire):
+    """A provider as clients see it (no credentials)."""
+
+    id: str
+    name: str
+    api: str
+    source: Literal["config", "env"]
+    models: dict[str, ModelInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class _BuiltinModel:
+    name: str
+    context: int
+    output: int
+    cost: Cost
+    input: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _WellKnownProvider:
+    id: str
+    name: str
+    env_key: str
+    base_url: str
+    default_model: str
+
+
+WELL_KNOWN_PROVIDERS: dict[str, _WellKnownProvider] = {
+    "openai": _WellKnownProvider("openai", "OpenAI", "OPENAI_API_KEY", "https://api.openai.com/v1", "gpt-4o"),
+    # Anthropic through its OpenAI-compatible endpoint until a native Messages adapter exists.
+    "anthropic": _WellKnownProvider(
+        "anthropic", "Anthropic", "ANTHROPIC_API_KEY", "https://api.anthropic.com/v1/", "claude-sonnet-4-5"
+    ),
+}
+
+# Limits (tokens) and list prices (USD per 1M tokens) as published by OpenAI and Anthropic, 2025-10.
+# A model configured under the same provider overrides any of these fields.
+BUILTIN_MODELS: dict[str, dict[str, _BuiltinModel]] = {
+    "openai": {
+        "gpt-4o": _BuiltinModel("GPT-4o", 128_000, 16_384, Cost(2.5, 10.0, 1.25)),
+        "gpt-4o-mini": _BuiltinModel("GPT-4o mini", 128_000, 16_384, Cost(0.15, 0.6, 0.075)),
+        "gpt-4.1": _BuiltinModel("GPT-4.1", 1_047_576, 32_768, Cost(2.0, 8.0, 0.5)),
+        "gpt-4.1-mini": _BuiltinModel("GPT-4.1 mini", 1_047_576, 32_768, Cost(0.4, 1.6, 0.1)),
+        "gpt-4.1-nano": _BuiltinModel("GPT-4.1 nano", 1_047_576, 32_768, Cost(0.1, 0.4, 0.025)),
+        "o3": _BuiltinModel("o3", 200_000, 100_000, Cost(2.0, 8.0, 0.5)),
+        "o4-mini": _BuiltinModel("o4-mini", 200_000, 100_000, Cost(1.1, 4.4, 0.275)),
+        "gpt-5": _BuiltinModel("GPT-5", 400_000, 128_000, Cost(1.25, 10.0, 0.125), input=272_000),
+        "gpt-5-mini": _BuiltinModel("GPT-5 mini", 400_000, 128_000, Cost(0.25, 2.0, 0.025), input=272_000),
+    },
+    "anthropic": {
+        "claude-sonnet-4-5": _BuiltinModel("Claude Sonnet 4.5", 200_000, 64_000, Cost(3.0, 15.0, 0.3, 3.75)),
+        "claude-opus-4-1": _BuiltinModel("Claude Opus 4.1", 200_000, 32_000, Cost(15.0, 75.0, 1.5, 18.75)),
+        "claude-haiku-4-5": _BuiltinModel("Claude Haiku 4.5", 200_000, 64_000, Cost(1.0, 5.0, 0.1, 1.25)),
+        "claude-sonnet-4-0": _BuiltinModel("Claude Sonnet 4", 200_000, 64_000, Cost(3.0, 15.0, 0.3, 3.75)),
+    },
+}
+
+
+@dataclass(slots=True)
+class _Provider:
+    id: str
+    name: str
+    api: str
+    source: Literal["config", "env"]
+    base_url: str | None
+    api_key: str
+    headers: dict[str, str]
+    timeout: float | None
+    requires_key: bool
+    models: dict[str, _ModelSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class _ModelSpec:
+    """One model of a provider, before it is combined with the provider's endpoint and credentials."""
+
+    name: str
+    context: int
+    output: int
+    input: int | None
+    cost: Cost
+    options: dict[str, Any]
+    headers: dict[str, str]
+    api_model_id: str | None = None
+
+
+class ProviderCatalog:
+    """The providers and models this server can call."""
+
+    def __init__(self, config: Config, env: Mapping[str, str] = os.environ) -> None:
+        self._config = config
+        self._env = env
+        self._providers: dict[str, _Provider] = {}
+        for provider_id, provider_config in config.provider.items():
+            self._providers[provider_id] = self._configured(provider_id, provider_config)
+        for provider_id, known in WELL_KNOWN_PROVIDERS.items():
+            if provider_id not in self._providers and env.get(known.env_key):
+                self._providers[provider_id] = self._from_env(known)
+
+    def providers(self) -> list[ProviderInfo]:
+        return [_provider_info(provider) for provider in self._providers.values()]
+
+    @staticmethod
+    def parse(model: str) -> tuple[str, str]:
+        """`"provider/model"` → `(provider, model)`; the model id may itself contain `/`."""
+        provider_id, _, model_id = model.strip().partition("/")
+        if not provider_id or not model_id:
+            raise UnknownModelError(f"Invalid model {model!r}: expected provider/model")
+        return provider_id, model_id
+
+    def resolve(self, provider_id: str, model_id: str) -> ResolvedModel:
+        provider = self._provider(provider_id)
+        spec = provider.models.get(model_id)
+        if spec is None:
+            raise UnknownModelError(
+                f"Model not found: {provider_id}/{model_id}",
+                suggestions=self._close_models(provider_id, model_id),
+            )
+        if not provider.base_url:
+            raise ConfigError(f"provider {provider_id!r} has no options.baseURL")
+        return ResolvedModel(
+            provider_id=provider_id,
+            model_id=model_id,
+            api=provider.api,
+            base_url=provider.base_url,
+            api_key=provider.api_key,
+            headers={**provider.headers, **spec.headers},
+            timeout=provider.timeout,
+            limit_context=spec.context,
+            limit_output=spec.output,
+            limit_input=spec.input,
+            cost=spec.cost,
+            options=dict(spec.options),
+            name=spec.name,
+            api_model_id=spec.api_model_id,
+            requires_key=provider.requires_key,
+        )
+
+    def default_model(self) -> tuple[str, str]:
+        """The config's `model`, else the first configured provider's first model, else a well-known
+        provider whose key is in the environment."""
+        if self._config.model:
+            return self.parse(self._config.model)
+        for provider_id, provider_config in self._config.provider.items():
+            if provider_config.models:
+                return provider_id, next(iter(provider_config.models))
+            if provider_id in WELL_KNOWN_PROVIDERS:
+                return provider_id, WELL_KNOWN_PROVIDERS[provider_id].default_model
+        for provider_id, known in WELL_KNOWN_PROVIDERS.items():
+            if provider_id in self._providers:
+                return provider_id, known.default_model
+        keys = " or ".join(known.env_key for known in WELL_KNOWN_PROVIDERS.values())
+        raise UnknownModelError(f"No model configured: set `model` in agentforge.json, or set {keys}")
+
+    def _provider(self, provider_id: str) -> _Provider:
+        provider = self._providers.get(provider_id)
+        if provider is not None:
+            return provider
+        known = WELL_KNOWN_PROVIDERS.get(provider_id)
+        if known is not None:
+            raise UnknownModelError(
+                f"Provider not found: {provider_id} (set {known.env_key} or configure provider.{provider_id})"
+            )
+        suggestions = difflib.get_close_matches(
+            provider_id, list(self._providers), n=3, cutoff=SUGGESTION_CUTOFF
+        )
+        raise UnknownModelError(f"Provider not found: {provider_id}", suggestions=suggestions)
+
+    def _close_models(self, provider_id: str, model_id: str) -> list[str]:
+        """Up to three "provider/model" ids whose model part is close to `model_id`, same provider first.
+        (Comparing whole "provider/model" strings would rate every model of the provider as close.)"""
+        scored: list[tuple[bool, float, str]] = []
+        for pid, provider in self._providers.items():
+            for mid in provider.models:
+                ratio = difflib.SequenceMatcher(None, model_id, mid).ratio()
+                if ratio >= SUGGESTION_CUTOFF:
+                    scored.append((pid != provider_id, -ratio, f"{pid}/{mid}"))
+        return [name for _, _, name in sorted(scored)[:3]]
+
+    def _configured(self, provider_id: str, config: ProviderConfig) -> _Provider:
+        known = WELL_KNOWN_PROVIDERS.get(provider_id)
+        builtin = BUILTIN_MODELS.get(provider_id, {})
+        options = config.options
+        base_url = options.base_url or (known.base_url if known else None)
+        models = {mid: _spec(m, None) for mid, m in builtin.items()}
+        for model_id, model_config in config.models.items():
+            models[model_id] = _spec(builtin.get(model_id), model_config, fallback_name=model_id)
+        return _Provider(
+            id=provider_id,
+            name=config.name or (known.name if known else provider_id),
+            api=config.api,
+            source="config",
+            base_url=base_url,
+            api_key=options.api_key or (self._env.get(known.env_key, "") if known else ""),
+            headers=dict(options.headers),
+            timeout=options.timeout,
+            requires_key=known is not None and base_url == known.base_url,
+            models=models,
+        )
+
+    def _from_env(self, known: _WellKnownProvider) -> _Provider:
+        return _Provider(
+            id=known.id,
+            name=known.name,
+            api="openai",
+            source="env",
+            base_url=known.base_url,
+            api_key=self._env.get(known.env_key, ""),
+            headers={},
+            timeout=None,
+            requires_key=True,
+            models={mid: _spec(m, None) for mid, m in BUILTIN_MODELS.get(known.id, {}).items()},
+        )
+
+
+def _spec(
+    builtin: _BuiltinModel | None, config: ModelConfig | None, *, fallback_name: str = ""
+) -> _ModelSpec:
+    """A configured model's fields over the built-in entry's (field by field), over zeros."""
+    limit = config.limit if config is not None else None
+    cost = config.cost if config is not None else None
+    base_cost = builtin.cost if builtin is not None else Cost()
+    return _ModelSpec(
+        name=(config.name if config else None) or (builtin.name if builtin else fallback_name),
+        context=_first(limit.context if limit else None, builtin.context if builtin else None, 0),
+        output=_first(limit.output if limit else None, builtin.output if builtin else None, 0),
+        input=limit.input if limit and limit.input is not None else (builtin.input if builtin else None),
+        cost=Cost(
+            input=_first(cost.input if cost else None, base_cost.input),
+            output=_first(cost.output if cost else None, base_cost.output),
+            cache_read=_first(cost.cache_read if cost else None, base_cost.cache_read),
+            cache_write=_first(cost.cache_write if cost else None, base_cost.cache_write),
+        ),
+        options=dict(config.options) if config else {},
+        headers=dict(config.headers) if config else {},
+        api_model_id=config.id if config else None,
+    )
+
+
+def _first(*values: _T | None) -> _T:
+    for value in values:
+        if value is not None:
+            return value
+    raise ValueError("no value")
+
+
+def _provider_info(provider: _Provider) -> ProviderInfo:
+    return ProviderInfo(
+        id=provider.id,
+        name=provider.name,
+        api=provider.api,
+        source=provider.source,
+        models={
+            model_id: ModelInfo(
+                id=model_id,
+                provider_id=provider.id,
+                name=spec.name or model_id,
+                limit=ModelLimitInfo(context=spec.context, output=spec.output, input=spec.input),
+                cost=ModelCostInfo(
+                    input=spec.cost.input,
+                    output=spec.cost.output,
+                    cache_read=spec.cost.cache_read,
+                    cache_write=spec.cost.cache_write,
+                ),
+            )
+            for model_id, spec in provider.models.items()
+        },
+    )

@@ -1,0 +1,62 @@
+"""Events: the envelope every bus event uses, and the names of the durable (sync) ones (KERNEL 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from agentforge.model import ids
+
+DEFAULT_TENANT: Final = "default"
+
+# Durable events: applied by the store's projector, appended to the event log with the
+# session's next `seq`, and published only after they commit.
+SESSION_CREATED: Final = "session.created"
+SESSION_UPDATED: Final = "session.updated"
+SESSION_DELETED: Final = "session.deleted"
+MESSAGE_UPDATED: Final = "message.updated"
+MESSAGE_REMOVED: Final = "message.removed"
+PART_UPDATED: Final = "message.part.updated"
+PART_REMOVED: Final = "message.part.removed"
+
+DURABLE_TYPES: Final = frozenset(
+    {
+        SESSION_CREATED,
+        SESSION_UPDATED,
+        SESSION_DELETED,
+        MESSAGE_UPDATED,
+        MESSAGE_REMOVED,
+        PART_UPDATED,
+        PART_REMOVED,
+    }
+)
+
+# Broadcast-only events.
+PART_DELTA: Final = "message.part.delta"
+SESSION_STATUS: Final = "session.status"
+SESSION_IDLE: Final = "session.idle"
+SESSION_ERROR: Final = "session.error"
+SERVER_CONNECTED: Final = "server.connected"
+SERVER_HEARTBEAT: Final = "server.heartbeat"
+# Sent as the last event to a subscriber that fell too far behind and was cut off.
+STREAM_LAGGED: Final = "stream.lagged"
+
+
+@dataclass(slots=True)
+class Event:
+    """One bus event. `seq` is set on durable events once they have committed."""
+
+    type: str
+    properties: dict[str, Any]
+    session_id: str | None = None
+    tenant_id: str = DEFAULT_TENANT
+    seq: int | None = None
+    id: str = field(default_factory=lambda: ids.ascending("evt"))
+
+    @property
+    def durable(self) -> bool:
+        return self.type in DURABLE_TYPES
+
+    def envelope(self) -> dict[str, Any]:
+        """The JSON object clients receive: `{id, type, properties}`."""
+        return {"id": self.id, "type": self.type, "properties": self.properties}

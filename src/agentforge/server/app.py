@@ -1,0 +1,38 @@
+"""The FastAPI app factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from agentforge import __version__
+from agentforge.config import Settings
+from agentforge.server import errors
+from agentforge.server.routes import events, global_, session
+from agentforge.session.runtime import Runtime
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = await Runtime.open(settings)
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            runtime.bus.close_all()
+            await runtime.close()
+
+    app = FastAPI(
+        title="Agent Forge",
+        version=__version__,
+        summary="LLM agents as durable multi-turn sessions",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(global_.router)
+    app.include_router(session.router)
+    app.include_router(events.router)
+    return app

@@ -1,0 +1,58 @@
+"""Exception handlers: every failure answers JSON `{name, data: {message}}` with a fitting status."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agentforge.server.responses import WireResponse, error_body
+from agentforge.session.runner import SessionBusyError
+from agentforge.session.service import InvalidInputError, NotFoundError
+
+log = logging.getLogger(__name__)
+
+
+def _describe(errors: list[dict[str, object]]) -> str:
+    parts = []
+    for error in errors:
+        location = ".".join(str(item) for item in error.get("loc", ()) if item != "body")  # type: ignore[attr-defined]
+        parts.append(f"{location or 'body'}: {error.get('msg')}")
+    return "Invalid request: " + "; ".join(parts)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(NotFoundError)
+    async def not_found(_request: Request, exc: NotFoundError) -> WireResponse:
+        return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)
+
+    @app.exception_handler(InvalidInputError)
+    async def invalid(_request: Request, exc: InvalidInputError) -> WireResponse:
+        return WireResponse(error_body("BadRequestError", str(exc)), status_code=400)
+
+    @app.exception_handler(SessionBusyError)
+    async def busy(_request: Request, exc: SessionBusyError) -> WireResponse:
+        body = error_body("SessionBusyError", str(exc), sessionID=exc.session_id)
+        return WireResponse(body, status_code=409)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation(_request: Request, exc: RequestValidationError) -> WireResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()
+        ]
+        body = {**error_body("ValidationError", _describe(errors)), "errors": errors, "success": False}
+        return WireResponse(body, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> WireResponse:
+        name = "NotFoundError" if exc.status_code == 404 else "HTTPError"
+        return WireResponse(error_body(name, str(exc.detail)), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, exc: Exception) -> WireResponse:
+        log.exception("unhandled error")
+        return WireResponse(
+            error_body("UnknownError", f"Internal error: {type(exc).__name__}"), status_code=500
+        )

@@ -1,0 +1,58 @@
+"""`GET /event`: the live event stream of the caller's tenant (KERNEL 1.3), resumable by seq."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import StreamingResponse
+
+from agentforge.model.events import Event
+from agentforge.server.deps import RuntimeDep, TenantDep
+from agentforge.server.sse import SSE_HEADERS, Replay, event_stream
+from agentforge.session.service import InvalidInputError
+
+router = APIRouter(tags=["events"])
+
+HEARTBEAT_SECONDS = 10.0
+
+
+@router.get("/event", summary="Server-Sent Events of this tenant (optionally one session)")
+async def events(
+    rt: RuntimeDep,
+    tenant_id: TenantDep,
+    session_id: Annotated[str | None, Query(alias="sessionID")] = None,
+    after: Annotated[int | None, Query(ge=0, description="resume after this session seq")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    resume_from = after if after is not None else _parse_last_event_id(last_event_id)
+    if resume_from is not None and session_id is None:
+        raise InvalidInputError("resuming (Last-Event-ID or after) needs sessionID: seq is per session")
+
+    def accept(event: Event) -> bool:
+        return event.tenant_id == tenant_id and (session_id is None or event.session_id == session_id)
+
+    subscription = rt.bus.subscribe(accept)
+    replay: Replay | None = None
+    if resume_from is not None and session_id is not None:
+        sid, since = session_id, resume_from
+
+        async def replay_missed() -> list[Event]:
+            return await rt.store.events_after(tenant_id, sid, since)
+
+        replay = replay_missed
+    heartbeat = getattr(rt.settings, "heartbeat_seconds", HEARTBEAT_SECONDS)
+    return StreamingResponse(
+        event_stream(subscription, heartbeat_seconds=heartbeat, replay=replay),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+def _parse_last_event_id(value: str | None) -> int | None:
+    if value is None or not value.strip():
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise InvalidInputError(f"Last-Event-ID must be a session seq number, got {value!r}") from exc

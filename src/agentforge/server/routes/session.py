@@ -1,0 +1,124 @@
+"""Session routes (KERNEL 1.1)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request, Response
+
+from agentforge.model.message import WithParts
+from agentforge.model.session import Session
+from agentforge.server.deps import RuntimeDep, SessionsDep, TenantDep
+from agentforge.server.responses import WireResponse
+from agentforge.session.inputs import PromptInput, SessionCreateInput, SessionUpdateInput
+from agentforge.session.service import InvalidInputError
+
+router = APIRouter(prefix="/session", tags=["session"])
+
+Responses = dict[int | str, dict[str, Any]]
+_SESSION: Responses = {200: {"model": Session}}
+_SESSIONS: Responses = {200: {"model": list[Session]}}
+_WITH_PARTS: Responses = {200: {"model": WithParts}}
+_MESSAGES: Responses = {200: {"model": list[WithParts]}}
+
+
+@router.get("", responses=_SESSIONS, summary="List sessions, newest first")
+async def list_sessions(
+    rt: RuntimeDep,
+    tenant_id: TenantDep,
+    directory: str | None = None,
+    roots: bool = False,
+    start: int | None = None,
+    search: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+) -> WireResponse:
+    found = await rt.store.list_sessions(
+        tenant_id, directory=directory, roots=roots, start=start, search=search, limit=limit
+    )
+    return WireResponse(found)
+
+
+@router.get("/status", summary="Live status of busy sessions")
+async def session_status(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
+    return WireResponse(rt.status.busy_sessions(tenant_id))
+
+
+@router.post("", responses=_SESSION, summary="Create a session")
+async def create_session(
+    sessions: SessionsDep, body: Annotated[SessionCreateInput | None, Body()] = None
+) -> WireResponse:
+    return WireResponse(await sessions.create(body or SessionCreateInput()))
+
+
+@router.get("/{session_id}", responses=_SESSION, summary="Get a session")
+async def get_session(session_id: str, sessions: SessionsDep) -> WireResponse:
+    return WireResponse(await sessions.get(session_id))
+
+
+@router.patch("/{session_id}", responses=_SESSION, summary="Update a session")
+async def update_session(session_id: str, body: SessionUpdateInput, sessions: SessionsDep) -> WireResponse:
+    return WireResponse(await sessions.update(session_id, body))
+
+
+@router.delete("/{session_id}", summary="Delete a session and its children")
+async def delete_session(session_id: str, sessions: SessionsDep) -> WireResponse:
+    await sessions.delete(session_id)
+    return WireResponse(True)
+
+
+@router.get("/{session_id}/children", responses=_SESSIONS, summary="Child sessions")
+async def children(
+    session_id: str, sessions: SessionsDep, rt: RuntimeDep, tenant_id: TenantDep
+) -> WireResponse:
+    await sessions.get(session_id)
+    return WireResponse(await rt.store.children(tenant_id, session_id))
+
+
+def _next_link(request: Request, cursor: str, limit: int) -> str:
+    query = urllib.parse.urlencode({"limit": limit, "before": cursor})
+    return f'<{request.url.replace(query=query)}>; rel="next"'
+
+
+@router.get("/{session_id}/message", responses=_MESSAGES, summary="Messages, oldest first")
+async def list_messages(
+    session_id: str,
+    request: Request,
+    sessions: SessionsDep,
+    limit: Annotated[int | None, Query(ge=0)] = None,
+    before: str | None = None,
+) -> WireResponse:
+    if before is not None and limit is None:
+        raise InvalidInputError("before requires limit")
+    items, cursor = await sessions.messages(session_id, limit=limit, before=before)
+    headers: dict[str, str] = {}
+    if cursor is not None and limit is not None:
+        headers = {"X-Next-Cursor": cursor, "Link": _next_link(request, cursor, limit)}
+    return WireResponse(items, headers=headers)
+
+
+@router.get("/{session_id}/message/{message_id}", responses=_WITH_PARTS, summary="One message")
+async def get_message(session_id: str, message_id: str, sessions: SessionsDep) -> WireResponse:
+    return WireResponse(await sessions.message(session_id, message_id))
+
+
+@router.post(
+    "/{session_id}/message",
+    responses=_WITH_PARTS,
+    summary="Send a message and run the turn to completion",
+)
+async def prompt(session_id: str, body: PromptInput, sessions: SessionsDep) -> WireResponse:
+    return WireResponse(await sessions.prompt(session_id, body))
+
+
+@router.post(
+    "/{session_id}/prompt_async", status_code=204, summary="Send a message; the turn runs in the background"
+)
+async def prompt_async(session_id: str, body: PromptInput, sessions: SessionsDep) -> Response:
+    await sessions.prompt_async(session_id, body)
+    return Response(status_code=204)
+
+
+@router.post("/{session_id}/abort", summary="Cancel the running turn")
+async def abort(session_id: str, sessions: SessionsDep) -> WireResponse:
+    return WireResponse(await sessions.abort(session_id))

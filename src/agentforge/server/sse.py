@@ -1,0 +1,66 @@
+"""Server-Sent Events framing and the stream of one subscriber."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import orjson
+
+from agentforge.bus import Subscription
+from agentforge.model.events import SERVER_CONNECTED, SERVER_HEARTBEAT, Event
+
+SSE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+    "X-Content-Type-Options": "nosniff",
+}
+
+Replay = Callable[[], Awaitable[list[Event]]]
+
+
+def frame(event: Event) -> bytes:
+    """`id:` carries the session seq of durable events, so a client can resume with Last-Event-ID."""
+    data = orjson.dumps(event.envelope())
+    if event.seq is not None:
+        return b"id: %d\ndata: %s\n\n" % (event.seq, data)
+    return b"data: %s\n\n" % data
+
+
+def _plain(kind: str) -> bytes:
+    return frame(Event(type=kind, properties={}))
+
+
+async def event_stream(
+    subscription: Subscription, *, heartbeat_seconds: float, replay: Replay | None = None
+) -> AsyncIterator[bytes]:
+    """`server.connected`, then any missed durable events, then live events with heartbeats.
+
+    The subscription is taken before the replay is read, so nothing falls between the two; live
+    events already covered by the replay are skipped by their seq.
+    """
+    try:
+        yield _plain(SERVER_CONNECTED)
+        replayed: dict[str, int] = {}
+        if replay is not None:
+            for event in await replay():
+                if event.session_id is not None and event.seq is not None:
+                    replayed[event.session_id] = event.seq
+                yield frame(event)
+        while True:
+            batch = await subscription.next_batch(timeout=heartbeat_seconds)
+            if batch is None:
+                return
+            if not batch:
+                yield _plain(SERVER_HEARTBEAT)
+                continue
+            chunk = b"".join(frame(e) for e in batch if not _already_sent(e, replayed))
+            if chunk:
+                yield chunk
+    finally:
+        subscription.close()
+
+
+def _already_sent(event: Event, replayed: dict[str, int]) -> bool:
+    if event.seq is None or event.session_id is None:
+        return False
+    return event.seq <= replayed.get(event.session_id, 0)

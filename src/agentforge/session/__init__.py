@@ -1,0 +1,1 @@
+"""The session path: prompt, runner, loop, processor, history."""

@@ -1,0 +1,95 @@
+"""The three write intents the loop and processor use (ARCHITECTURE "The main chain").
+
+`update_message` and `update_part` are durable: they become sync events that the store's writer
+applies through the projector and publishes after commit. `part_delta` is broadcast only. Callers await
+durability only where they need it (a new part before its deltas, the loop before it re-reads history);
+otherwise they `submit` and move on, and the writer's ordering does the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Protocol
+
+from agentforge.bus import Bus
+from agentforge.model.events import (
+    MESSAGE_UPDATED,
+    PART_DELTA,
+    PART_UPDATED,
+    SESSION_ERROR,
+    Event,
+)
+from agentforge.model.message import AssistantMessage, UserMessage
+from agentforge.model.part import PartBase
+
+
+class EventSink(Protocol):
+    """The store's writer, as the session layer sees it."""
+
+    def submit(self, event: Event) -> asyncio.Future[Event]: ...
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SessionEvents:
+    """Write intents for one tenant."""
+
+    def __init__(self, sink: EventSink, bus: Bus, tenant_id: str) -> None:
+        self._sink = sink
+        self._bus = bus
+        self.tenant_id = tenant_id
+
+    def submit_message(self, info: UserMessage | AssistantMessage) -> asyncio.Future[Event]:
+        return self._sink.submit(
+            Event(
+                type=MESSAGE_UPDATED,
+                properties={"sessionID": info.session_id, "info": info.wire()},
+                session_id=info.session_id,
+                tenant_id=self.tenant_id,
+            )
+        )
+
+    async def update_message(self, info: UserMessage | AssistantMessage) -> None:
+        await self.submit_message(info)
+
+    def submit_part(self, part: PartBase) -> asyncio.Future[Event]:
+        return self._sink.submit(
+            Event(
+                type=PART_UPDATED,
+                properties={"sessionID": part.session_id, "part": part.wire(), "time": now_ms()},
+                session_id=part.session_id,
+                tenant_id=self.tenant_id,
+            )
+        )
+
+    async def update_part(self, part: PartBase) -> None:
+        await self.submit_part(part)
+
+    def part_delta(self, part: PartBase, field: str, delta: str) -> None:
+        self._bus.publish(
+            Event(
+                type=PART_DELTA,
+                properties={
+                    "sessionID": part.session_id,
+                    "messageID": part.message_id,
+                    "partID": part.id,
+                    "field": field,
+                    "delta": delta,
+                },
+                session_id=part.session_id,
+                tenant_id=self.tenant_id,
+            )
+        )
+
+    def session_error(self, session_id: str | None, error: dict[str, Any]) -> None:
+        self._bus.publish(
+            Event(
+                type=SESSION_ERROR,
+                properties={"sessionID": session_id, "error": error} if session_id else {"error": error},
+                session_id=session_id,
+                tenant_id=self.tenant_id,
+            )
+        )

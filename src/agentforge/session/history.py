@@ -1,0 +1,209 @@
+"""Effective history: `filter_compacted` (KERNEL 6.4) and conversion to model messages (6.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentforge.llm.messages import (
+    AssistantModelMessage,
+    FileContent,
+    ModelMessage,
+    ReasoningContent,
+    TextContent,
+    ToolCallContent,
+    ToolModelMessage,
+    ToolResultContent,
+    UserModelMessage,
+)
+from agentforge.model.errors import MessageAbortedError
+from agentforge.model.message import AssistantMessage, UserMessage, WithParts
+from agentforge.model.part import (
+    CompactionPart,
+    FilePart,
+    ReasoningPart,
+    StepStartPart,
+    SubtaskPart,
+    TextPart,
+    ToolPart,
+    ToolStateCompleted,
+    ToolStateError,
+)
+
+CLEARED_TOOL_OUTPUT = "[Old tool result content cleared]"
+INTERRUPTED_TOOL_OUTPUT = "[Tool execution was interrupted]"
+COMPACTION_QUESTION = "What did we do so far?"
+SUBTASK_NOTE = "The following tool was executed by the user"
+# Text and directory files were already expanded into synthetic text when the user sent them.
+_EXPANDED_MIMES = frozenset({"text/plain", "application/x-directory"})
+
+
+def filter_compacted(messages: list[WithParts]) -> list[WithParts]:
+    """Drop everything before the last completed compaction (messages oldest first)."""
+    completed: set[str] = set()
+    kept: list[WithParts] = []
+    for item in reversed(messages):
+        kept.append(item)
+        info = item.info
+        if isinstance(info, AssistantMessage):
+            if info.summary and info.finish and info.error is None:
+                completed.add(info.parent_id)
+        elif info.id in completed and any(isinstance(p, CompactionPart) for p in item.parts):
+            break
+    kept.reverse()
+    return kept
+
+
+@dataclass(slots=True)
+class Bindings:
+    """What the loop needs to know about the effective history (KERNEL 4.4 step 3)."""
+
+    last_user: UserMessage | None = None
+    last_assistant: AssistantMessage | None = None
+    last_finished: AssistantMessage | None = None
+    last_assistant_parts: list[object] = field(default_factory=list)
+    tasks: list[CompactionPart | SubtaskPart] = field(default_factory=list)
+
+
+def bind(messages: list[WithParts]) -> Bindings:
+    """Pick each binding by maximum id; pending tasks are those newer than the last finished reply."""
+    found = Bindings()
+    for item in messages:
+        info = item.info
+        if isinstance(info, UserMessage):
+            if found.last_user is None or info.id > found.last_user.id:
+                found.last_user = info
+        else:
+            if found.last_assistant is None or info.id > found.last_assistant.id:
+                found.last_assistant = info
+                found.last_assistant_parts = list(item.parts)
+            if info.finish and (found.last_finished is None or info.id > found.last_finished.id):
+                found.last_finished = info
+    boundary = found.last_finished.id if found.last_finished else ""
+    for item in messages:
+        if item.info.id > boundary:
+            found.tasks.extend(p for p in item.parts if isinstance(p, CompactionPart | SubtaskPart))
+    return found
+
+
+def has_pending_tool_calls(parts: list[object]) -> bool:
+    """Any tool part that is not provider-executed and not an orphaned interrupted call."""
+    for part in parts:
+        if not isinstance(part, ToolPart):
+            continue
+        if (part.metadata or {}).get("providerExecuted"):
+            continue
+        state = part.state
+        if isinstance(state, ToolStateError) and (state.metadata or {}).get("interrupted"):
+            continue
+        return True
+    return False
+
+
+def with_queued_reminders(messages: list[WithParts], after_id: str) -> list[WithParts]:
+    """Wrap user text sent while the loop was running so the model addresses it (KERNEL 4.4 step 15)."""
+    result: list[WithParts] = []
+    for item in messages:
+        if not isinstance(item.info, UserMessage) or item.info.id <= after_id:
+            result.append(item)
+            continue
+        parts = []
+        for part in item.parts:
+            if isinstance(part, TextPart) and not part.synthetic and not part.ignored and part.text.strip():
+                wrapped = (
+                    "<system-reminder>\nThe user sent the following message:\n"
+                    f"{part.text}\n\nPlease address this message and continue with your tasks.\n"
+                    "</system-reminder>"
+                )
+                part = part.model_copy(update={"text": wrapped})
+            parts.append(part)
+        result.append(WithParts(info=item.info, parts=parts))
+    return result
+
+
+def to_model_messages(messages: list[WithParts], *, strip_media: bool = False) -> list[ModelMessage]:
+    out: list[ModelMessage] = []
+    for item in messages:
+        if not item.parts:
+            continue
+        if isinstance(item.info, UserMessage):
+            user = _user_message(item, strip_media)
+            if user.content:
+                out.append(user)
+        elif _assistant_is_sendable(item):
+            out.extend(_assistant_messages(item, strip_media))
+    return out
+
+
+def _user_message(item: WithParts, strip_media: bool) -> UserModelMessage:
+    content: list[TextContent | FileContent] = []
+    for part in item.parts:
+        if isinstance(part, TextPart) and not part.ignored:
+            content.append(TextContent(text=part.text))
+        elif isinstance(part, FilePart) and part.mime not in _EXPANDED_MIMES:
+            content.append(_file_content(part, strip_media))
+        elif isinstance(part, CompactionPart):
+            content.append(TextContent(text=COMPACTION_QUESTION))
+        elif isinstance(part, SubtaskPart):
+            content.append(TextContent(text=SUBTASK_NOTE))
+    return UserModelMessage(content=content)
+
+
+def _file_content(part: FilePart, strip_media: bool) -> TextContent | FileContent:
+    if strip_media:
+        return TextContent(text=f"[Attached {part.mime}: {part.filename or 'file'}]")
+    return FileContent(mime=part.mime, url=part.url, filename=part.filename)
+
+
+def _assistant_is_sendable(item: WithParts) -> bool:
+    info = item.info
+    assert isinstance(info, AssistantMessage)
+    if info.error is None:
+        return True
+    # An aborted reply still carries what the model said and did before the abort.
+    return isinstance(info.error, MessageAbortedError) and any(
+        not isinstance(p, StepStartPart | ReasoningPart) for p in item.parts
+    )
+
+
+def _assistant_messages(item: WithParts, strip_media: bool) -> list[ModelMessage]:
+    content: list[TextContent | ReasoningContent | ToolCallContent] = []
+    results: list[ToolResultContent] = []
+    media: list[TextContent | FileContent] = []
+    for part in item.parts:
+        if isinstance(part, TextPart) and not part.ignored and part.text:
+            content.append(TextContent(text=part.text))
+        elif isinstance(part, ReasoningPart) and part.text:
+            content.append(ReasoningContent(text=part.text, metadata=part.metadata))
+        elif isinstance(part, ToolPart):
+            content.append(ToolCallContent(call_id=part.call_id, tool_name=part.tool, input=part.state.input))
+            result, attachments = _tool_result(part, strip_media)
+            results.append(result)
+            media.extend(attachments)
+    if not content:
+        return []
+    messages: list[ModelMessage] = [AssistantModelMessage(content=content)]
+    if results:
+        messages.append(ToolModelMessage(content=results))
+    if media:
+        # Chat-style tool results carry text only: images from tools follow as a user message.
+        messages.append(
+            UserModelMessage(content=[TextContent(text="Attached image(s) from tool result:"), *media])
+        )
+    return messages
+
+
+def _tool_result(
+    part: ToolPart, strip_media: bool
+) -> tuple[ToolResultContent, list[TextContent | FileContent]]:
+    state = part.state
+    if isinstance(state, ToolStateCompleted):
+        if state.time.compacted:
+            return ToolResultContent(part.call_id, part.tool, CLEARED_TOOL_OUTPUT), []
+        files = [_file_content(a, strip_media) for a in state.attachments or []]
+        return ToolResultContent(part.call_id, part.tool, state.output), files
+    if isinstance(state, ToolStateError):
+        output = (state.metadata or {}).get("output")
+        if (state.metadata or {}).get("interrupted") and isinstance(output, str):
+            return ToolResultContent(part.call_id, part.tool, output), []
+        return ToolResultContent(part.call_id, part.tool, state.error, is_error=True), []
+    return ToolResultContent(part.call_id, part.tool, INTERRUPTED_TOOL_OUTPUT, is_error=True), []

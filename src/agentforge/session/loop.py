@@ -1,0 +1,178 @@
+"""`run_loop`: the outer ReAct loop of one session (KERNEL 4.4).
+
+Each iteration re-reads the effective history, decides whether the turn is over, and otherwise writes
+an assistant skeleton and hands one model call to the processor. It never touches SQL: history comes
+from the store's read API and every write goes through the session's write intents.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from agentforge.agents.registry import Agent, UnknownAgentError
+from agentforge.llm.messages import AssistantModelMessage, ModelRequest, TextContent
+from agentforge.llm.provider import ResolvedModel, UnknownModelError
+from agentforge.model import ids
+from agentforge.model.errors import unknown_error
+from agentforge.model.message import (
+    AssistantMessage,
+    AssistantPath,
+    AssistantTime,
+    UserMessage,
+    WithParts,
+)
+from agentforge.model.session import Session, StatusBusy
+from agentforge.session import system
+from agentforge.session.events import SessionEvents, now_ms
+from agentforge.session.history import (
+    Bindings,
+    bind,
+    filter_compacted,
+    has_pending_tool_calls,
+    to_model_messages,
+    with_queued_reminders,
+)
+from agentforge.session.processor import Processor, ProcessorDeps
+from agentforge.session.runtime import Runtime
+from agentforge.session.turn_tools import INVALID_TOOL, TurnTools
+
+log = logging.getLogger(__name__)
+
+OUTPUT_TOKEN_MAX = 32_000
+
+
+class LoopError(Exception):
+    pass
+
+
+def turn_is_over(found: Bindings) -> bool:
+    """The one exit condition: the newest reply finished, asked for no tools, and answers the newest
+    user message."""
+    user, assistant = found.last_user, found.last_assistant
+    if user is None or assistant is None or not assistant.finish:
+        return False
+    if assistant.finish == "tool-calls":
+        return False
+    # Some providers report "stop" although they made tool calls: their results must go back.
+    if has_pending_tool_calls(found.last_assistant_parts):
+        return False
+    return user.id < assistant.id
+
+
+class TurnLoop:
+    def __init__(self, rt: Runtime, tenant_id: str, session: Session) -> None:
+        self.rt = rt
+        self.tenant_id = tenant_id
+        self.session = session
+        self.events: SessionEvents = rt.events(tenant_id)
+        self.step = 0
+
+    async def run(self) -> None:
+        while True:
+            self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
+            history = filter_compacted(await self.rt.store.history(self.tenant_id, self.session.id))
+            found = bind(history)
+            if found.last_user is None:
+                raise LoopError(f"Session {self.session.id} has no user message")
+            if turn_is_over(found):
+                return
+            self.step += 1
+            resolved = self._resolve(found.last_user)
+            if resolved is None:
+                return
+            agent, model = resolved
+            if not await self._step(agent, model, found, history):
+                return
+
+    def _resolve(self, user: UserMessage) -> tuple[Agent, ResolvedModel] | None:
+        try:
+            agent = self.rt.agents.get(user.agent)
+            model = self.rt.catalog.resolve(user.model.provider_id, user.model.model_id)
+        except (UnknownAgentError, UnknownModelError) as exc:
+            self.events.session_error(self.session.id, unknown_error(str(exc)).wire())
+            return None
+        return agent, model
+
+    async def _step(
+        self, agent: Agent, model: ResolvedModel, found: Bindings, history: list[WithParts]
+    ) -> bool:
+        """One model call. Returns whether the loop should go on."""
+        assert found.last_user is not None
+        is_last_step = agent.steps is not None and self.step >= agent.steps
+        message = self._skeleton(agent, model, found.last_user)
+        await self.events.update_message(message)
+        tools = self._tools(agent, model, is_last_step)
+        if self.step > 1 and found.last_finished is not None:
+            history = with_queued_reminders(history, found.last_finished.id)
+        request = self._request(agent, model, found.last_user, history, tools, is_last_step)
+        processor = Processor(self._deps(), message, model, tools)
+        outcome = await processor.process(request)
+        return outcome != "stop" and not is_last_step
+
+    def _skeleton(self, agent: Agent, model: ResolvedModel, user: UserMessage) -> AssistantMessage:
+        directory = self.session.directory
+        return AssistantMessage(
+            id=ids.ascending("msg"),
+            session_id=self.session.id,
+            parent_id=user.id,
+            model_id=model.model_id,
+            provider_id=model.provider_id,
+            mode=agent.name,
+            agent=agent.name,
+            variant=user.model.variant,
+            path=AssistantPath(cwd=directory, root=directory),
+            time=AssistantTime(created=now_ms()),
+        )
+
+    def _tools(self, agent: Agent, model: ResolvedModel, is_last_step: bool) -> TurnTools:
+        available = (
+            {}
+            if is_last_step
+            else {tool.id: tool for tool in self.rt.tools.for_model(model.provider_id, model.model_id)}
+        )
+        invalid = self.rt.tools.get(INVALID_TOOL)
+        if invalid is not None:
+            available[INVALID_TOOL] = invalid
+        return TurnTools(
+            tools=available,
+            directory=Path(self.session.directory),
+            data_dir=self.rt.settings.data_dir,
+            agent=agent.name,
+        )
+
+    def _request(
+        self,
+        agent: Agent,
+        model: ResolvedModel,
+        user: UserMessage,
+        history: list[WithParts],
+        tools: TurnTools,
+        is_last_step: bool,
+    ) -> ModelRequest:
+        extra = [system.environment(model, Path(self.session.directory))]
+        if user.system:
+            extra.append(user.system)
+        messages = to_model_messages(history)
+        if is_last_step:
+            messages.append(AssistantModelMessage(content=[TextContent(text=system.MAX_STEPS_PROMPT)]))
+        return ModelRequest(
+            system=[system.base_prompt(agent), "\n".join(extra)],
+            messages=messages,
+            tools=tools.specs(),
+            temperature=agent.temperature,
+            top_p=agent.top_p,
+            max_output_tokens=min(model.limit_output, OUTPUT_TOKEN_MAX) or OUTPUT_TOKEN_MAX,
+            options={**model.options, **(agent.options or {})},
+            headers=dict(model.headers),
+        )
+
+    def _deps(self) -> ProcessorDeps:
+        return ProcessorDeps(
+            events=self.events,
+            status=self.rt.status,
+            stream=self.rt.stream,
+            limits=self.rt.limits,
+            data_dir=self.rt.settings.data_dir,
+            max_retries=self.rt.max_retries,
+        )

@@ -1,0 +1,264 @@
+"""The processor: one model call = one assistant message (KERNEL 5).
+
+It consumes our stream events and turns each into part writes through the three intents; it never
+touches SQL. Tool calls run as tasks beside the stream; the step finishes once they have settled.
+Retries re-run the stream into the same message; `cleanup` always runs once at the end and leaves no
+part open and no tool call unfinished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from agentforge.llm import events as ev
+from agentforge.llm.errors import to_named_error
+from agentforge.llm.messages import ModelRequest
+from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.retry import retry_delay_ms, retryable_message
+from agentforge.llm.usage import step_usage
+from agentforge.model import ids
+from agentforge.model.errors import (
+    ContextOverflowError,
+    MessageAbortedError,
+    NamedError,
+    aborted_error,
+)
+from agentforge.model.message import AssistantMessage
+from agentforge.model.part import (
+    ReasoningPart,
+    SpanTime,
+    StepFinishPart,
+    StepStartPart,
+    TextPart,
+)
+from agentforge.model.session import StatusBusy, StatusIdle, StatusRetry
+from agentforge.session.events import SessionEvents, now_ms
+from agentforge.session.status import StatusTracker
+from agentforge.session.tool_calls import ToolCallRunner
+from agentforge.session.turn_tools import TurnTools
+from agentforge.tools.truncation import TruncationLimits
+
+Outcome = Literal["continue", "stop", "compact"]
+StreamFn = Callable[[ResolvedModel, ModelRequest], AsyncIterator[ev.StreamEvent]]
+
+
+@dataclass(slots=True)
+class ProcessorDeps:
+    events: SessionEvents
+    status: StatusTracker
+    stream: StreamFn
+    limits: TruncationLimits
+    data_dir: Path
+    max_retries: int = 5
+    # Route provider context-overflow errors to compaction instead of storing them on the message.
+    compaction: bool = False
+
+
+class Processor:
+    def __init__(
+        self,
+        deps: ProcessorDeps,
+        message: AssistantMessage,
+        model: ResolvedModel,
+        tools: TurnTools,
+    ) -> None:
+        self.deps = deps
+        self.message = message
+        self.model = model
+        self.needs_compaction = False
+        self.aborted = False
+        self._text: dict[str, TextPart] = {}
+        self._reasoning: dict[str, ReasoningPart] = {}
+        self._calls = ToolCallRunner(deps.events, message, tools, deps.limits)
+
+    @property
+    def blocked(self) -> bool:
+        return self._calls.blocked
+
+    async def process(self, request: ModelRequest) -> Outcome:
+        try:
+            await self._run_attempts(request)
+        except asyncio.CancelledError:
+            self.aborted = True
+            if self.message.error is None:
+                await self._halt(aborted_error())
+            raise
+        finally:
+            await self._cleanup()
+        if self.needs_compaction:
+            return "compact"
+        if self.blocked or self.message.error is not None:
+            return "stop"
+        return "continue"
+
+    async def _run_attempts(self, request: ModelRequest) -> None:
+        attempt = 0
+        while True:
+            try:
+                await self._consume(self.deps.stream(self.model, request))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every provider fault ends in a retry or a stored error
+                error = to_named_error(exc, provider_id=self.model.provider_id)
+            attempt += 1
+            if not await self._wait_for_retry(error, attempt):
+                await self._halt(error)
+                return
+
+    async def _wait_for_retry(self, error: NamedError, attempt: int) -> bool:
+        message = retryable_message(error)
+        if message is None or attempt > self.deps.max_retries:
+            return False
+        delay = retry_delay_ms(attempt, error)
+        self.deps.status.set(
+            self.deps.events.tenant_id,
+            self.message.session_id,
+            StatusRetry(attempt=attempt, message=message, next=now_ms() + delay),
+        )
+        await asyncio.sleep(delay / 1000)
+        self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusBusy())
+        # A new attempt streams fresh blocks; parts of the failed attempt stay as written.
+        await self._close_open_blocks()
+        return True
+
+    async def _consume(self, stream: AsyncIterator[ev.StreamEvent]) -> None:
+        try:
+            async for event in stream:
+                await self._handle(event)
+                if self.needs_compaction:
+                    return
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+
+    async def _handle(self, event: ev.StreamEvent) -> None:
+        match event:
+            case ev.StreamStart():
+                self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusBusy())
+            case ev.StepStart():
+                self.deps.events.submit_part(
+                    StepStartPart(
+                        id=self._part_id(), session_id=self.message.session_id, message_id=self.message.id
+                    )
+                )
+            case ev.TextStart(id=block_id, metadata=metadata):
+                await self._start_text(block_id, metadata)
+            case ev.TextDelta(id=block_id, text=text):
+                self._append(self._text.get(block_id), text)
+            case ev.TextEnd(id=block_id):
+                self._end_block(self._text.pop(block_id, None))
+            case ev.ReasoningStart(id=block_id, metadata=metadata):
+                await self._start_reasoning(block_id, metadata)
+            case ev.ReasoningDelta(id=block_id, text=text):
+                self._append(self._reasoning.get(block_id), text)
+            case ev.ReasoningEnd(id=block_id):
+                self._end_block(self._reasoning.pop(block_id, None))
+            case ev.ToolInputStart(id=call_id, tool_name=name):
+                self._guard_summary()
+                await self._calls.pending(call_id, name)
+            case ev.ToolCall():
+                self._guard_summary()
+                await self._calls.start(event)
+            case ev.StepFinish():
+                await self._finish_step(event)
+            case ev.StreamFinish():
+                pass
+
+    def _guard_summary(self) -> None:
+        if self.message.summary:
+            raise RuntimeError("Tool call not allowed while generating summary")
+
+    def _part_id(self) -> str:
+        return ids.ascending("prt")
+
+    async def _start_text(self, block_id: str, metadata: dict[str, Any] | None) -> None:
+        part = TextPart(
+            id=self._part_id(),
+            session_id=self.message.session_id,
+            message_id=self.message.id,
+            text="",
+            time=SpanTime(start=now_ms()),
+            metadata=metadata,
+        )
+        self._text[block_id] = part
+        # Awaited: the part's full update must be published before any of its deltas.
+        await self.deps.events.update_part(part)
+
+    async def _start_reasoning(self, block_id: str, metadata: dict[str, Any] | None) -> None:
+        if block_id in self._reasoning:
+            return
+        part = ReasoningPart(
+            id=self._part_id(),
+            session_id=self.message.session_id,
+            message_id=self.message.id,
+            text="",
+            time=SpanTime(start=now_ms()),
+            metadata=metadata,
+        )
+        self._reasoning[block_id] = part
+        await self.deps.events.update_part(part)
+
+    def _append(self, part: TextPart | ReasoningPart | None, text: str) -> None:
+        if part is None or not text:
+            return
+        part.text += text
+        self.deps.events.part_delta(part, "text", text)
+
+    def _end_block(self, part: TextPart | ReasoningPart | None) -> None:
+        if part is None or part.time is None:
+            return
+        part.time = SpanTime(start=part.time.start, end=now_ms())
+        self.deps.events.submit_part(part)
+
+    async def _close_open_blocks(self) -> None:
+        for text_part in self._text.values():
+            self._end_block(text_part)
+        for reasoning_part in self._reasoning.values():
+            self._end_block(reasoning_part)
+        self._text.clear()
+        self._reasoning.clear()
+
+    async def _finish_step(self, event: ev.StepFinish) -> None:
+        # Tool results belong to this step: they land before the step boundary.
+        await self._calls.settle()
+        await self._close_open_blocks()
+        tokens, cost = step_usage(self.model, event.usage)
+        self.message.finish = event.finish_reason
+        self.message.cost += cost
+        self.message.tokens = tokens
+        self.deps.events.submit_part(
+            StepFinishPart(
+                id=self._part_id(),
+                session_id=self.message.session_id,
+                message_id=self.message.id,
+                reason=event.finish_reason,
+                cost=cost,
+                tokens=tokens,
+            )
+        )
+        await self.deps.events.update_message(self.message)
+
+    async def _halt(self, error: NamedError) -> None:
+        if isinstance(error, ContextOverflowError) and self.deps.compaction:
+            self.needs_compaction = True
+            self.deps.events.session_error(self.message.session_id, error.wire())
+            return
+        self.message.error = error
+        self.deps.events.session_error(self.message.session_id, error.wire())
+        if not isinstance(error, MessageAbortedError):
+            self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusIdle())
+
+    async def _cleanup(self) -> None:
+        """Runs exactly once: closes open parts, fails unfinished tool calls, completes the message."""
+        await self._close_open_blocks()
+        await self._calls.abandon()
+        self.message.time.completed = now_ms()
+        await self.deps.events.update_message(self.message)

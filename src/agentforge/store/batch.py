@@ -1,0 +1,160 @@
+"""One group-commit transaction: allocate each event's `seq`, project it, append it to the log.
+
+Sync code over a SQLAlchemy `Connection`, shared by the SQLite writer thread and the Postgres writer
+task (through `run_sync`). A batch first runs optimistically as one transaction with a single
+multi-row insert into the event log. If anything in it fails (a late write after a delete, a stale
+seq cache), the transaction is rolled back and the batch is redone with one savepoint per event, so
+that a bad event is dropped alone and the rest still commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sqlalchemy import Connection, Insert, bindparam, func, select
+from sqlalchemy.exc import IntegrityError
+
+from agentforge.model.events import Event
+from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
+from agentforge.store.schema import event as event_table
+
+log = logging.getLogger(__name__)
+
+
+class StoreWriteError(Exception):
+    """A durable event was not written: its batch failed, or it was dropped (e.g. a late write)."""
+
+
+SEQ_CACHE_SIZE: Final = 10_000
+
+# Per event: the committed seq, or why it was dropped.
+Outcome = int | StoreWriteError
+
+_INSERT_EVENT: Insert = event_table.insert()
+_MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
+
+
+class SeqCache:
+    """The last committed seq of recently written sessions; the least recently used are forgotten
+    (a miss costs one indexed `max(seq)` query), so a long-running server does not grow it forever."""
+
+    def __init__(self, capacity: int = SEQ_CACHE_SIZE) -> None:
+        self._capacity = capacity
+        self._last: OrderedDict[str, int] = OrderedDict()
+
+    def get(self, session_id: str) -> int | None:
+        last = self._last.get(session_id)
+        if last is not None:
+            self._last.move_to_end(session_id)
+        return last
+
+    def update(self, committed: dict[str, int]) -> None:
+        for session_id, seq in committed.items():
+            self._last[session_id] = seq
+            self._last.move_to_end(session_id)
+        while len(self._last) > self._capacity:
+            self._last.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        self._last.pop(session_id, None)
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+
+class BatchApplier:
+    """Writes batches of durable events; remembers the last committed seq of sessions it wrote."""
+
+    def __init__(self, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
+        self._last_seq = SeqCache(seq_cache_size)
+
+    def write_batch(self, conn: Connection, events: Sequence[Event]) -> list[Outcome]:
+        """Commit what can be committed; return one outcome per event, in order.
+
+        Raises only when the transaction itself cannot be committed (then nothing was written).
+        """
+        try:
+            committed: list[Outcome] = list(self._write_together(conn, events))
+            return committed
+        except Exception as exc:
+            log.debug("batch of %d failed as a whole (%s); retrying event by event", len(events), exc)
+        # The cached seqs of these sessions may be what failed (another process wrote): reload them.
+        for item in events:
+            self._last_seq.forget(session_of(item))
+        return self._write_one_by_one(conn, events)
+
+    def _write_together(self, conn: Connection, events: Sequence[Event]) -> list[int]:
+        draft: dict[str, int] = {}
+        rows: list[dict[str, Any]] = []
+        with conn.begin():
+            writes = Writes(conn)
+            for item in events:
+                seq = self._next_seq(conn, draft, session_of(item))
+                apply_event(writes, item)
+                draft[session_of(item)] = seq
+                rows.append(event_row(item, seq))
+            writes.flush()
+            conn.execute(_INSERT_EVENT, rows)
+        self._last_seq.update(draft)
+        return [row["seq"] for row in rows]
+
+    def _write_one_by_one(self, conn: Connection, events: Sequence[Event]) -> list[Outcome]:
+        draft: dict[str, int] = {}
+        with conn.begin():
+            outcomes = [self._write_isolated(conn, draft, item) for item in events]
+        self._last_seq.update(draft)
+        return outcomes
+
+    def _write_isolated(self, conn: Connection, draft: dict[str, int], item: Event) -> Outcome:
+        session_id = session_of(item)
+        try:
+            with conn.begin_nested():
+                seq = self._next_seq(conn, draft, session_id)
+                writes = Writes(conn)
+                apply_event(writes, item)
+                writes.defer(_INSERT_EVENT, event_row(item, seq))
+                writes.flush()
+        except (IntegrityError, MissingRowError) as exc:
+            # KERNEL 2.2: a late write after its session or message was deleted is logged and ignored.
+            log.warning("dropped %s %s for session %s: %s", item.type, item.id, session_id, _short(exc))
+            return StoreWriteError(f"{item.type} {item.id} was dropped: {_short(exc)}")
+        except Exception as exc:
+            log.exception("dropped %s %s for session %s", item.type, item.id, session_id)
+            return StoreWriteError(f"{item.type} {item.id} could not be written: {exc}")
+        draft[session_id] = seq
+        return seq
+
+    def _next_seq(self, conn: Connection, draft: dict[str, int], session_id: str) -> int:
+        last = draft.get(session_id)
+        if last is None:
+            last = self._last_seq.get(session_id)
+        if last is None:
+            last = conn.execute(_MAX_SEQ, {"session_id": session_id}).scalar() or 0
+        return last + 1
+
+
+def session_of(item: Event) -> str:
+    """The session a durable event belongs to (checked non-empty when it is submitted)."""
+    return item.session_id or ""
+
+
+def event_row(item: Event, seq: int) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "tenant_id": item.tenant_id,
+        "session_id": session_of(item),
+        "seq": seq,
+        "type": item.type,
+        "data": dumps(item.properties),
+        "time_created": int(time.time() * 1000),
+    }
+
+
+def _short(exc: BaseException) -> str:
+    # SQLAlchemy errors carry the statement and parameters: the first line is what a log reader needs.
+    lines = str(getattr(exc, "orig", exc)).splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,97 @@
+"""Programmatic Alembic: the migrations ship inside the package, so an installed wheel can migrate
+without an alembic.ini. Everything here blocks; the store calls it through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+
+from agentforge.store.engine import DatabaseTarget, parse_database_url, postgres_engine, sqlite_engine
+
+MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def upgrade(conn: Connection, revision: str = "head") -> None:
+    """Upgrade the database behind `conn` (the env picks the connection up from the config)."""
+    config = alembic_config()
+    config.attributes["connection"] = conn
+    command.upgrade(config, revision)
+
+
+def current_revision(conn: Connection) -> str | None:
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade_to_head(url: str) -> None:
+    """Create or upgrade the tables at `url` to the newest revision (and a missing Postgres schema)."""
+    target = parse_database_url(url)
+
+    def create_and_upgrade(conn: Connection) -> None:
+        if target.schema is not None:
+            create_schema_if_missing(conn, target.schema)
+        upgrade(conn)
+
+    run_with_connection(target, create_and_upgrade)
+
+
+def create_schema_if_missing(conn: Connection, schema: str) -> None:
+    # Look first: CREATE SCHEMA IF NOT EXISTS still needs CREATE on the database, which a runtime
+    # role given a ready-made schema may not have.
+    exists = conn.execute(
+        text("SELECT 1 FROM pg_namespace WHERE nspname = :schema"), {"schema": schema}
+    ).scalar()
+    if not exists:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))  # name checked by parse_database_url
+        conn.commit()
+
+
+def run_with_connection(target: DatabaseTarget, work: Callable[[Connection], None]) -> None:
+    """Open a short-lived sync `Connection` to the target, run `work` on it, close everything.
+
+    Postgres only has an async driver here, so its connection lives on a private event loop in the
+    calling thread and `work` runs through `run_sync`.
+    """
+    if target.dialect == "sqlite":
+        _run_on_sqlite(target, work)
+    else:
+        asyncio.run(_run_on_postgres(target, work))
+
+
+def _run_on_sqlite(target: DatabaseTarget, work: Callable[[Connection], None]) -> None:
+    target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    engine = sqlite_engine(target, pool_size=1, begin="BEGIN IMMEDIATE")
+    try:
+        with engine.connect() as conn:
+            work(conn)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+async def _run_on_postgres(target: DatabaseTarget, work: Callable[[Connection], None]) -> None:
+    engine = postgres_engine(target, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            await conn.run_sync(work)
+            await conn.commit()
+    finally:
+        await engine.dispose()

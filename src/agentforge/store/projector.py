@@ -1,0 +1,256 @@
+"""The projector (KERNEL 2.2): applies one durable event to the session, message and part rows.
+
+Written once as sync code over a SQLAlchemy `Connection` (wrapped in `Writes`): the SQLite writer
+thread calls it directly, the Postgres writer through `AsyncConnection.run_sync`. The caller owns the
+transaction and appends the event to the log; the projector only touches the projected rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    Connection,
+    CursorResult,
+    Delete,
+    Executable,
+    Insert,
+    Table,
+    Update,
+    bindparam,
+    delete,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from agentforge.model import events as ev
+from agentforge.model.events import Event
+from agentforge.store.schema import message, part, session
+from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
+
+
+class MissingRowError(LookupError):
+    """The event targets a row that is not there (typically a late write after a delete)."""
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+class Writes:
+    """The projector's statements for one transaction, run in order.
+
+    Consecutive executions of the same statement are sent as one `executemany`: a batch of part
+    updates costs one SQLAlchemy execution instead of one each (~40 us apiece), and on Postgres one
+    pipelined round trip. A statement whose result is needed (`run`) first sends what is pending, so
+    reads see every earlier write. Constraint errors of deferred statements surface at `flush`.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._statement: Executable | None = None
+        self._rows: list[dict[str, Any]] = []
+
+    def defer(self, statement: Executable, row: dict[str, Any]) -> None:
+        if statement is not self._statement:
+            self.flush()
+            self._statement = statement
+        self._rows.append(row)
+
+    def run(self, statement: Executable, params: dict[str, Any]) -> CursorResult[*tuple[Any, ...]]:
+        """Execute now (after what is pending) and return the result."""
+        self.flush()
+        return self.conn.execute(statement, params)
+
+    def flush(self) -> None:
+        if self._statement is not None and self._rows:
+            self.conn.execute(self._statement, self._rows)
+        self._statement, self._rows = None, []
+
+
+def apply_event(writes: Writes, event: Event) -> None:
+    """Project one durable event onto the rows. Raises on a violated constraint or a missing row."""
+    handler = _HANDLERS.get(event.type)
+    if handler is None:
+        raise ValueError(f"Not a durable event type: {event.type!r}")
+    handler(writes, event.tenant_id, event.properties)
+
+
+# --- statements, built once (bind parameters prefixed `b_` never clash with column names) -----------
+
+_INSERT_SESSION: Insert = session.insert()
+_UPDATE_SESSION: Update = update(session).where(
+    session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id")
+)
+_DELETE_SESSION: Delete = delete(session).where(
+    session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id")
+)
+_ADD_TO_TOTALS: Update = (
+    update(session)
+    .where(session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id"))
+    .values(
+        cost=session.c.cost + bindparam("b_cost"),
+        tokens_input=session.c.tokens_input + bindparam("b_input"),
+        tokens_output=session.c.tokens_output + bindparam("b_output"),
+        tokens_reasoning=session.c.tokens_reasoning + bindparam("b_reasoning"),
+        tokens_cache_read=session.c.tokens_cache_read + bindparam("b_cache_read"),
+        tokens_cache_write=session.c.tokens_cache_write + bindparam("b_cache_write"),
+    )
+)
+_DELETE_MESSAGE: Delete = delete(message).where(
+    message.c.id == bindparam("b_id"), message.c.tenant_id == bindparam("b_tenant_id")
+)
+_DELETE_PART: Delete = delete(part).where(
+    part.c.id == bindparam("b_id"), part.c.tenant_id == bindparam("b_tenant_id")
+)
+_PART_DATA = select(part.c.data).where(
+    part.c.id == bindparam("b_id"), part.c.tenant_id == bindparam("b_tenant_id")
+)
+# orjson writes `"type":"step-finish"` without spaces, and inside a JSON string the quotes would be
+# escaped, so this LIKE only pre-filters; usage_of() still checks each row's real type.
+_STEP_FINISH_DATA_OF_MESSAGE = select(part.c.data).where(
+    part.c.message_id == bindparam("b_id"),
+    part.c.tenant_id == bindparam("b_tenant_id"),
+    part.c.data.contains(f'"type":"{STEP_FINISH}"', autoescape=True),
+)
+
+# What an upsert may change on an existing row: a part keeps its first `time_created`.
+_UPSERT_COLUMNS: dict[str, tuple[str, ...]] = {"message": ("time_created", "data"), "part": ("data",)}
+_upserts: dict[tuple[str, str], Insert] = {}
+
+
+def _upsert(writes: Writes, table: Table) -> Insert:
+    """INSERT … ON CONFLICT (id) DO UPDATE in the connection's dialect, built once per dialect.
+
+    The update only applies within the same tenant, so one tenant can never overwrite another's row.
+    """
+    dialect = writes.conn.dialect.name
+    statement = _upserts.get((dialect, table.name))
+    if statement is None:
+        base = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+        statement = base.on_conflict_do_update(
+            index_elements=[table.c.id],
+            set_={name: base.excluded[name] for name in _UPSERT_COLUMNS[table.name]},
+            where=table.c.tenant_id == base.excluded.tenant_id,
+        )
+        _upserts[(dialect, table.name)] = statement
+    return statement
+
+
+# --- handlers ---------------------------------------------------------------------------------------
+
+
+def _session_created(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    # Totals start at zero (column defaults) whatever `info` says: they are the sum of the session's
+    # step-finish parts, which the projector adds up as they arrive.
+    writes.defer(_INSERT_SESSION, {"id": props["info"]["id"], **_session_columns(tenant_id, props)})
+
+
+def _session_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    # A full replace of the row, except the running totals, which stay the projector's.
+    session_id = props["info"]["id"]
+    params = {"b_id": session_id, "b_tenant_id": tenant_id, **_session_columns(tenant_id, props)}
+    if writes.run(_UPDATE_SESSION, params).rowcount == 0:
+        raise MissingRowError(f"session {session_id} does not exist")
+
+
+def _session_columns(tenant_id: str, props: Mapping[str, Any]) -> dict[str, Any]:
+    info = props["info"]
+    return {
+        "tenant_id": tenant_id,
+        "parent_id": info.get("parentID"),
+        "directory": info["directory"],
+        "title": info["title"],
+        "time_created": info["time"]["created"],
+        "time_updated": info["time"]["updated"],
+        "data": dumps(info),
+    }
+
+
+def _session_deleted(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    # Messages and parts go with it (ON DELETE CASCADE). Deleting twice is harmless.
+    writes.defer(_DELETE_SESSION, {"b_id": props["sessionID"], "b_tenant_id": tenant_id})
+
+
+def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    info = props["info"]
+    row = {
+        "id": info["id"],
+        "tenant_id": tenant_id,
+        "session_id": info["sessionID"],
+        "time_created": info["time"]["created"],
+        "data": dumps(info),
+    }
+    writes.defer(_upsert(writes, message), row)
+
+
+def _message_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    key = {"b_id": props["messageID"], "b_tenant_id": tenant_id}
+    usage = NO_USAGE
+    for (data,) in writes.run(_STEP_FINISH_DATA_OF_MESSAGE, key):
+        usage = usage + usage_of(orjson.loads(data))
+    writes.defer(_DELETE_MESSAGE, key)
+    _add_to_totals(writes, tenant_id, props["sessionID"], -usage)
+
+
+def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    new = props["part"]
+    # Part kinds never change, so only a step-finish update can move the totals: read the previous
+    # version only then, and keep the hot path (text and tool parts) to one deferred statement.
+    counts = new.get("type") == STEP_FINISH
+    previous = _stored_part_usage(writes, tenant_id, new["id"]) if counts else NO_USAGE
+    row = {
+        "id": new["id"],
+        "tenant_id": tenant_id,
+        "message_id": new["messageID"],
+        "session_id": new["sessionID"],
+        "time_created": props.get("time") or 0,
+        "data": dumps(new),
+    }
+    writes.defer(_upsert(writes, part), row)
+    if counts:
+        _add_to_totals(writes, tenant_id, new["sessionID"], usage_of(new) - previous)
+
+
+def _part_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    part_id = props["partID"]
+    usage = _stored_part_usage(writes, tenant_id, part_id)
+    writes.defer(_DELETE_PART, {"b_id": part_id, "b_tenant_id": tenant_id})
+    _add_to_totals(writes, tenant_id, props["sessionID"], -usage)
+
+
+def _stored_part_usage(writes: Writes, tenant_id: str, part_id: str) -> Usage:
+    data = writes.run(_PART_DATA, {"b_id": part_id, "b_tenant_id": tenant_id}).scalar_one_or_none()
+    return NO_USAGE if data is None else usage_of(orjson.loads(data))
+
+
+def _add_to_totals(writes: Writes, tenant_id: str, session_id: str, usage: Usage) -> None:
+    if usage == NO_USAGE:
+        return
+    writes.defer(
+        _ADD_TO_TOTALS,
+        {
+            "b_id": session_id,
+            "b_tenant_id": tenant_id,
+            "b_cost": usage.cost,
+            "b_input": usage.input,
+            "b_output": usage.output,
+            "b_reasoning": usage.reasoning,
+            "b_cache_read": usage.cache_read,
+            "b_cache_write": usage.cache_write,
+        },
+    )
+
+
+_HANDLERS: dict[str, Callable[[Writes, str, Mapping[str, Any]], None]] = {
+    ev.SESSION_CREATED: _session_created,
+    ev.SESSION_UPDATED: _session_updated,
+    ev.SESSION_DELETED: _session_deleted,
+    ev.MESSAGE_UPDATED: _message_updated,
+    ev.MESSAGE_REMOVED: _message_removed,
+    ev.PART_UPDATED: _part_updated,
+    ev.PART_REMOVED: _part_removed,
+}

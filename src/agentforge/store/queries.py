@@ -1,0 +1,281 @@
+"""Read queries, written once as sync functions over a `Connection` (both dialects run them).
+
+Every function takes `tenant_id` and only ever sees that tenant's rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeAlias
+
+import orjson
+from sqlalchemy import Connection, Row, and_, func, or_, select
+
+from agentforge.model.events import Event
+from agentforge.model.message import Message, WithParts, message_adapter, part_adapter
+from agentforge.model.part import Part
+from agentforge.model.session import Session
+from agentforge.store.schema import event, message, part, session
+
+# A row of any shape (SQLAlchemy 2.1 types rows by their column tuple).
+AnyRow: TypeAlias = Row[*tuple[Any, ...]]
+
+_SESSION_COLUMNS = (
+    session.c.data,
+    session.c.cost,
+    session.c.tokens_input,
+    session.c.tokens_output,
+    session.c.tokens_reasoning,
+    session.c.tokens_cache_read,
+    session.c.tokens_cache_write,
+)
+
+
+# --- sessions ---------------------------------------------------------------------------------------
+
+
+def get_session(conn: Connection, tenant_id: str, session_id: str) -> Session | None:
+    row = conn.execute(
+        select(*_SESSION_COLUMNS).where(session.c.id == session_id, session.c.tenant_id == tenant_id)
+    ).one_or_none()
+    return None if row is None else _session_from_row(row)
+
+
+def list_sessions(
+    conn: Connection,
+    tenant_id: str,
+    *,
+    directory: str | None = None,
+    roots: bool = False,
+    start: int | None = None,
+    search: str | None = None,
+    limit: int | None = None,
+) -> list[Session]:
+    """Newest `time.updated` first. `start`: updated at or after (ms); `search`: title substring, any case."""
+    query = select(*_SESSION_COLUMNS).where(session.c.tenant_id == tenant_id)
+    if directory is not None:
+        query = query.where(session.c.directory == directory)
+    if roots:
+        query = query.where(session.c.parent_id.is_(None))
+    if start is not None:
+        query = query.where(session.c.time_updated >= start)
+    if search:
+        query = query.where(session.c.title.icontains(search, autoescape=True))
+    # Session ids sort newest first, so they break ties within one millisecond the same way.
+    query = query.order_by(session.c.time_updated.desc(), session.c.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return [_session_from_row(row) for row in conn.execute(query)]
+
+
+def children(conn: Connection, tenant_id: str, session_id: str) -> list[Session]:
+    """Sessions whose parent is `session_id` (subagent sessions), newest `time.updated` first."""
+    query = (
+        select(*_SESSION_COLUMNS)
+        .where(session.c.parent_id == session_id, session.c.tenant_id == tenant_id)
+        .order_by(session.c.time_updated.desc(), session.c.id)
+    )
+    return [_session_from_row(row) for row in conn.execute(query)]
+
+
+def _session_from_row(row: AnyRow) -> Session:
+    # The stored `info` keeps whatever totals its writer sent; the projector's running totals win.
+    data = orjson.loads(row.data)
+    data["cost"] = row.cost
+    data["tokens"] = {
+        "input": row.tokens_input,
+        "output": row.tokens_output,
+        "reasoning": row.tokens_reasoning,
+        "cache": {"read": row.tokens_cache_read, "write": row.tokens_cache_write},
+    }
+    return Session.model_validate(data)
+
+
+# --- messages and parts -----------------------------------------------------------------------------
+
+
+def get_message(conn: Connection, tenant_id: str, session_id: str, message_id: str) -> WithParts | None:
+    data = conn.execute(
+        select(message.c.data).where(
+            message.c.id == message_id,
+            message.c.session_id == session_id,
+            message.c.tenant_id == tenant_id,
+        )
+    ).scalar_one_or_none()
+    if data is None:
+        return None
+    parts = _parts_by_message(
+        conn.execute(
+            select(part.c.message_id, part.c.data)
+            .where(part.c.message_id == message_id, part.c.tenant_id == tenant_id)
+            .order_by(part.c.id)
+        )
+    )
+    return _with_parts(data, parts.get(message_id, []))
+
+
+def list_messages(
+    conn: Connection,
+    tenant_id: str,
+    session_id: str,
+    *,
+    limit: int | None = None,
+    before: str | None = None,
+) -> tuple[list[WithParts], str | None]:
+    """Oldest first. With `limit`: the newest `limit` messages older than the `before` cursor, and the
+    cursor of the next (older) page, or None when there is none. Raises ValueError("Invalid cursor")."""
+    if limit is not None and limit < 0:
+        raise ValueError("limit must be >= 0")
+    if limit == 0:
+        return [], None  # no page, and no message to anchor a cursor on
+    query = select(message.c.id, message.c.time_created, message.c.data).where(
+        message.c.session_id == session_id, message.c.tenant_id == tenant_id
+    )
+    if before is not None:
+        cursor_id, cursor_time = decode_cursor(before)
+        query = query.where(
+            or_(
+                message.c.time_created < cursor_time,
+                and_(message.c.time_created == cursor_time, message.c.id < cursor_id),
+            )
+        )
+    query = query.order_by(message.c.time_created.desc(), message.c.id.desc())
+    if limit is not None:
+        # One extra row says whether an older page exists.
+        query = query.limit(limit + 1)
+    rows = list(conn.execute(query))
+    next_cursor = None
+    if limit is not None and len(rows) > limit:
+        rows = rows[:limit]
+        oldest = rows[-1]
+        next_cursor = encode_cursor(oldest.id, oldest.time_created)
+    rows.reverse()
+    return _attach_parts(conn, tenant_id, rows), next_cursor
+
+
+def history(
+    conn: Connection, tenant_id: str, session_id: str, *, since_message_id: str | None = None
+) -> list[WithParts]:
+    """All messages (from `since_message_id` on, inclusive) oldest first, with their parts.
+
+    Message ids ascend in creation order, so "from that message on" is an id range: one indexed query
+    for the messages and one for their parts.
+    """
+    messages = select(message.c.id, message.c.data).where(
+        message.c.session_id == session_id, message.c.tenant_id == tenant_id
+    )
+    parts = select(part.c.message_id, part.c.data).where(
+        part.c.session_id == session_id, part.c.tenant_id == tenant_id
+    )
+    if since_message_id is not None:
+        messages = messages.where(message.c.id >= since_message_id)
+        parts = parts.where(part.c.message_id >= since_message_id)
+    message_rows = list(conn.execute(messages.order_by(message.c.id)))
+    by_message = _parts_by_message(conn.execute(parts.order_by(part.c.id)))
+    return [_with_parts(row.data, by_message.get(row.id, [])) for row in message_rows]
+
+
+def get_part(conn: Connection, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:
+    data = conn.execute(
+        select(part.c.data).where(
+            part.c.id == part_id,
+            part.c.message_id == message_id,
+            part.c.session_id == session_id,
+            part.c.tenant_id == tenant_id,
+        )
+    ).scalar_one_or_none()
+    return None if data is None else _parse_part(data)
+
+
+def _attach_parts(conn: Connection, tenant_id: str, message_rows: Sequence[AnyRow]) -> list[WithParts]:
+    """One query for the parts of all the given messages."""
+    if not message_rows:
+        return []
+    ids = [row.id for row in message_rows]
+    by_message = _parts_by_message(
+        conn.execute(
+            select(part.c.message_id, part.c.data)
+            .where(part.c.message_id.in_(ids), part.c.tenant_id == tenant_id)
+            .order_by(part.c.id)
+        )
+    )
+    return [_with_parts(row.data, by_message.get(row.id, [])) for row in message_rows]
+
+
+def _parts_by_message(rows: Iterable[AnyRow]) -> dict[str, list[Part]]:
+    """Group (message_id, data) rows, keeping their order (callers order by part id)."""
+    grouped: defaultdict[str, list[Part]] = defaultdict(list)
+    for row in rows:
+        grouped[row.message_id].append(_parse_part(row.data))
+    return grouped
+
+
+def _with_parts(message_data: str, parts: list[Part]) -> WithParts:
+    info: Message = message_adapter.validate_json(message_data)
+    return WithParts(info=info, parts=parts)
+
+
+def _parse_part(data: str) -> Part:
+    parsed: Part = part_adapter.validate_json(data)
+    return parsed
+
+
+# --- pagination cursor ------------------------------------------------------------------------------
+
+
+def encode_cursor(message_id: str, time_created: int) -> str:
+    """base64url (unpadded) of JSON `{id, time}` (KERNEL 3.6)."""
+    raw = orjson.dumps({"id": message_id, "time": time_created})
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def decode_cursor(cursor: str) -> tuple[str, int]:
+    try:
+        # validate=True: the lenient decoder would silently skip characters outside the alphabet.
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        value = orjson.loads(raw)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("Invalid cursor") from exc
+    if not isinstance(value, dict):
+        raise ValueError("Invalid cursor")
+    message_id, time_created = value.get("id"), value.get("time")
+    if not isinstance(message_id, str) or type(time_created) is not int:
+        raise ValueError("Invalid cursor")
+    return message_id, time_created
+
+
+# --- event log --------------------------------------------------------------------------------------
+
+
+def events_after(
+    conn: Connection, tenant_id: str, session_id: str, after_seq: int, limit: int = 1000
+) -> list[Event]:
+    """Durable events of the session with `seq > after_seq`, in seq order."""
+    rows = conn.execute(
+        select(event.c.id, event.c.type, event.c.data, event.c.seq)
+        .where(event.c.session_id == session_id, event.c.tenant_id == tenant_id, event.c.seq > after_seq)
+        .order_by(event.c.seq)
+        .limit(limit)
+    )
+    return [
+        Event(
+            type=row.type,
+            properties=orjson.loads(row.data),
+            session_id=session_id,
+            tenant_id=tenant_id,
+            seq=row.seq,
+            id=row.id,
+        )
+        for row in rows
+    ]
+
+
+def last_seq(conn: Connection, tenant_id: str, session_id: str) -> int:
+    """The session's highest committed seq, 0 when it has none."""
+    value = conn.execute(
+        select(func.max(event.c.seq)).where(event.c.session_id == session_id, event.c.tenant_id == tenant_id)
+    ).scalar()
+    return int(value or 0)

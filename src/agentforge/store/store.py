@@ -1,0 +1,173 @@
+"""The Store: durable writes through the ordered writer, and reads, for SQLite or Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from sqlalchemy import Engine
+
+from agentforge.model.events import Event
+from agentforge.model.message import WithParts
+from agentforge.model.part import Part
+from agentforge.model.session import Session
+from agentforge.store import queries
+from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
+from agentforge.store.migrate import upgrade_to_head
+from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
+from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
+
+DEFAULT_READERS: Final = 4
+
+
+def _publish_nowhere(_events: list[Event]) -> None:
+    """For tools (CLI, migrations, benchmarks) that write without a bus."""
+
+
+def _dispose_all(*engines: Engine) -> None:
+    for engine in engines:
+        engine.dispose()
+
+
+class Store:
+    """Open with `await Store.open(url, publish=callback)`; close with `await store.close()`.
+
+    Writes: `submit(event)` queues a durable event and returns a future; `await write(event)` waits
+    until it has committed. Either way the event gets its `seq`, is published after commit, and keeps
+    submission order. Do not mutate an event's properties after submitting it.
+    Reads: async methods, all scoped to one tenant.
+    """
+
+    def __init__(
+        self,
+        dialect: Dialect,
+        writer: OrderedWriter,
+        readers: Readers,
+        dispose: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._dialect = dialect
+        self._writer = writer
+        self._readers = readers
+        self._dispose = dispose
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        publish: Publish | None = None,
+        readers: int = DEFAULT_READERS,
+        batch_cap: int = DEFAULT_BATCH_CAP,
+    ) -> Store:
+        """Migrate the database at `url` to the newest schema and start the writer and readers.
+
+        `publish(events)` is called on the event loop with each batch of committed events, in order.
+        """
+        target = parse_database_url(url)
+        await asyncio.to_thread(upgrade_to_head, url)
+        sink = publish or _publish_nowhere
+        if target.dialect == "sqlite":
+            write_engine = sqlite_engine(target, pool_size=1, begin="BEGIN IMMEDIATE")
+            read_engine = sqlite_engine(target, pool_size=readers, begin="BEGIN")
+            return cls(
+                "sqlite",
+                ThreadWriter(write_engine, sink, batch_cap=batch_cap),
+                ThreadReaders(read_engine, threads=readers),
+                lambda: asyncio.to_thread(_dispose_all, write_engine, read_engine),
+            )
+        engine = postgres_engine(target, pool_size=readers + 1)
+        return cls(
+            "postgresql",
+            TaskWriter(engine, sink, batch_cap=batch_cap),
+            PoolReaders(engine),
+            engine.dispose,
+        )
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._dialect
+
+    @property
+    def committed_batches(self) -> int:
+        """Transactions the writer has committed (one per group of events), for tests and metrics."""
+        return self._writer.committed_batches
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def submit(self, event: Event) -> asyncio.Future[Event]:
+        """Queue a durable event without waiting. The future fails with StoreWriteError if dropped."""
+        return self._writer.submit(event)
+
+    async def write(self, event: Event) -> Event:
+        """Write a durable event and wait until it has committed (and been published)."""
+        # Shielded: a cancelled caller does not un-submit an event the writer may already be committing.
+        return await asyncio.shield(self._writer.submit(event))
+
+    async def close(self) -> None:
+        """Write everything already submitted, stop the writer, release connections."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._writer.close()
+        await self._readers.close()
+        await self._dispose()
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    async def get_session(self, tenant_id: str, session_id: str) -> Session | None:
+        return await self._readers.run(queries.get_session, tenant_id, session_id)
+
+    async def list_sessions(
+        self,
+        tenant_id: str,
+        *,
+        directory: str | None = None,
+        roots: bool = False,
+        start: int | None = None,
+        search: str | None = None,
+        limit: int | None = None,
+    ) -> list[Session]:
+        return await self._readers.run(
+            queries.list_sessions,
+            tenant_id,
+            directory=directory,
+            roots=roots,
+            start=start,
+            search=search,
+            limit=limit,
+        )
+
+    async def children(self, tenant_id: str, session_id: str) -> list[Session]:
+        return await self._readers.run(queries.children, tenant_id, session_id)
+
+    async def get_message(self, tenant_id: str, session_id: str, message_id: str) -> WithParts | None:
+        return await self._readers.run(queries.get_message, tenant_id, session_id, message_id)
+
+    async def list_messages(
+        self, tenant_id: str, session_id: str, *, limit: int | None = None, before: str | None = None
+    ) -> tuple[list[WithParts], str | None]:
+        if before is not None:
+            queries.decode_cursor(before)  # fail fast, before taking a connection
+        return await self._readers.run(
+            queries.list_messages, tenant_id, session_id, limit=limit, before=before
+        )
+
+    async def history(
+        self, tenant_id: str, session_id: str, *, since_message_id: str | None = None
+    ) -> list[WithParts]:
+        return await self._readers.run(
+            queries.history, tenant_id, session_id, since_message_id=since_message_id
+        )
+
+    async def get_part(self, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:
+        return await self._readers.run(queries.get_part, tenant_id, session_id, message_id, part_id)
+
+    async def events_after(
+        self, tenant_id: str, session_id: str, after_seq: int, limit: int = 1000
+    ) -> list[Event]:
+        return await self._readers.run(queries.events_after, tenant_id, session_id, after_seq, limit)
+
+    async def last_seq(self, tenant_id: str, session_id: str) -> int:
+        return await self._readers.run(queries.last_seq, tenant_id, session_id)

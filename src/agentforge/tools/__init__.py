@@ -1,0 +1,1 @@
+"""Tools: the contract, the registry, argument validation, output truncation, and the built-ins."""

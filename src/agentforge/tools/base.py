@@ -1,0 +1,111 @@
+"""The Tool contract (KERNEL 7.1): parameters as a pydantic model (its JSON Schema is what the model
+sees and what we validate against), a context with abort signal, live metadata updates and the
+permission `ask` seam, and a result with title, metadata and output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
+
+
+class ToolError(Exception):
+    """A failure the model can act on: its message becomes the tool part's `error`."""
+
+
+class PermissionDeniedError(ToolError):
+    """A permission rule or a person said no. The loop stops after this step when `blocks_loop`."""
+
+    blocks_loop = True
+
+
+@dataclass(slots=True)
+class PermissionRequest:
+    """What a tool asks permission for (KERNEL 7.4): a permission key and the concrete patterns."""
+
+    permission: str
+    patterns: list[str]
+    always: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Attachment:
+    """A file a tool hands back to the model (images, PDFs): `url` is a data: URL."""
+
+    mime: str
+    url: str
+    filename: str | None = None
+
+
+@dataclass(slots=True)
+class ToolResult:
+    output: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    attachments: list[Attachment] = field(default_factory=list)
+
+
+MetadataUpdate = Callable[[str | None, dict[str, Any]], Awaitable[None]]
+AskPermission = Callable[[PermissionRequest], Awaitable[None]]
+
+
+async def _allow_everything(_request: PermissionRequest) -> None:
+    return None
+
+
+async def _ignore_metadata(_title: str | None, _metadata: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool may see and do.
+
+    `directory` is the session's workspace root: tools resolve relative paths against it and
+    refuse paths outside it. `abort` is set when the turn is aborted; tasks running tools are also
+    cancelled, so a tool only needs the event for cooperative checks. `ask` is the permission seam
+    (it raises PermissionDeniedError to refuse); `metadata` publishes live progress on the tool part.
+    """
+
+    session_id: str
+    message_id: str
+    call_id: str
+    agent: str
+    directory: Path
+    data_dir: Path
+    abort: asyncio.Event = field(default_factory=asyncio.Event)
+    extra: dict[str, Any] = field(default_factory=dict)
+    ask: AskPermission = _allow_everything
+    metadata: MetadataUpdate = _ignore_metadata
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+class Tool(Generic[P]):
+    """A built-in or custom tool. Subclasses set `id`, `description`, `parameters` and `execute`."""
+
+    id: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[type[BaseModel]]
+
+    async def execute(self, args: P, ctx: ToolContext) -> ToolResult:
+        raise NotImplementedError
+
+    def json_schema(self) -> dict[str, Any]:
+        """The parameters' JSON Schema, built once per parameters model (it is sent every step)."""
+        return _schema_of(self.parameters)
+
+
+@functools.cache
+def _schema_of(parameters: type[BaseModel]) -> dict[str, Any]:
+    schema = parameters.model_json_schema()
+    schema.pop("title", None)
+    return schema

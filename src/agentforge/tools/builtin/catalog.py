@@ -1,0 +1,29 @@
+"""The built-in tools, in the order KERNEL 7.2 lists them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentforge.tools.base import Tool
+from agentforge.tools.builtin.bash import BashTool
+from agentforge.tools.builtin.edit import EditTool
+from agentforge.tools.builtin.glob import GlobTool
+from agentforge.tools.builtin.grep import GrepTool
+from agentforge.tools.builtin.invalid import InvalidTool
+from agentforge.tools.builtin.list import ListTool
+from agentforge.tools.builtin.read import ReadTool
+from agentforge.tools.builtin.write import WriteTool
+
+
+def builtin_tools() -> list[Tool[Any]]:
+    """Fresh instances of every built-in tool."""
+    return [
+        InvalidTool(),
+        BashTool(),
+        ReadTool(),
+        GlobTool(),
+        GrepTool(),
+        ListTool(),
+        EditTool(),
+        WriteTool(),
+    ]

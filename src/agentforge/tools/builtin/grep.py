@@ -1,0 +1,219 @@
+"""The `grep` tool (KERNEL 7.7): regex search over file contents.
+
+ripgrep does the search when it is installed; otherwise a Python walk does the same job in a
+worker thread. Either way matches are grouped by file, most recently modified file first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools.globmatch import compile_glob
+from agentforge.tools.params import ToolParams
+from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.walk import ALWAYS_SKIPPED_DIRS, walk_files
+
+LIMIT = 100
+MAX_LINE_LENGTH = 2000
+BINARY_SAMPLE = 8192
+TRUNCATED_NOTE = "(Results truncated. Consider using a more specific path or pattern.)"
+SKIPPED_NOTE = "(Some paths were inaccessible and skipped)"
+
+DESCRIPTION = """Fast content search tool that works with any codebase size.
+
+Usage:
+- Searches file contents with a regular expression ("log.*Error", "function\\s+\\w+").
+- Filter files with include (a glob such as "*.js" or "*.{ts,tsx}").
+- path is the file or directory to search (defaults to the workspace root).
+- Returns matching lines with their line numbers, grouped by file, most recently modified files \
+first (at most 100 matches).
+- Use this tool instead of running grep or rg through bash.
+- To count matches or search in other ways, use bash with rg directly."""
+
+
+class GrepParams(ToolParams):
+    pattern: str = Field(description="The regex pattern to search for in file contents")
+    path: str | None = Field(
+        default=None,
+        description="The file or directory to search in (defaults to the workspace root)",
+    )
+    include: str | None = Field(
+        default=None,
+        description='File pattern to include in the search (e.g. "*.js", "*.{ts,tsx}")',
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    matches: list[Match]
+    skipped_paths: bool = False
+
+
+class GrepTool(Tool[GrepParams]):
+    id = "grep"
+    description = DESCRIPTION
+    parameters = GrepParams
+
+    def __init__(self, ripgrep: str | Literal["auto"] | None = "auto") -> None:
+        """`ripgrep` is the rg executable, None for the Python search, "auto" to look on PATH."""
+        self._ripgrep = find_ripgrep() if ripgrep == "auto" else ripgrep
+
+    async def execute(self, args: GrepParams, ctx: ToolContext) -> ToolResult:
+        target = await guard_path(ctx, args.path or ".")
+        await ctx.ask(
+            PermissionRequest(
+                permission="grep",
+                patterns=[args.pattern],
+                always=["*"],
+                metadata={"pattern": args.pattern, "path": args.path, "include": args.include},
+            )
+        )
+        if not await asyncio.to_thread(target.exists):
+            raise ToolError(f"Path not found: {target}")
+        if self._ripgrep:
+            result = await _search_with_ripgrep(self._ripgrep, args.pattern, target, args.include)
+        else:
+            result = await asyncio.to_thread(_search_in_python, args.pattern, target, args.include)
+        ordered = await asyncio.to_thread(_newest_files_first, result.matches)
+        shown = ordered[:LIMIT]
+        truncated = len(ordered) > LIMIT
+        return ToolResult(
+            title=args.pattern,
+            output=_format(shown, truncated, result.skipped_paths),
+            # Not `truncated`: that key would exempt the output from the byte cap, and 100 long
+            # matching lines can exceed it. The session's truncation still applies on top.
+            metadata={"matches": len(shown), "limitReached": truncated, "path": display_path(ctx, target)},
+        )
+
+
+def find_ripgrep() -> str | None:
+    """rg on PATH, else the one the `ripgrep` wheel put beside this interpreter (an unactivated venv)."""
+    beside_python = Path(sys.executable).parent / "rg"
+    return shutil.which("rg") or (str(beside_python) if beside_python.is_file() else None)
+
+
+async def _search_with_ripgrep(rg: str, pattern: str, target: Path, include: str | None) -> SearchResult:
+    argv = [rg, "--no-config", "-nH", "--hidden", "--no-messages", "--null", "--color=never"]
+    for skipped in sorted(ALWAYS_SKIPPED_DIRS):
+        argv += ["--glob", f"!{skipped}"]
+    if include:
+        argv += ["--glob", include]
+    argv += ["--regexp", pattern, "--", str(target)]
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await proc.communicate()
+    # Exit 1 means no match; 2 means an error, possibly after some matches (unreadable files).
+    matches = list(_parse_ripgrep(stdout))
+    if proc.returncode == 2 and not matches:
+        message = stderr.decode("utf-8", errors="replace").strip()
+        raise ToolError(f"ripgrep failed: {message or 'exit status 2'}")
+    return SearchResult(matches, skipped_paths=proc.returncode == 2)
+
+
+def _parse_ripgrep(stdout: bytes) -> Iterator[Match]:
+    # With --null each line is `<path>\0<line number>:<text>`: no ambiguity for paths with colons.
+    for raw in stdout.split(b"\n"):
+        path, sep, rest = raw.partition(b"\0")
+        number, colon, text = rest.partition(b":")
+        if not sep or not colon or not number.isdigit():
+            continue
+        yield Match(
+            path=path.decode("utf-8", errors="replace"),
+            line=int(number),
+            text=text.decode("utf-8", errors="replace").rstrip("\r"),
+        )
+
+
+def _search_in_python(pattern: str, target: Path, include: str | None) -> SearchResult:
+    try:
+        regex = re.compile(pattern)
+    except re.error as error:
+        raise ToolError(f"Invalid regex pattern {pattern!r}: {error}") from None
+    matches: list[Match] = []
+    skipped = False
+    for path in _candidate_files(target, include):
+        try:
+            matches.extend(_search_file(regex, path))
+        except OSError:
+            skipped = True
+    return SearchResult(matches, skipped_paths=skipped)
+
+
+def _candidate_files(target: Path, include: str | None) -> Iterator[Path]:
+    if target.is_file():
+        if include is None or compile_glob(include).match(target.name):
+            yield target
+        return
+    include_regex = compile_glob(include) if include else None
+    for path, relative in walk_files(target):
+        if include_regex is None or include_regex.match(relative):
+            yield path
+
+
+def _search_file(regex: re.Pattern[str], path: Path) -> list[Match]:
+    with path.open("rb") as handle:
+        if b"\0" in handle.read(BINARY_SAMPLE):
+            return []  # binary, as ripgrep skips it
+    found: list[Match] = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.rstrip("\n").rstrip("\r")
+            if regex.search(text):
+                found.append(Match(path=str(path), line=number, text=text))
+    return found
+
+
+def _newest_files_first(matches: list[Match]) -> list[Match]:
+    mtimes: dict[str, float] = {}
+    for match in matches:
+        if match.path not in mtimes:
+            try:
+                mtimes[match.path] = os.stat(match.path).st_mtime
+            except OSError:
+                mtimes[match.path] = 0.0
+    return sorted(matches, key=lambda m: (-mtimes[m.path], m.path, m.line))
+
+
+def _format(matches: list[Match], truncated: bool, skipped_paths: bool) -> str:
+    if not matches:
+        return "No files found"
+    header = f"Found {len(matches)} matches" + (" (more matches available)" if truncated else "")
+    lines = [header]
+    current = None
+    for match in matches:
+        if match.path != current:
+            if current is not None:
+                lines.append("")
+            current = match.path
+            lines.append(f"{match.path}:")
+        text = match.text
+        if len(text) > MAX_LINE_LENGTH:
+            text = text[:MAX_LINE_LENGTH] + "..."
+        lines.append(f"  Line {match.line}: {text}")
+    if truncated:
+        lines += ["", TRUNCATED_NOTE]
+    if skipped_paths:
+        lines += ["", SKIPPED_NOTE]
+    return "\n".join(lines)

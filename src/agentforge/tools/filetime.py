@@ -1,0 +1,84 @@
+"""Per-session record of which files the model has read, and per-file edit locks (KERNEL 7.7).
+
+edit and write refuse to touch an existing file the session has not read, or one that changed on
+disk since it was read: the model would otherwise overwrite changes it has never seen. We keep the
+file's modification time and size at read time (a fingerprint, not the wall clock, so coarse
+filesystem timestamps cannot hide a change made right after the read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import weakref
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from agentforge.tools.base import ToolError
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadStamp:
+    mtime_ns: int
+    size: int
+    read_at: float
+
+
+_reads: dict[str, dict[Path, _ReadStamp]] = {}
+_locks: weakref.WeakValueDictionary[Path, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def _key(path: Path) -> Path:
+    return path.resolve()
+
+
+def record_read(session_id: str, path: Path) -> None:
+    """Remember that this session has seen the file as it is now on disk."""
+    stat = os.stat(path)
+    stamp = _ReadStamp(mtime_ns=stat.st_mtime_ns, size=stat.st_size, read_at=time.time())
+    _reads.setdefault(session_id, {})[_key(path)] = stamp
+
+
+def last_read(session_id: str, path: Path) -> float | None:
+    """When this session last read the file (epoch seconds), or None."""
+    stamp = _reads.get(session_id, {}).get(_key(path))
+    return stamp.read_at if stamp else None
+
+
+def assert_fresh(session_id: str, path: Path) -> None:
+    """Raise ToolError unless the session read this file and it has not changed since."""
+    stamp = _reads.get(session_id, {}).get(_key(path))
+    if stamp is None:
+        raise ToolError(f"You must read file {path} before overwriting it. Use the read tool first.")
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        # Gone since the read: callers that need the file report that themselves.
+        return
+    if stat.st_mtime_ns != stamp.mtime_ns or stat.st_size != stamp.size:
+        raise ToolError(
+            f"File {path} has been modified since it was last read.\n"
+            f"Last modification: {_iso(stat.st_mtime_ns / 1e9)}\n"
+            f"Last read: {_iso(stamp.read_at)}\n\n"
+            "Please read the file again before modifying it."
+        )
+
+
+def forget_session(session_id: str) -> None:
+    _reads.pop(session_id, None)
+
+
+def file_lock(path: Path) -> asyncio.Lock:
+    """The lock serialising edits of one file (shared by every session in this process)."""
+    key = _key(path)
+    lock = _locks.get(key)
+    if lock is None:
+        lock = asyncio.Lock()
+        _locks[key] = lock
+    return lock
+
+
+def _iso(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds).astimezone().isoformat(timespec="milliseconds")

@@ -1,0 +1,103 @@
+"""Resolving the paths models give us, and the workspace guard (KERNEL 7.5).
+
+Every tool works inside its session's workspace root (`ctx.directory`). A path that escapes it,
+lexically (`../x`, an absolute path elsewhere) or through a symlink, first goes through the
+`external_directory` permission ask; then, unless the context explicitly allows external paths,
+it is refused. The directory where truncated outputs are saved is always allowed, because the
+truncation hint tells the model to read or grep the files there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Literal
+
+from agentforge.tools.base import PermissionRequest, ToolContext, ToolError
+from agentforge.tools.truncation import output_dir
+
+PathKind = Literal["file", "directory", "auto"]
+
+
+def workspace_root(ctx: ToolContext) -> Path:
+    return ctx.directory.resolve()
+
+
+def _given_root(ctx: ToolContext) -> Path:
+    """The workspace as configured (absolute, symlinks kept), for lexical comparisons."""
+    return Path(os.path.abspath(ctx.directory))
+
+
+def absolute_path(ctx: ToolContext, raw: str | Path) -> Path:
+    """The absolute, normalised form of a user/model path (relative to the workspace; `~` expanded).
+
+    Symlinks are not resolved here: titles and messages show the path the way it was given.
+    """
+    expanded = os.path.expanduser(str(raw))
+    return Path(os.path.normpath(os.path.join(_given_root(ctx), expanded)))
+
+
+def is_within(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def display_path(ctx: ToolContext, path: Path) -> str:
+    """The workspace-relative form for titles and permission patterns; absolute when outside."""
+    for root in (_given_root(ctx), workspace_root(ctx)):
+        if is_within(path, root):
+            relative = path.relative_to(root).as_posix()
+            return relative or "."
+    return str(path)
+
+
+def _inside_workspace(ctx: ToolContext, path: Path, real: Path) -> bool:
+    root = workspace_root(ctx)
+    lexically_inside = is_within(path, _given_root(ctx)) or is_within(path, root)
+    return lexically_inside and is_within(real, root)
+
+
+def _in_truncation_dir(ctx: ToolContext, real: Path) -> bool:
+    return is_within(real, output_dir(ctx.data_dir).resolve())
+
+
+def _resolve(path: Path, kind: PathKind) -> tuple[Path, Path]:
+    """The real path (symlinks followed), and the directory an external-directory ask names:
+    the path itself for a directory, its parent for a file."""
+    real = path.resolve()
+    is_directory = kind == "directory" or (kind == "auto" and real.is_dir())
+    return real, real if is_directory else real.parent
+
+
+async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "auto") -> Path:
+    """Resolve `raw` and make sure the tool may touch it; returns the absolute path.
+
+    `kind` says whether the external-directory permission names the path itself (a directory)
+    or its parent (a file); "auto" looks at the filesystem.
+    """
+    path = absolute_path(ctx, raw)
+    # Resolving symlinks and checking for a directory touch the filesystem: keep them off the loop.
+    real, directory = await asyncio.to_thread(_resolve, path, kind)
+    if _inside_workspace(ctx, path, real) or _in_truncation_dir(ctx, real):
+        return path
+
+    pattern = f"{directory.as_posix().rstrip('/')}/*"
+    await ctx.ask(
+        PermissionRequest(
+            permission="external_directory",
+            patterns=[pattern],
+            always=[pattern],
+            metadata={"filepath": str(real), "parentDir": str(directory)},
+        )
+    )
+    if not ctx.extra.get("allow_external"):
+        raise ToolError(_outside_message(ctx, path, real))
+    return path
+
+
+def _outside_message(ctx: ToolContext, path: Path, real: Path) -> str:
+    root = workspace_root(ctx)
+    if is_within(path, _given_root(ctx)) or is_within(path, root):
+        # Lexically inside, so a symlink is what leads out: say where it goes.
+        return f"Refusing to access {path}: it resolves to {real}, which is outside the workspace {root}."
+    return f"Refusing to access {path}: it is outside the workspace {root}."

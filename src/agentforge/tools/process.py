@@ -1,0 +1,197 @@
+"""Running a command in its own process group, streaming its output, and killing the whole group.
+
+A shell command may start children (pipelines, `make`, test runners); killing only the shell would
+leave them running. The child gets a new session (and so its own process group), which we signal as
+a whole: SIGTERM first, SIGKILL once the grace period is over.
+
+We use the low-level subprocess protocol rather than `asyncio.subprocess.Process`: its `wait()`
+(Python 3.11) only returns once every pipe is closed, so a background child that inherited stdout
+(`server &`) would keep the tool waiting; the protocol tells us about the exit itself, and lets us
+close the pipe when we stop reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+KILL_GRACE_SECONDS = 3.0
+KILL_CONFIRM_SECONDS = 1.0
+# After the command exits we read on until the pipe closes. Normally that is at once; a background
+# child that inherited stdout keeps it open, and we must not wait for that one: we stop once no
+# output is pending for DRAIN_GRACE_SECONDS, and in any case after DRAIN_LIMIT_SECONDS.
+DRAIN_GRACE_SECONDS = 0.25
+DRAIN_LIMIT_SECONDS = 5.0
+# Stop reading the pipe while this many chunks wait for the consumer (the child then blocks on
+# write instead of us buffering without bound); resume once the backlog is down to RESUME_AT.
+PAUSE_AT = 64
+RESUME_AT = 8
+STDOUT_FD = 1
+
+OnOutput = Callable[[bytes], Awaitable[None]]
+Ending = Literal["exited", "timeout", "aborted"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOutcome:
+    exit_code: int | None
+    ending: Ending
+    pid: int
+
+
+class _CommandProtocol(asyncio.SubprocessProtocol):
+    def __init__(self) -> None:
+        self.exited = asyncio.Event()
+        self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self._transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        self._chunks.put_nowait(bytes(data))
+        if not self._paused and self._chunks.qsize() >= PAUSE_AT:
+            self._set_reading(False)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == STDOUT_FD:
+            self._chunks.put_nowait(None)
+
+    def has_backlog(self) -> bool:
+        """Output received (or held back in the pipe) that the consumer has not taken yet."""
+        return self._paused or not self._chunks.empty()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+    def _set_reading(self, reading: bool) -> None:
+        pipe = self._transport.get_pipe_transport(STDOUT_FD) if self._transport else None
+        if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
+            if reading:
+                pipe.resume_reading()
+            else:
+                pipe.pause_reading()
+        self._paused = not reading
+
+    async def pump(self, on_output: OnOutput) -> None:
+        """Hand every chunk to `on_output` until the pipe closes."""
+        while (chunk := await self._chunks.get()) is not None:
+            if self._paused and self._chunks.qsize() <= RESUME_AT:
+                self._set_reading(True)
+            await on_output(chunk)
+
+
+async def run_process_group(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    time_limit: float | None,
+    abort: asyncio.Event,
+    on_output: OnOutput,
+    kill_grace: float = KILL_GRACE_SECONDS,
+) -> ProcessOutcome:
+    """Run `argv` with stdin closed and stdout+stderr combined, feeding output to `on_output`.
+
+    Ends when the process exits, when `time_limit` seconds pass or when `abort` is set (then the
+    group is killed, SIGKILL following SIGTERM after `kill_grace` seconds). If the awaiting task
+    is cancelled, the group is killed before the cancellation propagates.
+    """
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        _CommandProtocol,
+        *argv,
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    pid = transport.get_pid()
+    pump = asyncio.create_task(protocol.pump(on_output))
+    try:
+        ending = await _wait_for_ending(protocol.exited, abort, time_limit)
+        if ending != "exited":
+            await terminate_group(pid, protocol.exited, kill_grace)
+        await _drain(pump, protocol)
+    except asyncio.CancelledError:
+        await terminate_group(pid, protocol.exited, kill_grace)
+        raise
+    finally:
+        if not pump.done():
+            pump.cancel()
+        exit_code = transport.get_returncode()
+        transport.close()  # stop reading a pipe a background child may still hold
+    return ProcessOutcome(exit_code=exit_code, ending=ending, pid=pid)
+
+
+async def _wait_for_ending(exited: asyncio.Event, abort: asyncio.Event, time_limit: float | None) -> Ending:
+    exit_waiter = asyncio.create_task(exited.wait())
+    abort_waiter = asyncio.create_task(abort.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {exit_waiter, abort_waiter}, timeout=time_limit, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        exit_waiter.cancel()
+        abort_waiter.cancel()
+    if exit_waiter in done:
+        return "exited"
+    return "aborted" if abort_waiter in done else "timeout"
+
+
+async def _drain(pump: asyncio.Task[None], protocol: _CommandProtocol) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DRAIN_LIMIT_SECONDS
+    while True:
+        done, _ = await asyncio.wait({pump}, timeout=DRAIN_GRACE_SECONDS)
+        if pump in done:
+            pump.result()  # surface a failure of the output handler
+            return
+        if not protocol.has_backlog() or loop.time() >= deadline:
+            return
+
+
+def signal_group(pgid: int, signum: signal.Signals) -> bool:
+    """Send `signum` to every process of the group; False when the group is already gone."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        # Only possible if the pgid was reused by someone else's group: leave it alone.
+        return False
+    return True
+
+
+async def terminate_group(pgid: int, exited: asyncio.Event, grace: float = KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the process group, wait up to `grace` for its leader, then SIGKILL what is left.
+
+    `pgid` is the leader's pid (a new session makes the child its group's leader) and `exited` is
+    set when the leader has exited. Returns once the leader is gone. If we are cancelled while
+    waiting, SIGKILL at once and let the cancellation through.
+    """
+    signal_group(pgid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(exited.wait(), grace)
+    except TimeoutError:
+        signal_group(pgid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            # SIGKILL cannot be ignored; this only gives the kernel and child watcher a moment.
+            await asyncio.wait_for(exited.wait(), KILL_CONFIRM_SECONDS)
+    except asyncio.CancelledError:
+        signal_group(pgid, signal.SIGKILL)
+        raise
+    else:
+        # The leader is gone; children that ignored SIGTERM must not outlive the command.
+        signal_group(pgid, signal.SIGKILL)

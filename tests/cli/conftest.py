@@ -1,0 +1,58 @@
+"""Running the `agentforge` CLI in tests: in-process server, fake provider, isolated config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from agentforge.cli.main import app
+from tests.client.conftest import fake_provider_config
+from tests.fakes.openai_server import FakeOpenAI
+
+_ENV_VARS = (
+    "AGENTFORGE_URL",
+    "AGENTFORGE_CONFIG",
+    "AGENTFORGE_DATA_DIR",
+    "AGENTFORGE_DATABASE_URL",
+    "AGENTFORGE_HOST",
+    "AGENTFORGE_PORT",
+)
+
+
+@dataclass
+class Cli:
+    workspace: Path
+    config: Path
+    data_dir: Path
+
+    @property
+    def local(self) -> list[str]:
+        """The options that point an in-process command at this test's config and database."""
+        return ["--config", str(self.config), "--data-dir", str(self.data_dir)]
+
+    async def invoke(self, *args: str) -> Result:
+        """Runs the CLI in a worker thread: the fake provider keeps serving from this loop meanwhile."""
+        runner = CliRunner()
+        return await asyncio.wait_for(asyncio.to_thread(runner.invoke, app, list(args)), 30)
+
+    async def run_local(self, *args: str) -> Result:
+        return await self.invoke(*args, *self.local)
+
+
+@pytest.fixture
+def cli(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    for name in _ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    # No user-level config file may leak into the test.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    monkeypatch.chdir(workspace)
+    config = tmp_path / "agentforge.json"
+    config.write_text(json.dumps(fake_provider_config(fake_openai)))
+    return Cli(workspace=workspace, config=config, data_dir=tmp_path / "data")

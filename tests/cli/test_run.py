@@ -1,0 +1,159 @@
+"""`agentforge run`: in-process and against a live server, with the fake provider."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+from collections.abc import Callable
+
+from rich.console import Console
+
+from agentforge.cli.render import TurnPrinter
+from agentforge.cli.run import run_turn
+from agentforge.client import AsyncAgentForge
+from tests.cli.conftest import Cli
+from tests.e2e.harness import LiveServer
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
+
+SESSION_LINE = re.compile(r"session (ses_\w+)")
+
+
+async def test_run_prints_the_answer_and_exits_0(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(reply("Hello from the [bold]fake[/bold] model"))
+    result = await cli.run_local("run", "Say hello")
+    assert result.exit_code == 0, result.output
+    # Printed as text, not interpreted as rich markup.
+    assert result.stdout == "Hello from the [bold]fake[/bold] model\n"
+    assert SESSION_LINE.search(result.stderr)
+    assert fake_openai.requests[0]["messages"][-1] == {"role": "user", "content": "Say hello"}
+
+
+async def test_run_shows_tool_calls_and_their_results(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    (cli.workspace / "notes.txt").write_text("alpha\nbeta\n")
+    fake_openai.enqueue(
+        call("read", {"filePath": "notes.txt"}),
+        call("read", {"filePath": "missing.txt"}),
+        reply("The notes say alpha and beta."),
+    )
+    result = await cli.run_local("run", "What do my notes say?")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "The notes say alpha and beta.\n"
+    markers = ("[tool]", "[ok]", "[fail]")
+    tool_lines = [line for line in result.stderr.splitlines() if line.startswith(markers)]
+    assert tool_lines[0] == "[tool] read filePath=notes.txt"
+    assert tool_lines[1].startswith("[ok]   read: notes.txt")
+    assert tool_lines[2] == "[tool] read filePath=missing.txt"
+    assert tool_lines[3].startswith("[fail] read: ")
+    assert len(tool_lines) == 4
+
+
+async def test_run_exits_1_when_the_turn_fails(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(Script().error_status(400, {"error": {"message": "the request was bad"}}))
+    result = await cli.run_local("run", "hello")
+    assert result.exit_code == 1
+    assert "[error] the request was bad" in result.stderr
+    assert result.stdout == ""
+
+
+async def test_run_continues_a_session(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(reply("first answer"), reply("second answer"))
+    first = await cli.run_local("run", "one")
+    match = SESSION_LINE.search(first.stderr)
+    assert match is not None
+    second = await cli.run_local("run", "two", "--session", match.group(1))
+    assert second.exit_code == 0, second.output
+    assert second.stdout == "second answer\n"
+    # The second request carried the whole conversation.
+    contents = [m["content"] for m in fake_openai.requests[1]["messages"] if m["role"] != "system"]
+    assert contents == ["one", "first answer", "two"]
+
+
+async def test_run_on_an_unknown_session_exits_1(cli: Cli) -> None:
+    result = await cli.run_local("run", "hello", "--session", "ses_missing")
+    assert result.exit_code == 1
+    assert "NotFoundError" in result.stderr
+
+
+async def test_usage_errors_exit_2(cli: Cli) -> None:
+    assert (await cli.run_local("run", "hello", "--model", "no-slash")).exit_code == 2
+    assert (await cli.invoke("run")).exit_code == 2
+    missing_config = await cli.invoke("run", "hello", "--config", str(cli.workspace / "nope.json"))
+    assert missing_config.exit_code == 2
+    assert "config file not found" in missing_config.stderr
+
+
+async def test_run_against_a_live_server(live: LiveServer, cli: Cli) -> None:
+    live.fake.enqueue(reply("over the network"))
+    result = await cli.invoke("run", "hi", "--url", live.url)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "over the network\n"
+
+
+async def test_run_against_an_unreachable_server_exits_1(cli: Cli) -> None:
+    result = await cli.invoke("run", "hi", "--url", "http://127.0.0.1:9")
+    assert result.exit_code == 1
+    assert "cannot reach the server" in result.stderr
+
+
+class WatchedOutput(io.StringIO):
+    """stdout for `TurnPrinter` that lets a test wait for what has been printed so far."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._written = asyncio.Event()
+
+    def write(self, text: str) -> int:
+        self._written.set()
+        return super().write(text)
+
+    async def wait_until(self, done: Callable[[str], bool]) -> None:
+        async with asyncio.timeout(5):
+            while not done(self.getvalue()):
+                self._written.clear()
+                await self._written.wait()
+
+
+def quiet_console() -> Console:
+    return Console(file=io.StringIO())
+
+
+async def test_text_is_printed_while_the_turn_is_still_running(live: LiveServer) -> None:
+    gate = asyncio.Event()
+    live.fake.enqueue(Script().text("first half, ").pause(gate).text("second half").finish())
+    out = WatchedOutput()
+    async with AsyncAgentForge(live.url) as client:
+        session = await client.create_session()
+        printer = TurnPrinter(out, quiet_console())
+        turn = asyncio.create_task(run_turn(client, session.id, "go", printer))
+        try:
+            await out.wait_until(lambda text: text == "first half, ")
+            assert not turn.done()
+        finally:
+            gate.set()
+        final = await asyncio.wait_for(turn, 5)
+    assert printer.finish(final) is None
+    assert out.getvalue() == "first half, second half\n"
+
+
+async def test_interrupting_a_turn_aborts_it_on_the_server(live: LiveServer) -> None:
+    gate = asyncio.Event()
+    live.fake.enqueue(Script().text("started ").pause(gate).text("never").finish())
+    out = WatchedOutput()
+    async with AsyncAgentForge(live.url) as client:
+        session = await client.create_session()
+        async with client.events(session.id) as watch:
+            turn = asyncio.create_task(run_turn(client, session.id, "go", TurnPrinter(out, quiet_console())))
+            try:
+                await out.wait_until(bool)
+                turn.cancel()
+                await asyncio.wait({turn})
+                async with asyncio.timeout(5):
+                    async for event in watch:
+                        if event.type == "session.idle":
+                            break
+            finally:
+                gate.set()
+        last = (await client.messages(session.id)).items[-1].wire()
+        assert session.id not in await client.status()
+    assert last["info"]["error"]["name"] == "MessageAbortedError"

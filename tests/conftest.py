@@ -1,0 +1,21 @@
+"""Shared fixtures: the fake provider and a real server process-in-loop speaking HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from tests.e2e.harness import LiveServer, start_live_server
+from tests.fakes.fixtures import fake_openai
+from tests.fakes.openai_server import FakeOpenAI
+
+__all__ = ["fake_openai", "live"]
+
+
+@pytest_asyncio.fixture
+async def live(tmp_path: Path, fake_openai: FakeOpenAI) -> AsyncIterator[LiveServer]:
+    """The real app served by uvicorn on a free loopback port, on SQLite, with the fake provider."""
+    async with start_live_server(tmp_path, fake_openai) as server:
+        yield server

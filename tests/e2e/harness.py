@@ -1,0 +1,145 @@
+"""A real server on a loopback port, and an SSE collector, for end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import orjson
+
+from agentforge.config import Settings, load_settings
+from agentforge.server.app import create_app
+from agentforge.server.serve import ForgeServer
+from tests.fakes.openai_server import FakeOpenAI
+
+
+def fake_provider_config(fake: FakeOpenAI, **model: Any) -> dict[str, Any]:
+    limits = model.pop("limit", {"context": 128_000, "output": 4096})
+    return {
+        "model": "fake/test-model",
+        "provider": {
+            "fake": {
+                "api": "openai",
+                "options": {"baseURL": fake.base_url, "apiKey": "sk-test"},
+                "models": {"test-model": {"limit": limits, **model}},
+            }
+        },
+        "retry": {"max_attempts": 2},
+    }
+
+
+@dataclass
+class LiveServer:
+    url: str
+    settings: Settings
+    fake: FakeOpenAI
+    client: httpx2.AsyncClient
+    workspace: Path
+
+    async def create_session(self, **body: Any) -> dict[str, Any]:
+        response = await self.client.post("/session", json=body or None)
+        response.raise_for_status()
+        data: dict[str, Any] = response.json()
+        return data
+
+    async def prompt(self, session_id: str, text: str, **extra: Any) -> httpx2.Response:
+        body = {"parts": [{"type": "text", "text": text}], **extra}
+        return await self.client.post(f"/session/{session_id}/message", json=body)
+
+
+@contextlib.asynccontextmanager
+async def start_live_server(
+    tmp_path: Path, fake: FakeOpenAI, config: dict[str, Any] | None = None
+) -> AsyncIterator[LiveServer]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'forge.db'}",
+        directory=workspace,
+        config_override=config or fake_provider_config(fake),
+    )
+    app = create_app(settings)
+    server = ForgeServer(app, host="127.0.0.1", port=0, log_level="warning")
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.005)
+    url = f"http://127.0.0.1:{server.bound_port}"
+    async with httpx2.AsyncClient(base_url=url, timeout=30) as client:
+        try:
+            yield LiveServer(url=url, settings=settings, fake=fake, client=client, workspace=workspace)
+        finally:
+            server.should_exit = True
+            await task
+
+
+@dataclass
+class Frame:
+    id: str | None
+    type: str
+    properties: dict[str, Any]
+    received_at: float
+
+
+@dataclass
+class EventCollector:
+    """Reads `GET /event` in the background and keeps every frame with its arrival time."""
+
+    frames: list[Frame] = field(default_factory=list)
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def _read(self, client: httpx2.AsyncClient, path: str, headers: dict[str, str]) -> None:
+        async with client.stream("GET", path, headers=headers, timeout=None) as response:
+            event_id: str | None = None
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("id:"):
+                    event_id = line[3:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif line == "" and data:
+                    envelope = orjson.loads("\n".join(data))
+                    loop = asyncio.get_running_loop()
+                    self.frames.append(Frame(event_id, envelope["type"], envelope["properties"], loop.time()))
+                    if envelope["type"] == "server.connected":
+                        self.connected.set()
+                    self._changed.set()
+                    event_id, data = None, []
+
+    async def start(self, client: httpx2.AsyncClient, path: str = "/event", **headers: str) -> None:
+        self._task = asyncio.create_task(self._read(client, path, headers))
+        await asyncio.wait_for(self.connected.wait(), 5)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def of_type(self, kind: str) -> list[Frame]:
+        return [f for f in self.frames if f.type == kind]
+
+    async def wait_for(self, predicate: Any, timeout: float = 10.0, *, start: int = 0) -> Frame:
+        """The first frame from index `start` on that matches, waiting for it if need be."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        seen = start
+        while True:
+            for frame in self.frames[seen:]:
+                if predicate(frame):
+                    return frame
+            seen = len(self.frames)
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise TimeoutError(f"no matching event; got {[f.type for f in self.frames]}")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)

@@ -1,0 +1,1 @@
+"""Wire-level fakes of external services (model providers) for tests."""

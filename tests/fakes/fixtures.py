@@ -1,0 +1,16 @@
+"""Pytest fixtures for the fakes; `tests/conftest.py` imports them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from .openai_server import FakeOpenAI
+
+
+@pytest_asyncio.fixture
+async def fake_openai() -> AsyncIterator[FakeOpenAI]:
+    """A started fake OpenAI-compatible provider, stopped after the test."""
+    async with FakeOpenAI() as fake:
+        yield fake

@@ -1,0 +1,134 @@
+"""The HTTP/1.1 side of the fake provider: read requests, write plain or chunked (streamed) responses.
+
+Deliberately tiny: one request at a time per connection (no pipelining), keep-alive by default,
+`Content-Length` or chunked request bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import json
+from dataclasses import dataclass
+from typing import Any
+
+MAX_HEADER_BYTES = 64 * 1024
+
+
+class PeerGone(Exception):
+    """The client closed the connection while we were streaming to it."""
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def keep_alive(self) -> bool:
+        return self.headers.get("connection", "").lower() != "close"
+
+
+class Connection:
+    """One client connection: reads requests, writes plain or chunked (streamed) responses."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._eof_watch: asyncio.Future[bytes] | None = None
+
+    async def read_request(self) -> Request | None:
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            return None
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method, path, _version = request_line.split(" ", 2)
+        headers: dict[str, str] = {}
+        for line in header_lines:
+            if ":" in line:
+                name, value = line.split(":", 1)
+                headers[name.strip().lower()] = value.strip()
+        body = await self._read_body(headers)
+        return Request(method, path.split("?", 1)[0], headers, body)
+
+    async def _read_body(self, headers: dict[str, str]) -> bytes:
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            parts: list[bytes] = []
+            while size := int((await self.reader.readuntil(b"\r\n")).strip().split(b";")[0], 16):
+                parts.append(await self.reader.readexactly(size + 2))
+            await self.reader.readuntil(b"\r\n")
+            return b"".join(part[:-2] for part in parts)
+        return await self.reader.readexactly(int(headers.get("content-length", "0")))
+
+    async def send_json(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body).encode()
+        lines = [f"HTTP/1.1 {status} {_phrase(status)}", "content-type: application/json"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        lines.append(f"content-length: {len(payload)}")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        await self.writer.drain()
+
+    async def start_stream(self) -> None:
+        head = (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            "cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        self.writer.write(head.encode())
+        await self._drain()
+        # While streaming, the client sends nothing (no pipelining); a read that returns means it left.
+        self._eof_watch = asyncio.ensure_future(self.reader.read(1))
+
+    async def send_event(self, data: str) -> None:
+        if self.peer_gone:
+            raise PeerGone
+        frame = f"data: {data}\n\n".encode()
+        self.writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+        await self._drain()
+
+    async def end_stream(self) -> None:
+        self.writer.write(b"0\r\n\r\n")
+        await self._drain()
+        self._stop_watching()
+
+    async def wait(self, awaitable: asyncio.Future[Any] | None, seconds: float | None) -> None:
+        """Wait for `awaitable` (or just `seconds`), giving up as soon as the client disconnects."""
+        assert self._eof_watch is not None
+        waiters: set[asyncio.Future[Any]] = {self._eof_watch}
+        if awaitable is not None:
+            waiters.add(awaitable)
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if awaitable is not None and not awaitable.done():
+                awaitable.cancel()
+        if self.peer_gone:
+            raise PeerGone
+
+    @property
+    def peer_gone(self) -> bool:
+        return self._eof_watch is not None and self._eof_watch.done()
+
+    def close(self) -> None:
+        self._stop_watching()
+        self.writer.close()
+
+    def _stop_watching(self) -> None:
+        if self._eof_watch is not None and not self._eof_watch.done():
+            self._eof_watch.cancel()
+        self._eof_watch = None
+
+    async def _drain(self) -> None:
+        try:
+            await self.writer.drain()
+        except ConnectionError as exc:
+            raise PeerGone from exc
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"

@@ -1,0 +1,341 @@
+"""A wire-level fake of the OpenAI Chat Completions API for tests.
+
+A real HTTP/1.1 server on 127.0.0.1 (raw `asyncio.start_server`, no framework) that streams scripted
+responses chunk by chunk as server-sent events, exactly as OpenAI does: a role chunk, content /
+reasoning / tool-call deltas, a finish chunk, a usage chunk (choices `[]`), then `data: [DONE]`.
+Connections are kept alive between requests. Each request to `POST /v1/chat/completions` pops the next
+`Script` (FIFO); when none is left it gets HTTP 500.
+
+    async with FakeOpenAI() as fake:
+        fake.enqueue(reply("Hello"), call("read", {"path": "a.txt"}))
+        ...  # point a client at fake.base_url
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from .http11 import MAX_HEADER_BYTES, Connection, PeerGone, Request
+
+ARGUMENT_CHUNK_SIZE = 8  # tool-call arguments stream in pieces this long, like real providers
+
+
+@dataclass(slots=True)
+class _Delta:
+    delta: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Raw:
+    data: str
+
+
+@dataclass(slots=True)
+class _StreamedError:
+    error: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Pause:
+    gate: asyncio.Event
+
+
+@dataclass(slots=True)
+class _Sleep:
+    seconds: float
+
+
+@dataclass(slots=True)
+class _Drop:
+    pass
+
+
+@dataclass(slots=True)
+class _HttpError:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+_Step = _Delta | _Raw | _StreamedError | _Pause | _Sleep | _Drop
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+class Script:
+    """One scripted response, built fluently. Steps stream in the order they were added; the finish
+    chunk and then the usage chunk always come last (as OpenAI sends them). Without an explicit
+    `finish()`, the default finish reason is used."""
+
+    def __init__(self) -> None:
+        self._steps: list[_Step] = []
+        self._tool_calls = 0
+        self._finish_reason: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._http_error: _HttpError | None = None
+        self.completion_id = f"chatcmpl-{secrets.token_hex(12)}"
+
+    def text(self, text: str, *, chunk_size: int = 4) -> Script:
+        self._steps.extend(_Delta({"content": piece}) for piece in _pieces(text, chunk_size))
+        return self
+
+    def reasoning(self, text: str, *, chunk_size: int = 4, field: str = "reasoning_content") -> Script:
+        """Reasoning deltas; `field="reasoning"` mimics Ollama / OpenRouter instead of DeepSeek / vLLM."""
+        self._steps.extend(_Delta({field: piece}) for piece in _pieces(text, chunk_size))
+        return self
+
+    def tool_call(self, name: str, arguments: dict[str, Any] | str, *, call_id: str | None = None) -> Script:
+        index = self._tool_calls
+        self._tool_calls += 1
+        call_id = call_id or f"call_{secrets.token_hex(12)}"
+        args_text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        head = {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        self._steps.append(_Delta({"tool_calls": [head]}))
+        for piece in _pieces(args_text, ARGUMENT_CHUNK_SIZE):
+            if piece:
+                self._steps.append(
+                    _Delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                )
+        return self
+
+    def pause(self, gate: asyncio.Event) -> Script:
+        self._steps.append(_Pause(gate))
+        return self
+
+    def sleep(self, seconds: float) -> Script:
+        self._steps.append(_Sleep(seconds))
+        return self
+
+    def usage(self, prompt: int, completion: int, *, reasoning: int = 0, cached: int = 0) -> Script:
+        self._usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
+        }
+        return self
+
+    def finish(self, reason: str | None = None) -> Script:
+        self._finish_reason = reason or self._default_finish_reason()
+        return self
+
+    def error_status(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> Script:
+        """Answer with this HTTP error instead of a stream."""
+        self._http_error = _HttpError(status, body, dict(headers or {}))
+        return self
+
+    def drop(self) -> Script:
+        """Close the connection here, mid-stream, without finishing the body."""
+        self._steps.append(_Drop())
+        return self
+
+    def error_event(self, message: str, *, type: str = "server_error", code: str | None = None) -> Script:
+        """Stream `data: {"error": {...}}` and end the response there (no finish, no [DONE])."""
+        self._steps.append(_StreamedError({"message": message, "type": type, "code": code}))
+        return self
+
+    def raw(self, data: str) -> Script:
+        """Stream `data: <data>` verbatim (e.g. a malformed chunk)."""
+        self._steps.append(_Raw(data))
+        return self
+
+    def _default_finish_reason(self) -> str:
+        return "tool_calls" if self._tool_calls else "stop"
+
+
+def reply(text: str) -> Script:
+    return Script().text(text).usage(10, 5).finish()
+
+
+def call(name: str, arguments: dict[str, Any]) -> Script:
+    return Script().tool_call(name, arguments).usage(10, 5).finish("tool_calls")
+
+
+class FakeOpenAI:
+    """The fake provider. `base_url` is valid after `start()`."""
+
+    def __init__(self, *, models: list[str] | None = None) -> None:
+        self.base_url = ""
+        self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
+        self.chunk_delay = 0.0
+        self.models = models or ["fake-model"]
+        self.connections = 0  # TCP connections accepted (keep-alive reuses them)
+        self.disconnects = 0  # streams the client abandoned before their end
+        self._scripts: deque[Script] = deque()
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        server = await asyncio.start_server(self._handle_connection, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
+        self._server = server
+        port = server.sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+
+    async def __aenter__(self) -> FakeOpenAI:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def enqueue(self, *turns: Script) -> None:
+        self._scripts.extend(turns)
+
+    def pending(self) -> int:
+        """Scripts not yet consumed."""
+        return len(self._scripts)
+
+    async def _handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self.connections += 1
+        conn = Connection(reader, writer)
+        try:
+            while (request := await conn.read_request()) is not None:
+                if not await self._respond(conn, request) or not request.keep_alive:
+                    break
+        except (PeerGone, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            # Only `stop()` cancels handlers; finishing normally keeps asyncio's stream callback quiet.
+            pass
+        finally:
+            conn.close()
+            self._handlers.discard(task)
+
+    async def _respond(self, conn: Connection, request: Request) -> bool:
+        """Answer one request; False when the connection must be closed afterwards."""
+        if request.method == "GET" and request.path == "/v1/models":
+            await conn.send_json(200, {"object": "list", "data": [self._model_entry(m) for m in self.models]})
+            return True
+        if request.method == "POST" and request.path == "/v1/chat/completions":
+            return await self._chat_completions(conn, request)
+        await conn.send_json(404, _error_body(f"fake provider: no route {request.method} {request.path}"))
+        return True
+
+    async def _chat_completions(self, conn: Connection, request: Request) -> bool:
+        try:
+            body = json.loads(request.body)
+        except ValueError:
+            await conn.send_json(400, _error_body("fake provider: request body is not JSON"))
+            return True
+        self.requests.append(body)
+        self.request_headers.append(request.headers)
+        if not self._scripts:
+            await conn.send_json(500, _error_body("fake provider: no script left"))
+            return True
+        script = self._scripts.popleft()
+        if script._http_error is not None:
+            error = script._http_error
+            await conn.send_json(error.status, error.body, error.headers)
+            return True
+        try:
+            return await self._stream(conn, script, str(body.get("model", "fake-model")))
+        except PeerGone:
+            self.disconnects += 1
+            return False
+
+    async def _stream(self, conn: Connection, script: Script, model: str) -> bool:
+        chunks = _ChunkWriter(conn, script, model, self.chunk_delay)
+        await conn.start_stream()
+        await chunks.send({"role": "assistant", "content": ""})
+        for step in script._steps:
+            match step:
+                case _Delta(delta):
+                    await chunks.send(delta)
+                case _Raw(data):
+                    await chunks.send_data(data)
+                case _StreamedError(error):
+                    await chunks.send_data(json.dumps({"error": error}))
+                    await conn.end_stream()
+                    return True
+                case _Pause(gate):
+                    await conn.wait(asyncio.ensure_future(gate.wait()), None)
+                case _Sleep(seconds):
+                    await conn.wait(None, seconds)
+                case _Drop():
+                    return False
+        await chunks.send({}, finish_reason=script._finish_reason or script._default_finish_reason())
+        if script._usage is not None:
+            await chunks.send_usage(script._usage)
+        await chunks.send_data("[DONE]")
+        await conn.end_stream()
+        return True
+
+    @staticmethod
+    def _model_entry(model_id: str) -> dict[str, Any]:
+        return {"id": model_id, "object": "model", "created": 0, "owned_by": "agentforge-fake"}
+
+
+class _ChunkWriter:
+    """Wraps deltas in real `chat.completion.chunk` envelopes and paces them."""
+
+    def __init__(self, conn: Connection, script: Script, model: str, delay: float) -> None:
+        self._conn = conn
+        self._script = script
+        self._model = model
+        self._delay = delay
+        self._created = int(time.time())
+        self._sent = 0
+
+    async def send(self, delta: dict[str, Any], *, finish_reason: str | None = None) -> None:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        await self.send_data(json.dumps(self._envelope([choice])))
+
+    async def send_usage(self, usage: dict[str, Any]) -> None:
+        await self.send_data(json.dumps({**self._envelope([]), "usage": usage}))
+
+    async def send_data(self, data: str) -> None:
+        if self._sent and self._delay > 0:
+            await self._conn.wait(None, self._delay)
+        self._sent += 1
+        await self._conn.send_event(data)
+
+    def _envelope(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self._script.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+            "system_fingerprint": "fp_fake",
+            "choices": choices,
+        }
+
+
+def _error_body(message: str, *, type: str = "server_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": type, "param": None, "code": None}}
+
+
+__all__ = ["FakeOpenAI", "Script", "call", "reply"]

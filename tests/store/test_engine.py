@@ -1,0 +1,67 @@
+"""Database URLs: which driver each maps to, and what is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentforge.store import parse_database_url, sqlite_url
+
+
+def test_default_sqlite_url_is_agentforge_db_in_the_data_dir(tmp_path: Path) -> None:
+    target = parse_database_url(sqlite_url(tmp_path))
+
+    assert target.dialect == "sqlite"
+    assert target.url.drivername == "sqlite+pysqlite"
+    assert target.sqlite_path == tmp_path / "agentforge.db"
+
+
+@pytest.mark.parametrize("url", ["sqlite:///relative/x.db", "sqlite+pysqlite:////abs/x.db"])
+def test_sqlite_file_urls_use_pysqlite(url: str) -> None:
+    assert parse_database_url(url).url.drivername == "sqlite+pysqlite"
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_in_memory_sqlite_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="In-memory SQLite"):
+        parse_database_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:p@db:5432/forge",
+        "postgres://u:p@db:5432/forge",
+        "postgresql+asyncpg://u:p@db:5432/forge",
+    ],
+)
+def test_postgres_urls_use_asyncpg(url: str) -> None:
+    target = parse_database_url(url)
+
+    assert target.dialect == "postgresql"
+    assert target.url.render_as_string(hide_password=False) == "postgresql+asyncpg://u:p@db:5432/forge"
+    assert target.schema is None
+
+
+def test_postgres_schema_parameter_is_taken_out_of_the_driver_url() -> None:
+    target = parse_database_url("postgresql://u@db/forge?schema=tenant_a&ssl=require")
+
+    assert target.schema == "tenant_a"
+    assert dict(target.url.query) == {"ssl": "require"}
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("postgresql://u@db/forge?schema=bad-name", "Invalid schema name"),
+        ("postgresql://u@db/forge?schema=a&schema=b", "once"),
+        ("mysql://u@db/forge", "Unsupported database URL scheme"),
+        ("postgresql+psycopg://u@db/forge", "Unsupported database URL scheme"),
+        ("not a url", "Invalid database URL"),
+        ("sqlite:///x.db?mode=ro", "no query parameters"),
+    ],
+)
+def test_bad_urls_are_refused(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_database_url(url)

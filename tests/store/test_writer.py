@@ -1,0 +1,342 @@
+"""The ordered writer: seq allocation, publish after commit in submission order, group commit,
+late writes dropped alone, concurrency, draining on close."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+
+import pytest
+from sqlalchemy import Connection, func, select
+
+from agentforge.model import events as ev
+from agentforge.model.events import Event
+from agentforge.store import Store, StoreWriteError, parse_database_url
+from agentforge.store.batch import BatchApplier, Outcome, SeqCache
+from agentforge.store.migrate import run_with_connection, upgrade_to_head
+from agentforge.store.projector import Writes, apply_event
+from agentforge.store.schema import part as part_table
+from tests.store.builders import (
+    message_updated,
+    new_session,
+    part_updated,
+    session_created,
+    session_deleted,
+    text_part,
+    user_message,
+)
+
+TENANT = "default"
+
+
+async def test_seq_increases_per_session_and_sessions_are_independent(
+    store: Store, published: list[Event]
+) -> None:
+    one, two = new_session(), new_session()
+    message_one, message_two = user_message(one.id), user_message(two.id)
+    events = [
+        session_created(one),
+        session_created(two),
+        message_updated(message_one),
+        part_updated(text_part(message_one, "a")),
+        message_updated(message_two),
+        part_updated(text_part(message_one, "b")),
+    ]
+    for event in events:
+        await store.write(event)
+
+    assert [e.seq for e in events] == [1, 1, 2, 3, 2, 4]
+    assert [e.seq for e in await store.events_after(TENANT, one.id, 0)] == [1, 2, 3, 4]
+    assert [e.seq for e in await store.events_after(TENANT, two.id, 0)] == [1, 2]
+    assert [e.id for e in await store.events_after(TENANT, one.id, 2)] == [events[3].id, events[5].id]
+    assert [e.seq for e in await store.events_after(TENANT, one.id, 0, limit=2)] == [1, 2]
+    assert await store.last_seq(TENANT, one.id) == 4
+    assert await store.last_seq(TENANT, two.id) == 2
+    assert await store.last_seq(TENANT, "ses_none") == 0
+    assert await store.events_after("other-tenant", one.id, 0) == []
+
+
+async def test_logged_event_keeps_type_properties_and_id(store: Store) -> None:
+    session = new_session()
+    created = await store.write(session_created(session))
+
+    (logged,) = await store.events_after(TENANT, session.id, 0)
+
+    assert (logged.id, logged.type, logged.seq) == (created.id, ev.SESSION_CREATED, 1)
+    assert logged.properties == created.properties
+    assert (logged.session_id, logged.tenant_id) == (session.id, TENANT)
+
+
+async def test_published_in_submission_order_with_seq_and_before_write_returns(
+    store: Store, published: list[Event]
+) -> None:
+    sessions = [new_session() for _ in range(3)]
+    events = [session_created(s) for s in sessions]
+    messages = [user_message(s.id) for s in sessions]
+    events += [message_updated(m) for m in messages]
+    events += [part_updated(text_part(m, str(i))) for i in range(20) for m in messages]
+
+    futures = [store.submit(e) for e in events]
+    await asyncio.gather(*futures)
+
+    assert published == events  # same objects, same order
+    assert all(e.seq is not None for e in published)
+    for session in sessions:
+        seqs = [e.seq for e in published if e.session_id == session.id]
+        assert seqs == list(range(1, len(seqs) + 1))
+
+    last = part_updated(text_part(messages[0], "last"))
+    returned = await store.write(last)
+    assert returned is last and published[-1] is last
+
+
+async def test_an_event_is_published_only_after_it_committed(database_url: str) -> None:
+    target = parse_database_url(database_url)
+    if target.dialect != "sqlite":
+        pytest.skip("checked through a second, independent SQLite connection")
+    seen_committed: list[bool] = []
+
+    def publish(batch: list[Event]) -> None:
+        # A separate connection only sees committed rows.
+        with sqlite3.connect(target.sqlite_path) as other:
+            for event in batch:
+                row = other.execute("SELECT seq FROM event WHERE id = ?", (event.id,)).fetchone()
+                seen_committed.append(row is not None and row[0] == event.seq)
+
+    store = await Store.open(database_url, publish=publish)
+    try:
+        session = new_session()
+        message = user_message(session.id)
+        events = [session_created(session), message_updated(message)]
+        events += [part_updated(text_part(message, str(i))) for i in range(50)]
+        await asyncio.gather(*(store.submit(e) for e in events))
+    finally:
+        await store.close()
+    assert seen_committed == [True] * len(events)
+
+
+async def test_group_commit_puts_many_queued_events_in_few_transactions(store: Store) -> None:
+    session = new_session()
+    message = user_message(session.id)
+    await store.write(session_created(session))
+    await store.write(message_updated(message))
+    before = store.committed_batches
+
+    events = [part_updated(text_part(message, str(i))) for i in range(500)]
+    await asyncio.gather(*(store.submit(e) for e in events))
+
+    batches = store.committed_batches - before
+    assert 2 <= batches <= 10  # the cap (256) splits 500 in at least two
+    assert [e.seq for e in events] == list(range(3, 503))
+    history = await store.history(TENANT, session.id)
+    assert len(history[0].parts) == 500
+
+
+async def test_a_write_after_delete_is_dropped_and_not_logged(store: Store) -> None:
+    session = new_session()
+    message = user_message(session.id)
+    await store.write(session_created(session))
+    await store.write(message_updated(message))
+    await store.write(session_deleted(session))
+
+    with pytest.raises(StoreWriteError, match="dropped"):
+        await store.write(message_updated(user_message(session.id)))
+    with pytest.raises(StoreWriteError, match="dropped"):
+        await store.write(part_updated(text_part(message, "late")))
+
+    logged = await store.events_after(TENANT, session.id, 0)
+    assert [e.type for e in logged] == [ev.SESSION_CREATED, ev.MESSAGE_UPDATED, ev.SESSION_DELETED]
+    assert (await store.write(session_deleted(session))).seq == 4  # no seq was used up
+
+
+def _write_one_batch(database_url: str, events: Sequence[Event]) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    run_with_connection(
+        parse_database_url(database_url),
+        lambda conn: outcomes.extend(BatchApplier().write_batch(conn, events)),
+    )
+    return outcomes
+
+
+async def test_a_late_write_fails_alone_within_one_batch(store: Store, database_url: str) -> None:
+    gone, live = new_session(), new_session()
+    gone_message, live_message = user_message(gone.id), user_message(live.id)
+    for event in (
+        session_created(gone),
+        session_created(live),
+        message_updated(gone_message),
+        message_updated(live_message),
+    ):
+        await store.write(event)
+
+    batch = [
+        session_deleted(gone),
+        message_updated(user_message(gone.id)),
+        part_updated(text_part(gone_message, "late")),
+        part_updated(text_part(live_message, "on time")),
+    ]
+    # One transaction, written beside the store's own writer (as another process would).
+    outcomes = await asyncio.to_thread(_write_one_batch, database_url, batch)
+
+    assert outcomes[0] == 3 and outcomes[3] == 3
+    assert isinstance(outcomes[1], StoreWriteError) and isinstance(outcomes[2], StoreWriteError)
+    live_history = await store.history(TENANT, live.id)
+    assert [p.text for p in live_history[0].parts] == ["on time"]  # type: ignore[union-attr]
+    # The store's cached seq for `live` is now stale; its next write still gets the right one.
+    assert (await store.write(part_updated(text_part(live_message, "next")))).seq == 4
+
+
+async def test_seq_continues_across_store_instances(store: Store, database_url: str) -> None:
+    session = new_session()
+    message = user_message(session.id)
+    await store.write(session_created(session))
+    await store.write(message_updated(message))
+
+    second = await Store.open(database_url)
+    try:
+        assert (await second.write(part_updated(text_part(message, "from second")))).seq == 3
+    finally:
+        await second.close()
+    assert (await store.write(part_updated(text_part(message, "from first")))).seq == 4
+
+
+async def test_many_sessions_writing_at_once(store: Store, published: list[Event]) -> None:
+    async def converse(index: int) -> str:
+        session = new_session(title=f"s{index}")
+        message = user_message(session.id)
+        await store.write(session_created(session))
+        await store.write(message_updated(message))
+        for turn in range(24):
+            await store.write(part_updated(text_part(message, f"{index}:{turn}")))
+        return session.id
+
+    session_ids = await asyncio.gather(*(converse(i) for i in range(20)))
+
+    for session_id in session_ids:
+        logged = await store.events_after(TENANT, session_id, 0)
+        assert [e.seq for e in logged] == list(range(1, 27))
+        assert [e.seq for e in published if e.session_id == session_id] == list(range(1, 27))
+        (conversation,) = await store.history(TENANT, session_id)
+        assert len(conversation.parts) == 24
+    assert store.committed_batches < len(published)  # concurrent writers shared transactions
+    sessions = await asyncio.gather(*(store.get_session(TENANT, sid) for sid in session_ids))
+    assert [s.title for s in sessions if s is not None] == [f"s{i}" for i in range(20)]
+
+
+async def test_close_writes_everything_submitted_then_refuses(store: Store) -> None:
+    session = new_session()
+    message = user_message(session.id)
+    futures = [store.submit(session_created(session)), store.submit(message_updated(message))]
+    futures += [store.submit(part_updated(text_part(message, str(i)))) for i in range(300)]
+
+    await store.close()
+
+    assert all(f.done() and not f.cancelled() and f.exception() is None for f in futures)
+    assert [f.result().seq for f in futures] == list(range(1, 303))
+    with pytest.raises(StoreWriteError, match="closed"):
+        store.submit(part_updated(text_part(message, "too late")))
+
+
+async def test_a_cancelled_writer_does_not_unsubmit_its_event(store: Store) -> None:
+    session = new_session()
+    await store.write(session_created(session))
+    message = user_message(session.id)
+    waiting = asyncio.create_task(store.write(message_updated(message)))
+    await asyncio.sleep(0)  # let it submit
+    waiting.cancel()
+
+    await store.write(part_updated(text_part(message, "after")))
+
+    assert [e.type for e in await store.events_after(TENANT, session.id, 0)] == [
+        ev.SESSION_CREATED,
+        ev.MESSAGE_UPDATED,
+        ev.PART_UPDATED,
+    ]
+
+
+async def test_a_failing_publish_callback_does_not_fail_the_write(database_url: str) -> None:
+    def publish(_batch: list[Event]) -> None:
+        raise RuntimeError("subscriber bug")
+
+    store = await Store.open(database_url, publish=publish)
+    try:
+        session = new_session()
+        written = await store.write(session_created(session))
+        assert written.seq == 1
+        assert await store.get_session(TENANT, session.id) == session
+    finally:
+        await store.close()
+
+
+async def test_submit_checks_the_event(store: Store) -> None:
+    with pytest.raises(ValueError, match="not a durable event type"):
+        store.submit(Event(ev.PART_DELTA, {"sessionID": "ses_x"}, session_id="ses_x"))
+    with pytest.raises(ValueError, match="no session id"):
+        store.submit(Event(ev.MESSAGE_REMOVED, {"messageID": "msg_x"}))
+
+    session = new_session()
+    created = session_created(session)
+    created.session_id = None  # taken from properties.sessionID
+    assert (await store.write(created)).session_id == session.id
+
+
+def _parts_seen_mid_transaction(conn: Connection, events: Sequence[Event]) -> int:
+    with conn.begin() as transaction:
+        writes = Writes(conn)
+        for event in events:
+            apply_event(writes, event)
+        seen: int = writes.run(select(func.count()).select_from(part_table), {}).scalar_one()
+        transaction.rollback()
+    return seen
+
+
+async def test_deferred_writes_keep_their_order_and_reads_see_them(database_url: str) -> None:
+    await asyncio.to_thread(upgrade_to_head, database_url)
+    session = new_session()
+    message = user_message(session.id)
+    # The message needs the session and the parts need the message: out of order, the FKs would fail.
+    events = [session_created(session), message_updated(message)]
+    events += [part_updated(text_part(message, str(i))) for i in range(5)]
+    seen: list[int] = []
+
+    await asyncio.to_thread(
+        run_with_connection,
+        parse_database_url(database_url),
+        lambda conn: seen.append(_parts_seen_mid_transaction(conn, events)),
+    )
+
+    assert seen == [5]
+
+
+def test_seq_cache_forgets_the_least_recently_used_sessions() -> None:
+    cache = SeqCache(capacity=2)
+    cache.update({"ses_a": 1, "ses_b": 1})
+    assert cache.get("ses_a") == 1  # now b is the least recently used
+    cache.update({"ses_c": 4})
+
+    assert len(cache) == 2
+    assert (cache.get("ses_a"), cache.get("ses_b"), cache.get("ses_c")) == (1, None, 4)
+
+
+def _write_batches(database_url: str, batches: Sequence[Sequence[Event]], cache_size: int) -> list[Outcome]:
+    applier = BatchApplier(seq_cache_size=cache_size)
+    outcomes: list[Outcome] = []
+
+    def write_all(conn: Connection) -> None:
+        for batch in batches:
+            outcomes.extend(applier.write_batch(conn, batch))
+
+    run_with_connection(parse_database_url(database_url), write_all)
+    return outcomes
+
+
+async def test_seq_is_reloaded_for_sessions_the_cache_forgot(database_url: str) -> None:
+    await asyncio.to_thread(upgrade_to_head, database_url)
+    sessions = [new_session() for _ in range(3)]
+    batches = [[session_created(s), message_updated(user_message(s.id))] for s in sessions]
+    batches.append([message_updated(user_message(sessions[0].id))])  # evicted by now
+
+    outcomes = await asyncio.to_thread(_write_batches, database_url, batches, 1)
+
+    assert outcomes == [1, 2, 1, 2, 1, 2, 3]

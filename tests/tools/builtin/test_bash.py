@@ -1,0 +1,284 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from agentforge.tools.base import ToolError
+from agentforge.tools.builtin.bash import BashTool
+from agentforge.tools.truncation import TruncationLimits
+from tests.tools.harness import Harness, real, size_of, text_of
+
+
+def process_alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie (an exited child nobody reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    if stat.exists():
+        state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    return True
+
+
+async def gone_soon(pid: int, within: float = 1.0) -> bool:
+    """A SIGKILLed process disappears asynchronously: give the kernel a moment."""
+    deadline = time.monotonic() + within
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def wait_for_output_line(harness: Harness, within: float = 5.0) -> str:
+    """The first complete line the command printed, from the live metadata updates."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for _, metadata in harness.updates:
+            output = metadata.get("output", "")
+            if "\n" in output:
+                return str(output.split("\n", 1)[0])
+        await asyncio.sleep(0.02)
+    raise AssertionError("the command printed nothing")
+
+
+async def test_runs_a_command_and_reports_output_and_exit(harness: Harness) -> None:
+    result = await harness.run(BashTool(), command="echo hello", description="Say hello")
+    assert result.output == "hello\n"
+    assert result.title == "Say hello"
+    assert result.metadata == {
+        "output": "hello\n",
+        "exit": 0,
+        "description": "Say hello",
+        "truncated": False,
+    }
+
+
+async def test_stderr_is_combined_and_exit_code_kept(harness: Harness) -> None:
+    result = await harness.run(
+        BashTool(), command="echo out; echo err >&2; exit 3", description="Fail on purpose"
+    )
+    assert result.output == "out\nerr\n"
+    assert result.metadata["exit"] == 3
+
+
+async def test_empty_output_says_so(harness: Harness) -> None:
+    result = await harness.run(BashTool(), command="true", description="Nothing")
+    assert result.output == "(no output)"
+
+
+async def test_stdin_is_closed(harness: Harness) -> None:
+    started = time.monotonic()
+    result = await harness.run(BashTool(), command="cat; echo after", description="Read stdin")
+    assert result.output == "after\n"
+    assert time.monotonic() - started < 5
+
+
+async def test_runs_in_workspace_and_in_workdir(harness: Harness) -> None:
+    (harness.workspace / "sub").mkdir()
+    top = await harness.run(BashTool(), command="pwd -P", description="Where")
+    assert top.output.strip() == str(harness.workspace.resolve())
+    sub = await harness.run(BashTool(), command="pwd -P", workdir="sub", description="Where")
+    assert sub.output.strip() == str((harness.workspace / "sub").resolve())
+
+
+async def test_workdir_outside_workspace_is_refused(harness: Harness, tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await harness.run(BashTool(), command="pwd", workdir="..", description="Escape")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await harness.run(BashTool(), command="pwd", workdir=str(tmp_path), description="Escape")
+    (harness.workspace / "link").symlink_to(tmp_path)
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await harness.run(BashTool(), command="pwd", workdir="link", description="Escape")
+    assert harness.asked("bash") == []
+
+
+async def test_missing_workdir_is_an_error(harness: Harness) -> None:
+    with pytest.raises(ToolError, match="does not exist"):
+        await harness.run(BashTool(), command="pwd", workdir="nope", description="Where")
+
+
+async def test_file_commands_touching_outside_paths_are_refused(harness: Harness, tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await harness.run(BashTool(), command="touch ../made.txt", description="Touch outside")
+    assert not (tmp_path / "made.txt").exists()
+    [external] = harness.asked("external_directory")
+    assert external.patterns == [f"{real(tmp_path)}/*"]
+    inside = await harness.run(BashTool(), command="touch made.txt && ls", description="Touch inside")
+    assert inside.output == "made.txt\n"
+
+
+async def test_bash_permission_patterns(harness: Harness) -> None:
+    await harness.run(
+        BashTool(), command="cd . && git --version >/dev/null; echo ok | cat", description="Check"
+    )
+    [ask] = harness.asked("bash")
+    assert ask.patterns == ["git --version >/dev/null", "echo ok", "cat"]
+    assert ask.always == ["git --version *", "echo *", "cat *"]
+
+
+async def test_timeout_kills_the_command(harness: Harness) -> None:
+    started = time.monotonic()
+    result = await harness.run(
+        BashTool(), command="echo started; sleep 20", timeout=300, description="Sleep long"
+    )
+    assert time.monotonic() - started < 3
+    assert result.output.startswith("started\n")
+    assert result.output.endswith(
+        "<bash_metadata>\nbash tool terminated command after exceeding timeout 300 ms\n</bash_metadata>"
+    )
+    assert result.metadata["exit"] != 0
+
+
+async def test_timeout_kills_the_whole_process_group(harness: Harness) -> None:
+    result = await harness.run(
+        BashTool(), command="sleep 20 & echo $!; wait", timeout=300, description="Background child"
+    )
+    child = int(result.output.split("\n", 1)[0])
+    assert await gone_soon(child)
+
+
+async def test_cancellation_kills_the_group_and_propagates_quickly(harness: Harness) -> None:
+    task = asyncio.create_task(
+        harness.run(BashTool(), command="sleep 30 & echo $! $$; wait", description="Sleep")
+    )
+    child, shell = (int(pid) for pid in (await wait_for_output_line(harness)).split())
+    assert process_alive(child) and process_alive(shell)
+
+    cancelled_at = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - cancelled_at < 1.0
+    assert not process_alive(shell)  # the leader is reaped before the cancellation returns
+    assert await gone_soon(child, within=0.5)
+
+
+async def test_process_ignoring_sigterm_is_killed_after_grace(harness: Harness) -> None:
+    task = asyncio.create_task(
+        harness.run(
+            BashTool(kill_grace=0.3),
+            command="trap '' TERM; echo $$; while true; do sleep 0.05; done",
+            description="Stubborn",
+        )
+    )
+    shell = int(await wait_for_output_line(harness))
+    cancelled_at = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert 0.3 <= time.monotonic() - cancelled_at < 1.5  # SIGTERM was ignored: SIGKILL after grace
+    assert not process_alive(shell)
+
+
+async def test_abort_event_stops_the_command_with_a_note(harness: Harness) -> None:
+    ctx = harness.context()
+    from agentforge.tools.execute import run_tool
+
+    running = asyncio.create_task(
+        run_tool(
+            BashTool(),
+            {"command": "echo $$; sleep 30", "description": "Sleep"},
+            ctx,
+            limits=harness.limits,
+        )
+    )
+    shell = int(await wait_for_output_line(harness))
+    ctx.abort.set()
+    result = await asyncio.wait_for(running, 5)
+    assert "<bash_metadata>\nUser aborted the command\n</bash_metadata>" in result.output
+    assert not process_alive(shell)
+
+
+async def test_live_metadata_updates_while_running(harness: Harness) -> None:
+    result = await harness.run(
+        BashTool(),
+        command="for i in 1 2 3; do echo $i; sleep 0.3; done",
+        description="Count slowly",
+    )
+    assert result.output == "1\n2\n3\n"
+    outputs = [metadata["output"] for _, metadata in harness.updates]
+    assert all(title == "Count slowly" for title, _ in harness.updates)
+    assert all(metadata["description"] == "Count slowly" for _, metadata in harness.updates)
+    assert outputs[0] == ""
+    assert "1\n" in outputs and "1\n2\n" in outputs  # seen before the command finished
+    # Throttled: about one update per 100 ms at most over a ~0.9 s run, not one per poll.
+    assert len(harness.updates) <= 15
+
+
+async def test_live_metadata_keeps_only_the_last_30000_chars(harness: Harness) -> None:
+    await harness.run(
+        BashTool(),
+        command="head -c 40000 /dev/zero | tr '\\0' 'a'; echo; sleep 0.3",
+        description="Lots",
+    )
+    longest = max(len(metadata["output"]) for _, metadata in harness.updates)
+    assert longest == 30000
+
+
+async def test_big_output_is_spilled_and_tail_returned(harness: Harness) -> None:
+    result = await harness.run(BashTool(), command="seq 1 30000", description="Count")
+    full = "".join(f"{i}\n" for i in range(1, 30001))
+    assert result.metadata["truncated"] is True
+    saved = Path(result.metadata["outputPath"])
+    assert text_of(saved) == full
+    assert saved.parent == harness.data_dir / "tool-output"
+    assert result.output.startswith(f"...output truncated...\n\nFull output saved to: {saved}\n\n")
+    tail = result.output.split("\n\n", 2)[2]
+    assert tail.endswith("29999\n30000\n")
+    assert len(tail.encode()) <= 50 * 1024
+    assert len(tail.split("\n")) <= 2000
+
+
+async def test_many_short_lines_keep_the_last_2000(harness: Harness) -> None:
+    result = await harness.run(BashTool(), command="seq 1 3000", description="Count")
+    assert result.metadata["truncated"] is True
+    saved = Path(result.metadata["outputPath"])
+    assert text_of(saved) == "".join(f"{i}\n" for i in range(1, 3001))
+    tail = result.output.split("\n\n", 2)[2]
+    lines = tail.split("\n")
+    assert len(lines) == 2000
+    assert lines[-2:] == ["3000", ""]
+
+
+async def test_custom_limits(harness: Harness) -> None:
+    tool = BashTool(limits=TruncationLimits(max_lines=3, max_bytes=1000))
+    result = await tool_output(harness, tool, "seq 1 10")
+    # Like the truncation of other tools, the empty segment after the final newline is a line.
+    assert result.endswith("\n\n9\n10\n")
+
+
+async def tool_output(harness: Harness, tool: BashTool, command: str) -> str:
+    return (await harness.run(tool, command=command, description="Run")).output
+
+
+async def test_background_child_holding_stdout_does_not_block(harness: Harness) -> None:
+    started = time.monotonic()
+    result = await harness.run(BashTool(), command="sleep 20 & echo $!", description="Detach")
+    assert time.monotonic() - started < 2
+    child = int(result.output.strip())
+    os.kill(child, signal.SIGKILL)
+
+
+async def test_invalid_timeout_is_rejected(harness: Harness) -> None:
+    with pytest.raises(ToolError, match="`timeout` should be greater than 0"):
+        await harness.run(BashTool(), command="true", timeout=0, description="Nothing")
+
+
+async def test_description_is_required(harness: Harness) -> None:
+    with pytest.raises(ToolError, match="`description` is required"):
+        await harness.run(BashTool(), command="true")
+
+
+async def test_output_faster_than_we_consume_is_not_lost(harness: Harness) -> None:
+    size = 8 * 1024 * 1024
+    result = await harness.run(BashTool(), command=f"head -c {size} /dev/zero", description="Flood")
+    saved = Path(result.metadata["outputPath"])
+    assert size_of(saved) == size

@@ -1,0 +1,61 @@
+"""A workspace, a data dir and a ToolContext whose permission and metadata seams record calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentforge.model.ids import ascending
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolResult
+from agentforge.tools.execute import run_tool
+from agentforge.tools.truncation import TruncationLimits
+
+
+@dataclass
+class Harness:
+    workspace: Path
+    data_dir: Path
+    asks: list[PermissionRequest] = field(default_factory=list)
+    updates: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    session_id: str = field(default_factory=lambda: ascending("ses"))
+    limits: TruncationLimits = field(default_factory=TruncationLimits)
+
+    async def _ask(self, request: PermissionRequest) -> None:
+        self.asks.append(request)
+
+    async def _metadata(self, title: str | None, metadata: dict[str, Any]) -> None:
+        self.updates.append((title, dict(metadata)))
+
+    def context(self) -> ToolContext:
+        return ToolContext(
+            session_id=self.session_id,
+            message_id=ascending("msg"),
+            call_id="call_1",
+            agent="build",
+            directory=self.workspace,
+            data_dir=self.data_dir,
+            extra=self.extra,
+            ask=self._ask,
+            metadata=self._metadata,
+        )
+
+    async def run(self, tool: Tool[Any], /, **raw_input: Any) -> ToolResult:
+        return await run_tool(tool, raw_input, self.context(), limits=self.limits)
+
+    def asked(self, permission: str) -> list[PermissionRequest]:
+        return [request for request in self.asks if request.permission == permission]
+
+
+def text_of(path: str | Path) -> str:
+    """File content, for assertions (a plain function: test bodies stay free of blocking calls)."""
+    return Path(path).read_text()
+
+
+def real(path: Path) -> Path:
+    return path.resolve()
+
+
+def size_of(path: Path) -> int:
+    return path.stat().st_size

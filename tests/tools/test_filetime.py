@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentforge.tools import filetime
+from agentforge.tools.base import ToolError
+
+
+def test_never_read_file_must_be_read_first(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("x")
+    with pytest.raises(ToolError, match=r"You must read file .* before overwriting it"):
+        filetime.assert_fresh("ses_never", path)
+
+
+def test_unchanged_file_is_fresh(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("x")
+    filetime.record_read("ses_fresh", path)
+    filetime.assert_fresh("ses_fresh", path)
+    assert filetime.last_read("ses_fresh", path) is not None
+
+
+def test_modified_file_is_stale_even_within_the_same_second(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("x")
+    stat = path.stat()
+    filetime.record_read("ses_stale", path)
+    path.write_text("yy")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime, different size
+    with pytest.raises(ToolError) as caught:
+        filetime.assert_fresh("ses_stale", path)
+    message = str(caught.value)
+    assert message.startswith(f"File {path} has been modified since it was last read.")
+    assert message.endswith("Please read the file again before modifying it.")
+
+
+def test_reads_are_per_session(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("x")
+    filetime.record_read("ses_one", path)
+    with pytest.raises(ToolError):
+        filetime.assert_fresh("ses_two", path)
+
+
+def test_forget_session_drops_its_reads(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("x")
+    filetime.record_read("ses_forget", path)
+    filetime.forget_session("ses_forget")
+    assert filetime.last_read("ses_forget", path) is None
+
+
+def test_symlinked_name_shares_the_record(tmp_path: Path) -> None:
+    real = tmp_path / "real.txt"
+    real.write_text("x")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    filetime.record_read("ses_link", link)
+    filetime.assert_fresh("ses_link", real)
+
+
+async def test_file_lock_is_shared_per_file(tmp_path: Path) -> None:
+    a = filetime.file_lock(tmp_path / "a")
+    assert filetime.file_lock(tmp_path / "a") is a
+    assert filetime.file_lock(tmp_path / "b") is not a

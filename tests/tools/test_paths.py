@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from agentforge.tools.base import ToolError
+from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.truncation import output_dir
+from tests.tools.harness import Harness
+
+
+async def test_relative_path_resolves_against_workspace(harness: Harness) -> None:
+    path = await guard_path(harness.context(), "src/app.py")
+    assert path == harness.workspace / "src" / "app.py"
+    assert harness.asks == []
+
+
+async def test_absolute_path_inside_workspace_is_allowed(harness: Harness) -> None:
+    inside = harness.workspace / "a" / ".." / "b.txt"
+    path = await guard_path(harness.context(), str(inside))
+    assert path == harness.workspace / "b.txt"
+    assert harness.asks == []
+
+
+async def test_dotdot_escape_asks_then_refuses(harness: Harness) -> None:
+    with pytest.raises(ToolError) as caught:
+        await guard_path(harness.context(), "../secret.txt")
+    root = harness.workspace.resolve()
+    assert f"is outside the workspace {root}" in str(caught.value)
+    [request] = harness.asks
+    parent = harness.workspace.parent.resolve()
+    assert request.permission == "external_directory"
+    assert request.patterns == [f"{parent}/*"]
+    assert request.always == [f"{parent}/*"]
+    assert request.metadata == {"filepath": str(parent / "secret.txt"), "parentDir": str(parent)}
+
+
+async def test_absolute_path_elsewhere_is_refused(harness: Harness, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await guard_path(harness.context(), str(elsewhere))
+    # A directory names itself in the permission pattern, not its parent.
+    assert harness.asks[0].patterns == [f"{elsewhere.resolve()}/*"]
+
+
+async def test_symlink_inside_workspace_pointing_outside_is_refused(harness: Harness, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.txt").write_text("secret")
+    (harness.workspace / "link").symlink_to(outside)
+
+    with pytest.raises(ToolError) as caught:
+        await guard_path(harness.context(), "link/data.txt")
+    assert f"resolves to {outside.resolve() / 'data.txt'}" in str(caught.value)
+    assert harness.asked("external_directory")[0].metadata["parentDir"] == str(outside.resolve())
+
+
+async def test_symlink_staying_inside_workspace_is_fine(harness: Harness) -> None:
+    (harness.workspace / "real").mkdir()
+    (harness.workspace / "alias").symlink_to(harness.workspace / "real")
+    path = await guard_path(harness.context(), "alias/x.txt")
+    assert path == harness.workspace / "alias" / "x.txt"
+
+
+async def test_allow_external_lets_outside_paths_through_after_asking(
+    harness: Harness, tmp_path: Path
+) -> None:
+    harness.extra["allow_external"] = True
+    path = await guard_path(harness.context(), str(tmp_path / "other.txt"))
+    assert path == tmp_path / "other.txt"
+    assert len(harness.asked("external_directory")) == 1
+
+
+async def test_a_refusing_ask_stops_before_the_workspace_check(harness: Harness) -> None:
+    class Denied(ToolError):
+        pass
+
+    async def deny(_request: object) -> None:
+        raise Denied("no")
+
+    ctx = harness.context()
+    ctx.ask = deny
+    with pytest.raises(Denied):
+        await guard_path(ctx, "/etc/hostname")
+
+
+async def test_truncation_directory_is_always_allowed(harness: Harness) -> None:
+    saved = output_dir(harness.data_dir) / "tool_abc"
+    saved.parent.mkdir(parents=True)
+    saved.write_text("x")
+    assert await guard_path(harness.context(), str(saved)) == saved
+    assert harness.asks == []
+
+
+async def test_workspace_given_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real-ws"
+    real.mkdir()
+    linked = tmp_path / "ws-link"
+    linked.symlink_to(real)
+    harness = Harness(workspace=linked, data_dir=tmp_path / "data")
+    assert await guard_path(harness.context(), "f.txt") == linked / "f.txt"
+    assert await guard_path(harness.context(), str(real / "g.txt")) == real / "g.txt"
+    assert harness.asks == []
+
+
+def home() -> str:
+    return os.path.expanduser("~")
+
+
+async def test_home_relative_paths_are_expanded(harness: Harness) -> None:
+    with pytest.raises(ToolError, match=re.escape(home())):
+        await guard_path(harness.context(), "~/notes.txt")
+
+
+def test_display_path(harness: Harness, tmp_path: Path) -> None:
+    ctx = harness.context()
+    assert display_path(ctx, harness.workspace / "a" / "b.py") == "a/b.py"
+    assert display_path(ctx, harness.workspace) == "."
+    assert display_path(ctx, tmp_path / "x") == str(tmp_path / "x")
