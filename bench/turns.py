@@ -29,8 +29,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e.harness import EventCollector, LiveServer, start_live_server  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, Script, reply  # noqa: E402
+from tests.e2e.harness import EventCollector, LiveServer, start_live_server
+from tests.fakes.openai_server import FakeOpenAI, Script, reply
 
 PLAIN_TEXT = "Hello! This is a short plain answer from the model."
 
@@ -140,7 +140,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--concurrent", type=int, default=50)

@@ -44,3 +44,8 @@ def test_paths_quote_ids_and_cursor_needs_limit() -> None:
     assert routes.messages("ses_1", 5, "cur").params == {"limit": 5, "before": "cur"}
     with pytest.raises(ValueError, match="needs `limit`"):
         routes.messages("ses_1", None, "cur")
+
+
+def test_token_becomes_a_bearer_header() -> None:
+    assert routes.client_headers("secret", {"X-Extra": "1"})["Authorization"] == "Bearer secret"
+    assert "Authorization" not in routes.client_headers(None, None)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import orjson
 
+from agentforge.client.sse import aiter_events
 from agentforge.config import Settings, load_settings
 from agentforge.server.app import create_app
 from agentforge.server.serve import ForgeServer
@@ -99,21 +99,13 @@ class EventCollector:
 
     async def _read(self, client: httpx2.AsyncClient, path: str, headers: dict[str, str]) -> None:
         async with client.stream("GET", path, headers=headers, timeout=None) as response:
-            event_id: str | None = None
-            data: list[str] = []
-            async for line in response.aiter_lines():
-                if line.startswith("id:"):
-                    event_id = line[3:].strip()
-                elif line.startswith("data:"):
-                    data.append(line[5:].strip())
-                elif line == "" and data:
-                    envelope = orjson.loads("\n".join(data))
-                    loop = asyncio.get_running_loop()
-                    self.frames.append(Frame(event_id, envelope["type"], envelope["properties"], loop.time()))
-                    if envelope["type"] == "server.connected":
-                        self.connected.set()
-                    self._changed.set()
-                    event_id, data = None, []
+            async for event in aiter_events(response.aiter_bytes()):
+                loop = asyncio.get_running_loop()
+                frame_id = str(event.seq) if event.seq is not None else None
+                self.frames.append(Frame(frame_id, event.type, event.properties, loop.time()))
+                if event.type == "server.connected":
+                    self.connected.set()
+                self._changed.set()
 
     async def start(self, client: httpx2.AsyncClient, path: str = "/event", **headers: str) -> None:
         self._task = asyncio.create_task(self._read(client, path, headers))

@@ -7,6 +7,7 @@ Deliberately tiny: one request at a time per connection (no pipelining), keep-al
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import json
 from dataclasses import dataclass
@@ -91,7 +92,12 @@ class Connection:
     async def end_stream(self) -> None:
         self.writer.write(b"0\r\n\r\n")
         await self._drain()
-        self._stop_watching()
+        watch, self._eof_watch = self._eof_watch, None
+        if watch is not None and not watch.done():
+            # Wait until the watcher has really stopped reading: the next request's read needs the stream.
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await watch
 
     async def wait(self, awaitable: asyncio.Future[Any] | None, seconds: float | None) -> None:
         """Wait for `awaitable` (or just `seconds`), giving up as soon as the client disconnects."""

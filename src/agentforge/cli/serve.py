@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 import uvicorn
+from fastapi import FastAPI
 
 from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
+from agentforge.server.serve import ForgeServer
 
 
-class _AnnouncingServer(uvicorn.Server):
+class _AnnouncingServer(ForgeServer):
     """Prints the bound URL once listening (with `--port 0` only the socket knows the port)."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -57,9 +59,8 @@ def serve(
     _run_server(create_app(settings), settings.host, settings.port, log_level)
 
 
-def _run_server(app: Any, host: str, port: int, log_level: str) -> None:
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
-    _AnnouncingServer(config).run()
+def _run_server(app: FastAPI, host: str, port: int, log_level: str) -> None:
+    _AnnouncingServer(app, host=host, port=port, log_level=log_level).run()
 
 
 def _bound_url(server: uvicorn.Server) -> str:
