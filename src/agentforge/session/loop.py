@@ -67,8 +67,10 @@ class TurnLoop:
         self.session = session
         self.events: SessionEvents = rt.events(tenant_id)
         self.step = 0
+        self.last_message_id: str | None = None
 
-    async def run(self) -> None:
+    async def run(self) -> str | None:
+        """Run until the turn is over; returns the id of the last assistant message written."""
         while True:
             self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
             history = filter_compacted(await self.rt.store.history(self.tenant_id, self.session.id))
@@ -76,14 +78,14 @@ class TurnLoop:
             if found.last_user is None:
                 raise LoopError(f"Session {self.session.id} has no user message")
             if turn_is_over(found):
-                return
+                return found.last_assistant.id if found.last_assistant else None
             self.step += 1
             resolved = self._resolve(found.last_user)
             if resolved is None:
-                return
+                return self.last_message_id
             agent, model = resolved
             if not await self._step(agent, model, found, history):
-                return
+                return self.last_message_id
 
     def _resolve(self, user: UserMessage) -> tuple[Agent, ResolvedModel] | None:
         try:
@@ -101,7 +103,10 @@ class TurnLoop:
         assert found.last_user is not None
         is_last_step = agent.steps is not None and self.step >= agent.steps
         message = self._skeleton(agent, model, found.last_user)
-        await self.events.update_message(message)
+        self.last_message_id = message.id
+        # Not awaited: the writer keeps order, and the processor awaits its final message write
+        # before the loop reads history again.
+        self.events.submit_message(message)
         tools = self._tools(agent, model, is_last_step)
         if self.step > 1 and found.last_finished is not None:
             history = with_queued_reminders(history, found.last_finished.id)

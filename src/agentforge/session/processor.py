@@ -244,7 +244,7 @@ class Processor:
                 tokens=tokens,
             )
         )
-        await self.deps.events.update_message(self.message)
+        self.deps.events.submit_message(self.message)
 
     async def _halt(self, error: NamedError) -> None:
         if isinstance(error, ContextOverflowError) and self.deps.compaction:

@@ -14,7 +14,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-LoopFactory = Callable[[], Coroutine[Any, Any, None]]
+# A loop returns the id of the last assistant message it wrote (None if it wrote none).
+LoopFactory = Callable[[], Coroutine[Any, Any, str | None]]
 OnIdle = Callable[[], None]
 OnCrash = Callable[[BaseException], Coroutine[Any, Any, None]]
 
@@ -28,7 +29,7 @@ class SessionBusyError(Exception):
 @dataclass(slots=True)
 class _Run:
     task: asyncio.Task[None]
-    done: asyncio.Future[None]
+    done: asyncio.Future[str | None]
 
 
 class RunnerRegistry:
@@ -44,19 +45,22 @@ class RunnerRegistry:
 
     async def ensure_running(
         self, session_id: str, start: LoopFactory, *, on_idle: OnIdle, on_crash: OnCrash
-    ) -> None:
-        """Start the loop unless one is running; either way wait for the running one to end."""
+    ) -> str | None:
+        """Start the loop unless one is running; either way wait for the running one to end.
+
+        Returns the id of the loop's last assistant message (None when it was cancelled or failed)."""
         run = self._runs.get(session_id)
         if run is None:
             run = self._start(session_id, start, on_idle, on_crash)
-        await asyncio.shield(run.done)
+        return await asyncio.shield(run.done)
 
     def _start(self, session_id: str, start: LoopFactory, on_idle: OnIdle, on_crash: OnCrash) -> _Run:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
 
         async def guarded() -> None:
+            result: str | None = None
             try:
-                await start()
+                result = await start()
             except asyncio.CancelledError:
                 log.info("session %s: loop cancelled", session_id)
             except Exception as exc:
@@ -67,7 +71,7 @@ class RunnerRegistry:
                     del self._runs[session_id]
                 on_idle()
                 if not done.done():
-                    done.set_result(None)
+                    done.set_result(result)
 
         run = _Run(task=asyncio.create_task(guarded(), name=f"loop:{session_id}"), done=done)
         self._runs[session_id] = run

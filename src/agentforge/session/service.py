@@ -119,15 +119,16 @@ class SessionService:
         await self.rt.runners.cancel(session_id)
         await self._write_session(SESSION_DELETED, session)
 
-    async def _write_session(self, kind: str, session: Session) -> None:
-        await self.rt.store.write(
-            Event(
-                type=kind,
-                properties={"sessionID": session.id, "info": session.wire()},
-                session_id=session.id,
-                tenant_id=self.tenant_id,
-            )
+    def _session_event(self, kind: str, session: Session) -> Event:
+        return Event(
+            type=kind,
+            properties={"sessionID": session.id, "info": session.wire()},
+            session_id=session.id,
+            tenant_id=self.tenant_id,
         )
+
+    async def _write_session(self, kind: str, session: Session) -> None:
+        await self.rt.store.write(self._session_event(kind, session))
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -147,7 +148,12 @@ class SessionService:
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from exc
 
-    async def latest_reply(self, session_id: str) -> WithParts | None:
+    async def latest_reply(self, session_id: str, known_id: str | None = None) -> WithParts | None:
+        """The newest assistant message: by id when the loop told us, else from the newest page."""
+        if known_id is not None:
+            found = await self.rt.store.get_message(self.tenant_id, session_id, known_id)
+            if found is not None:
+                return found
         page, _ = await self.rt.store.list_messages(self.tenant_id, session_id, limit=20)
         for item in reversed(page):
             if isinstance(item.info, AssistantMessage):
@@ -213,7 +219,9 @@ class SessionService:
     async def _touch(self, session: Session, model: ModelRef) -> None:
         session.time.updated = now_ms()
         session.model = SessionModel(id=model.model_id, provider_id=model.provider_id, variant=model.variant)
-        await self._write_session(SESSION_UPDATED, session)
+        # Awaiting this last write also makes the message and parts queued before it durable,
+        # so the loop's first history read sees them.
+        await self.rt.store.write(self._session_event(SESSION_UPDATED, session))
 
     async def prompt(self, session_id: str, body: PromptInput) -> WithParts:
         session = await self.get(session_id)
@@ -225,13 +233,13 @@ class SessionService:
     async def run(self, session: Session, user_id: str) -> WithParts:
         """Run (or join) the session's loop until the user message `user_id` has been handled."""
         for _ in range(2):
-            await self.rt.runners.ensure_running(
+            last_id = await self.rt.runners.ensure_running(
                 session.id,
                 lambda: TurnLoop(self.rt, self.tenant_id, session).run(),
                 on_idle=lambda: self.rt.status.set(self.tenant_id, session.id, StatusIdle()),
                 on_crash=lambda exc: self._report_crash(session.id, exc),
             )
-            reply = await self.latest_reply(session.id)
+            reply = await self.latest_reply(session.id, last_id)
             # A loop that was already finishing when this message landed did not see it: run again.
             if reply is not None and reply.info.id > user_id:
                 return reply
