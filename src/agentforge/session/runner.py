@@ -28,7 +28,7 @@ class SessionBusyError(Exception):
 
 @dataclass(slots=True)
 class _Run:
-    task: asyncio.Task[None]
+    task: asyncio.Task[str | None]
     done: asyncio.Future[str | None]
 
 
@@ -57,23 +57,30 @@ class RunnerRegistry:
     def _start(self, session_id: str, start: LoopFactory, on_idle: OnIdle, on_crash: OnCrash) -> _Run:
         done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
 
-        async def guarded() -> None:
-            result: str | None = None
+        async def guarded() -> str | None:
             try:
-                result = await start()
+                return await start()
             except asyncio.CancelledError:
                 log.info("session %s: loop cancelled", session_id)
             except Exception as exc:
                 log.exception("session %s: loop failed", session_id)
                 await on_crash(exc)
-            finally:
-                if self._runs.get(session_id) is run:
-                    del self._runs[session_id]
+            return None
+
+        def finished(task: asyncio.Task[str | None]) -> None:
+            # A done-callback, not a `finally`: it also runs for a task cancelled before it started.
+            if self._runs.get(session_id) is run:
+                del self._runs[session_id]
+            try:
                 on_idle()
-                if not done.done():
-                    done.set_result(result)
+            except Exception:
+                log.exception("session %s: on_idle failed", session_id)
+            result = None if task.cancelled() or task.exception() is not None else task.result()
+            if not done.done():
+                done.set_result(result)
 
         run = _Run(task=asyncio.create_task(guarded(), name=f"loop:{session_id}"), done=done)
+        run.task.add_done_callback(finished)
         self._runs[session_id] = run
         return run
 

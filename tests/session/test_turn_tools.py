@@ -1,0 +1,87 @@
+"""The per-step tool table: specs the model sees, and tool-call repair (KERNEL 5.6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentforge.session.turn_tools import INVALID_TOOL, TurnTools
+from agentforge.tools.base import Tool
+from agentforge.tools.builtin import GrepTool, InvalidTool, ReadTool, WriteTool
+
+
+@pytest.fixture
+def turn_tools(tmp_path: Path) -> TurnTools:
+    tools: list[Tool[Any]] = [ReadTool(), WriteTool(), InvalidTool(), GrepTool()]
+    return TurnTools(
+        tools={tool.id: tool for tool in tools},
+        directory=tmp_path / "workspace",
+        data_dir=tmp_path / "data",
+        agent="build",
+    )
+
+
+def test_specs_list_every_tool_but_invalid_in_order(turn_tools: TurnTools) -> None:
+    specs = turn_tools.specs()
+    assert [s.name for s in specs] == ["read", "write", "grep"]
+    read = specs[0]
+    assert read.description == ReadTool.description
+    assert read.parameters == ReadTool().json_schema()
+    assert "filePath" in read.parameters["properties"]
+
+
+def test_exact_name_passes_through_with_parsed_arguments(turn_tools: TurnTools) -> None:
+    assert turn_tools.repair("read", '{"filePath": "a.txt", "offset": 3}') == (
+        "read",
+        {"filePath": "a.txt", "offset": 3},
+    )
+
+
+def test_empty_arguments_mean_an_empty_object(turn_tools: TurnTools) -> None:
+    assert turn_tools.repair("grep", "") == ("grep", {})
+    assert turn_tools.repair("grep", "  \n") == ("grep", {})
+
+
+def test_case_only_mismatch_is_renamed_to_the_lower_case_tool(turn_tools: TurnTools) -> None:
+    assert turn_tools.repair("Read", '{"filePath": "a.txt"}') == ("read", {"filePath": "a.txt"})
+    assert turn_tools.repair("WRITE", "{}") == ("write", {})
+
+
+def test_unknown_tool_goes_to_invalid_with_the_available_list(turn_tools: TurnTools) -> None:
+    name, args = turn_tools.repair("fetch_url", '{"url": "https://example.com"}')
+    assert name == INVALID_TOOL
+    assert args["tool"] == "fetch_url"
+    assert args["error"] == (
+        "Model tried to call unavailable tool 'fetch_url'. Available tools: grep, read, write."
+    )
+
+
+def test_calling_invalid_directly_is_itself_invalid(turn_tools: TurnTools) -> None:
+    name, args = turn_tools.repair("invalid", '{"tool": "x", "error": "y"}')
+    assert name == INVALID_TOOL
+    assert args["tool"] == "invalid"
+    assert "unavailable tool 'invalid'" in args["error"]
+    assert "invalid," not in args["error"].split("Available tools:")[1]
+
+
+def test_bad_json_goes_to_invalid(turn_tools: TurnTools) -> None:
+    name, args = turn_tools.repair("read", '{"filePath": "a.txt"')
+    assert name == INVALID_TOOL
+    assert args["tool"] == "read"
+    assert args["error"].startswith("arguments are not valid JSON (")
+
+
+@pytest.mark.parametrize("payload", ['["a.txt"]', '"a.txt"', "42", "null", "true"])
+def test_non_object_json_goes_to_invalid(turn_tools: TurnTools, payload: str) -> None:
+    assert turn_tools.repair("read", payload) == (
+        INVALID_TOOL,
+        {"tool": "read", "error": "arguments must be a JSON object"},
+    )
+
+
+def test_repaired_arguments_are_valid_input_for_the_invalid_tool(turn_tools: TurnTools) -> None:
+    _, args = turn_tools.repair("nope", "{}")
+    validated = InvalidTool.parameters.model_validate(args)
+    assert validated.model_dump() == args
