@@ -1,12 +1,14 @@
 """Per-event cost of durable writes through the store's ordered writer. Prints JSON.
 
-- `awaited_us`: each `message.part.updated` awaited before the next (the latency a producer that
-  needs durability sees: one transaction per event).
-- `batched_us`: all events submitted without awaiting, then gathered (throughput under load: group
-  commit puts many events in one transaction).
+- `awaited_us_*`: each `message.part.updated` awaited before the next: the latency a producer that
+  needs durability sees (one transaction per event, plus the hop to the writer and back).
+- `batched_us_*`: all events submitted without awaiting, then gathered: throughput under load, where
+  group commit puts up to 256 events in one transaction (`batched_transactions_median` per round).
+Each is measured over several rounds: the median is what to expect, the best what the code costs
+when nothing else competes for the CPU.
 
 SQLite always (in a temp dir); Postgres too when AGENTFORGE_TEST_DATABASE_URL is set (in a scratch
-schema, dropped afterwards). Usage: python bench/store_write.py [--events N]
+schema, dropped afterwards). Usage: python bench/store_write.py [--events N] [--rounds R]
 """
 
 from __future__ import annotations
@@ -78,8 +80,6 @@ def part_event(message: UserMessage, index: int) -> Event:
 
 
 async def measure(url: str, events: int, rounds: int) -> dict[str, Any]:
-    """Several rounds on one store; the median says what to expect, the best what the code costs
-    when nothing else competes for the CPU."""
     published = 0
 
     def publish(batch: list[Event]) -> None:

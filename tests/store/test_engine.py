@@ -1,12 +1,14 @@
-"""Database URLs: which driver each maps to, and what is refused."""
+"""Database URLs (which driver each maps to, what is refused) and how SQLite connections are set up."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from agentforge.store import parse_database_url, sqlite_url
+from agentforge.store.engine import sqlite_engine
 
 
 def test_default_sqlite_url_is_agentforge_db_in_the_data_dir(tmp_path: Path) -> None:
@@ -65,3 +67,38 @@ def test_postgres_schema_parameter_is_taken_out_of_the_driver_url() -> None:
 def test_bad_urls_are_refused(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_database_url(url)
+
+
+def _locked_for_other_writers(path: Path) -> bool:
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        assert "locked" in str(exc)
+        return True
+    else:
+        other.execute("ROLLBACK")
+        return False
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize(("begin", "locks"), [("BEGIN IMMEDIATE", True), ("BEGIN", False)])
+def test_sqlite_transactions_open_with_the_given_begin(tmp_path: Path, begin: str, locks: bool) -> None:
+    target = parse_database_url(sqlite_url(tmp_path))
+    engine = sqlite_engine(target, pool_size=1, begin=begin)
+    try:
+        with engine.connect() as conn:
+            assert not engine._has_events  # no per-statement event dispatch on the hot path
+            assert engine.dialect._supports_statement_cache  # compiled statements are cached
+            pragmas = [conn.exec_driver_sql(f"PRAGMA {name}").scalar() for name in _PRAGMAS]
+            assert pragmas == ["wal", 1, 5000, 1]  # synchronous=1 is NORMAL
+            conn.rollback()
+            with conn.begin():
+                assert _locked_for_other_writers(target.sqlite_path) is locks
+            assert _locked_for_other_writers(target.sqlite_path) is False
+    finally:
+        engine.dispose()
+
+
+_PRAGMAS = ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
