@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -29,7 +31,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e.harness import EventCollector, LiveServer, start_live_server
+from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config
 from tests.fakes.openai_server import FakeOpenAI, Script, reply
 
 PLAIN_TEXT = "Hello! This is a short plain answer from the model."
@@ -129,10 +131,33 @@ async def measure_concurrent(live: LiveServer, sessions: int) -> dict[str, float
     }
 
 
+@contextlib.asynccontextmanager
+async def server_process(tmp: Path, fake: FakeOpenAI) -> AsyncIterator[LiveServer]:
+    """`agentforge serve` in its own process, so the fake provider and this client do not share its CPU."""
+    config_path = tmp / "agentforge.json"
+    config_path.write_bytes(orjson.dumps(fake_provider_config(fake)))
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentforge.cli", "serve", "--port", "0", "--config", str(config_path),
+        "--data-dir", str(tmp / "data"), "--db", f"sqlite:///{tmp / 'forge.db'}",
+        cwd=workspace, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+    url = line.rsplit(" ", 1)[-1].strip()
+    try:
+        async with httpx2.AsyncClient(base_url=url, timeout=120) as client:
+            yield LiveServer(url=url, settings=None, fake=fake, client=client, workspace=workspace)  # type: ignore[arg-type]
+    finally:
+        process.terminate()
+        await process.wait()
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        async with FakeOpenAI() as fake, start_live_server(Path(tmp), fake) as live:
-            result: dict[str, Any] = {"python": sys.version.split()[0]}
+        async with FakeOpenAI() as fake, server_process(Path(tmp), fake) as live:
+            result: dict[str, Any] = {"python": sys.version.split()[0], "server": "separate process"}
             result.update(await measure_turns(live, args.turns))
             result.update(await measure_delta_rate(live, args.deltas))
             result.update(await measure_concurrent(live, args.concurrent))

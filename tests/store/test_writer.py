@@ -340,3 +340,38 @@ async def test_seq_is_reloaded_for_sessions_the_cache_forgot(database_url: str) 
     outcomes = await asyncio.to_thread(_write_batches, database_url, batches, 1)
 
     assert outcomes == [1, 2, 1, 2, 1, 2, 3]
+
+
+def _delta(session_id: str, text: str) -> Event:
+    return Event(type=ev.PART_DELTA, properties={"delta": text}, session_id=session_id)
+
+
+async def test_broadcast_events_are_published_right_behind_the_writes_submitted_before_them(
+    store: Store, published: list[Event]
+) -> None:
+    session = new_session()
+    await store.write(session_created(session))
+    published.clear()
+    message = user_message(session.id)
+    first, second = message_updated(message), part_updated(text_part(message, "x"))
+    first_delta, second_delta = _delta(session.id, "a"), _delta(session.id, "b")
+    # Nothing awaited in between: both writes will usually commit in one batch, yet each delta
+    # must come out after the write submitted before it and before the one submitted after it.
+    store.submit(first)
+    store.publish_after_writes(first_delta)
+    store.submit(second)
+    store.publish_after_writes(second_delta)
+    assert published == []
+    await store.write(part_updated(text_part(message, "y")))
+    assert [e.id for e in published[:4]] == [first.id, first_delta.id, second.id, second_delta.id]
+
+
+async def test_broadcast_event_with_nothing_pending_is_published_at_once(
+    store: Store, published: list[Event]
+) -> None:
+    session = new_session()
+    await store.write(session_created(session))
+    published.clear()
+    delta = _delta(session.id, "now")
+    store.publish_after_writes(delta)
+    assert published == [delta]

@@ -8,7 +8,7 @@ The loop relies on plain string comparison of message ids.
 
 from __future__ import annotations
 
-import secrets
+import os
 import threading
 import time
 from typing import Literal
@@ -38,7 +38,13 @@ def _next_stamp() -> int:
 
 
 def _random_tail(length: int = 14) -> str:
-    return "".join(secrets.choice(_BASE62) for _ in range(length))
+    # One urandom read per id: ids are made for every streamed delta, so this is on the hot path.
+    value = int.from_bytes(os.urandom(11))
+    digits = []
+    for _ in range(length):
+        value, digit = divmod(value, 62)
+        digits.append(_BASE62[digit])
+    return "".join(digits)
 
 
 def ascending(prefix: Prefix) -> str:

@@ -29,6 +29,8 @@ class EventSink(Protocol):
 
     def submit(self, event: Event) -> asyncio.Future[Event]: ...
 
+    def publish_after_writes(self, event: Event) -> None: ...
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -69,7 +71,8 @@ class SessionEvents:
         await self.submit_part(part)
 
     def part_delta(self, part: PartBase, field: str, delta: str) -> None:
-        self._bus.publish(
+        # Ordered behind pending writes, so it never overtakes the part's first full update.
+        self._sink.publish_after_writes(
             Event(
                 type=PART_DELTA,
                 properties={

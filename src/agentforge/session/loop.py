@@ -67,10 +67,12 @@ class TurnLoop:
         self.session = session
         self.events: SessionEvents = rt.events(tenant_id)
         self.step = 0
-        self.last_message_id: str | None = None
+        self.final: WithParts | None = None
 
-    async def run(self) -> str | None:
-        """Run until the turn is over; returns the id of the last assistant message written."""
+    async def run(self) -> WithParts | None:
+        """Run until the turn is over; returns the last assistant message as written (None when the
+        turn was already over, and the caller reads the newest reply from the store)."""
+        self.rt.runners.take_new_input(self.session.id)  # this first read sees everything so far
         while True:
             self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
             history = filter_compacted(await self.rt.store.history(self.tenant_id, self.session.id))
@@ -78,14 +80,14 @@ class TurnLoop:
             if found.last_user is None:
                 raise LoopError(f"Session {self.session.id} has no user message")
             if turn_is_over(found):
-                return found.last_assistant.id if found.last_assistant else None
+                return self.final
             self.step += 1
             resolved = self._resolve(found.last_user)
             if resolved is None:
-                return self.last_message_id
+                return self.final
             agent, model = resolved
             if not await self._step(agent, model, found, history):
-                return self.last_message_id
+                return self.final
 
     def _resolve(self, user: UserMessage) -> tuple[Agent, ResolvedModel] | None:
         try:
@@ -103,7 +105,6 @@ class TurnLoop:
         assert found.last_user is not None
         is_last_step = agent.steps is not None and self.step >= agent.steps
         message = self._skeleton(agent, model, found.last_user)
-        self.last_message_id = message.id
         # Not awaited: the writer keeps order, and the processor awaits its final message write
         # before the loop reads history again.
         self.events.submit_message(message)
@@ -113,7 +114,18 @@ class TurnLoop:
         request = self._request(agent, model, found.last_user, history, tools, is_last_step)
         processor = Processor(self._deps(), message, model, tools)
         outcome = await processor.process(request)
-        return outcome != "stop" and not is_last_step
+        self.final = processor.result()
+        if outcome == "stop" or is_last_step:
+            return False
+        return not self._answered(processor)
+
+    def _answered(self, processor: Processor) -> bool:
+        """The exit test on what this step just wrote, sparing a history read when it already holds:
+        the reply finished without tool calls and no user message arrived meanwhile."""
+        finish = processor.message.finish
+        if finish is None or finish in ("tool-calls", "unknown") or processor.made_tool_calls:
+            return False
+        return not self.rt.runners.take_new_input(self.session.id)
 
     def _skeleton(self, agent: Agent, model: ResolvedModel, user: UserMessage) -> AssistantMessage:
         directory = self.session.directory

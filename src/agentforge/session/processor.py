@@ -28,8 +28,9 @@ from agentforge.model.errors import (
     NamedError,
     aborted_error,
 )
-from agentforge.model.message import AssistantMessage
+from agentforge.model.message import AssistantMessage, WithParts
 from agentforge.model.part import (
+    Part,
     ReasoningPart,
     SpanTime,
     StepFinishPart,
@@ -75,10 +76,24 @@ class Processor:
         self._text: dict[str, TextPart] = {}
         self._reasoning: dict[str, ReasoningPart] = {}
         self._calls = ToolCallRunner(deps.events, message, tools, deps.limits)
+        self._written: dict[str, Part] = {}
 
     @property
     def blocked(self) -> bool:
         return self._calls.blocked
+
+    @property
+    def made_tool_calls(self) -> bool:
+        return bool(self._calls.parts)
+
+    def result(self) -> WithParts:
+        """The message and its parts as last written (what the store now holds)."""
+        parts = {**self._written, **{p.id: p for p in self._calls.parts}}
+        return WithParts(info=self.message, parts=[parts[key] for key in sorted(parts)])
+
+    def _save(self, part: Part) -> None:
+        self._written[part.id] = part
+        self.deps.events.submit_part(part)
 
     async def process(self, request: ModelRequest) -> Outcome:
         try:
@@ -144,7 +159,7 @@ class Processor:
             case ev.StreamStart():
                 self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusBusy())
             case ev.StepStart():
-                self.deps.events.submit_part(
+                self._save(
                     StepStartPart(
                         id=self._part_id(), session_id=self.message.session_id, message_id=self.message.id
                     )
@@ -189,8 +204,8 @@ class Processor:
             metadata=metadata,
         )
         self._text[block_id] = part
-        # Awaited: the part's full update must be published before any of its deltas.
-        await self.deps.events.update_part(part)
+        # Not awaited: deltas are published behind pending writes, so after this full update.
+        self._save(part)
 
     async def _start_reasoning(self, block_id: str, metadata: dict[str, Any] | None) -> None:
         if block_id in self._reasoning:
@@ -204,7 +219,7 @@ class Processor:
             metadata=metadata,
         )
         self._reasoning[block_id] = part
-        await self.deps.events.update_part(part)
+        self._save(part)
 
     def _append(self, part: TextPart | ReasoningPart | None, text: str) -> None:
         if part is None or not text:
@@ -216,7 +231,7 @@ class Processor:
         if part is None or part.time is None:
             return
         part.time = SpanTime(start=part.time.start, end=now_ms())
-        self.deps.events.submit_part(part)
+        self._save(part)
 
     async def _close_open_blocks(self) -> None:
         for text_part in self._text.values():
@@ -234,7 +249,7 @@ class Processor:
         self.message.finish = event.finish_reason
         self.message.cost += cost
         self.message.tokens = tokens
-        self.deps.events.submit_part(
+        self._save(
             StepFinishPart(
                 id=self._part_id(),
                 session_id=self.message.session_id,

@@ -12,10 +12,12 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from agentforge.model.message import WithParts
+
 log = logging.getLogger(__name__)
 
-# A loop returns the id of the last assistant message it wrote (None if it wrote none).
-LoopFactory = Callable[[], Coroutine[Any, Any, str | None]]
+# A loop returns its final assistant message as written (None when it wrote none).
+LoopFactory = Callable[[], Coroutine[Any, Any, "WithParts | None"]]
 OnIdle = Callable[[], None]
 OnCrash = Callable[[BaseException], Coroutine[Any, Any, None]]
 
@@ -28,8 +30,10 @@ class SessionBusyError(Exception):
 
 @dataclass(slots=True)
 class _Run:
-    task: asyncio.Task[str | None]
-    done: asyncio.Future[str | None]
+    task: asyncio.Task[WithParts | None]
+    done: asyncio.Future[WithParts | None]
+    # Set when a user message is stored while this run is going: the loop must re-read history.
+    new_input: bool = False
 
 
 class RunnerRegistry:
@@ -45,19 +49,19 @@ class RunnerRegistry:
 
     async def ensure_running(
         self, session_id: str, start: LoopFactory, *, on_idle: OnIdle, on_crash: OnCrash
-    ) -> str | None:
+    ) -> WithParts | None:
         """Start the loop unless one is running; either way wait for the running one to end.
 
-        Returns the id of the loop's last assistant message (None when it was cancelled or failed)."""
+        Returns the loop's final assistant message (None when it was cancelled or failed)."""
         run = self._runs.get(session_id)
         if run is None:
             run = self._start(session_id, start, on_idle, on_crash)
         return await asyncio.shield(run.done)
 
     def _start(self, session_id: str, start: LoopFactory, on_idle: OnIdle, on_crash: OnCrash) -> _Run:
-        done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[WithParts | None] = asyncio.get_running_loop().create_future()
 
-        async def guarded() -> str | None:
+        async def guarded() -> WithParts | None:
             try:
                 return await start()
             except asyncio.CancelledError:
@@ -67,7 +71,7 @@ class RunnerRegistry:
                 await on_crash(exc)
             return None
 
-        def finished(task: asyncio.Task[str | None]) -> None:
+        def finished(task: asyncio.Task[WithParts | None]) -> None:
             # A done-callback, not a `finally`: it also runs for a task cancelled before it started.
             if self._runs.get(session_id) is run:
                 del self._runs[session_id]
@@ -83,6 +87,19 @@ class RunnerRegistry:
         run.task.add_done_callback(finished)
         self._runs[session_id] = run
         return run
+
+    def note_input(self, session_id: str) -> None:
+        run = self._runs.get(session_id)
+        if run is not None:
+            run.new_input = True
+
+    def take_new_input(self, session_id: str) -> bool:
+        """Whether a user message arrived since the last call (and forget it)."""
+        run = self._runs.get(session_id)
+        if run is None or not run.new_input:
+            return False
+        run.new_input = False
+        return True
 
     async def cancel(self, session_id: str) -> bool:
         """Interrupt the running loop and wait until its cleanup has finished."""

@@ -148,12 +148,8 @@ class SessionService:
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from exc
 
-    async def latest_reply(self, session_id: str, known_id: str | None = None) -> WithParts | None:
-        """The newest assistant message: by id when the loop told us, else from the newest page."""
-        if known_id is not None:
-            found = await self.rt.store.get_message(self.tenant_id, session_id, known_id)
-            if found is not None:
-                return found
+    async def latest_reply(self, session_id: str) -> WithParts | None:
+        """The newest assistant message, from the newest page of the session."""
         page, _ = await self.rt.store.list_messages(self.tenant_id, session_id, limit=20)
         for item in reversed(page):
             if isinstance(item.info, AssistantMessage):
@@ -198,6 +194,7 @@ class SessionService:
         for part in parts:
             self.events.submit_part(part)
         await self._touch(session, model)
+        self.rt.runners.note_input(session.id)
         return WithParts(info=info, parts=parts)
 
     def _pick_model(self, session: Session, body: PromptInput, agent_model: str | None) -> ModelRef:
@@ -233,13 +230,14 @@ class SessionService:
     async def run(self, session: Session, user_id: str) -> WithParts:
         """Run (or join) the session's loop until the user message `user_id` has been handled."""
         for _ in range(2):
-            last_id = await self.rt.runners.ensure_running(
+            reply = await self.rt.runners.ensure_running(
                 session.id,
                 lambda: TurnLoop(self.rt, self.tenant_id, session).run(),
                 on_idle=lambda: self.rt.status.set(self.tenant_id, session.id, StatusIdle()),
                 on_crash=lambda exc: self._report_crash(session.id, exc),
             )
-            reply = await self.latest_reply(session.id, last_id)
+            if reply is None:
+                reply = await self.latest_reply(session.id)
             # A loop that was already finishing when this message landed did not see it: run again.
             if reply is not None and reply.info.id > user_id:
                 return reply

@@ -159,6 +159,10 @@ class ToolCallRunner:
         )
         self._events.submit_part(part)
 
+    @property
+    def parts(self) -> list[ToolPart]:
+        return list(self._parts.values())
+
     async def settle(self) -> None:
         """Wait for every started call to finish (their results belong to the current step)."""
         if self._tasks:

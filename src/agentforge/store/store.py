@@ -100,6 +100,10 @@ class Store:
         """Queue a durable event without waiting. The future fails with StoreWriteError if dropped."""
         return self._writer.submit(event)
 
+    def publish_after_writes(self, event: Event) -> None:
+        """Publish a broadcast-only event once every durable event submitted before it is published."""
+        self._writer.publish_after_writes(event)
+
     async def write(self, event: Event) -> Event:
         """Write a durable event and wait until it has committed (and been published)."""
         # Shielded: a cancelled caller does not un-submit an event the writer may already be committing.

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import queue
 import threading
+from collections import deque
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ class OrderedWriter(ABC):
         self._closing = False
         self._stopped: asyncio.Future[None] = self._loop.create_future()
         self.committed_batches = 0
+        # Submission and delivery counters, and broadcast-only events waiting for earlier writes.
+        self._submitted = 0
+        self._delivered = 0
+        self._trailing: deque[tuple[int, Event]] = deque()
 
     def submit(self, event: Event) -> asyncio.Future[Event]:
         """Queue a durable event; the future resolves with it (seq set) once it has committed."""
@@ -67,8 +72,20 @@ class OrderedWriter(ABC):
             raise StoreWriteError("the store is closed")
         _check_durable(event)
         pending = _Pending(event, self._loop.create_future())
+        self._submitted += 1
         self._enqueue(pending)
         return pending.future
+
+    def publish_after_writes(self, event: Event) -> None:
+        """Publish a broadcast-only event after every durable event submitted before it.
+
+        Lets a producer stream deltas right after submitting a part's first full update without
+        waiting for its commit: the delta still reaches subscribers after that update.
+        """
+        if self._delivered == self._submitted and not self._trailing:
+            self._publish([event])
+        else:
+            self._trailing.append((self._submitted, event))
 
     async def close(self) -> None:
         """Write everything already submitted, then stop."""
@@ -101,17 +118,21 @@ class OrderedWriter(ABC):
         """On the loop: set seqs, publish what committed (in order), then resolve the futures."""
         if committed:
             self.committed_batches += 1
-        written: list[Event] = []
+        # Committed events in order, each followed by the broadcast events queued right behind it.
+        ordered: list[Event] = []
         for pending, outcome in zip(batch, outcomes, strict=True):
+            self._delivered += 1
             if isinstance(outcome, int):
                 pending.event.seq = outcome
-                written.append(pending.event)
-        if written:
+                ordered.append(pending.event)
+            while self._trailing and self._trailing[0][0] <= self._delivered:
+                ordered.append(self._trailing.popleft()[1])
+        if ordered:
             try:
-                self._publish(written)
+                self._publish(ordered)
             except Exception:
                 # The events are durable whatever a subscriber does; their writers still succeed.
-                log.exception("publish callback failed for %d events", len(written))
+                log.exception("publish callback failed for %d events", len(ordered))
         for pending, outcome in zip(batch, outcomes, strict=True):
             if pending.future.done():
                 continue
