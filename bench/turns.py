@@ -22,8 +22,8 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx2

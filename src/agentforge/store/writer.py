@@ -17,8 +17,8 @@ import asyncio
 import logging
 import queue
 import threading
-from collections import deque
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
