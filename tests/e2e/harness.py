@@ -54,13 +54,17 @@ class LiveServer:
 
 @contextlib.asynccontextmanager
 async def start_live_server(
-    tmp_path: Path, fake: FakeOpenAI, config: dict[str, Any] | None = None
+    tmp_path: Path,
+    fake: FakeOpenAI,
+    config: dict[str, Any] | None = None,
+    *,
+    database_url: str | None = None,
 ) -> AsyncIterator[LiveServer]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     settings = load_settings(
         data_dir=tmp_path / "data",
-        database_url=f"sqlite:///{tmp_path / 'forge.db'}",
+        database_url=database_url or f"sqlite:///{tmp_path / 'forge.db'}",
         directory=workspace,
         config_override=config or fake_provider_config(fake),
     )
