@@ -279,6 +279,18 @@ def test_assistant_text_and_reasoning_are_sent() -> None:
     ]
 
 
+def test_reasoning_metadata_goes_back_only_to_the_model_that_wrote_it() -> None:
+    chat = Conversation()
+    chat.user("hi")
+    thought = reasoning("thinking").model_copy(update={"metadata": {"signature": "abc"}})
+    chat.assistant(thought, "Hello!")
+    same = to_model_messages(chat.messages, model=("fake", "test-model"))[1]
+    other = to_model_messages(chat.messages, model=("other", "model"))[1]
+    assert isinstance(same, AssistantModelMessage) and isinstance(other, AssistantModelMessage)
+    assert same.content[0] == ReasoningContent("thinking", metadata={"signature": "abc"})
+    assert other.content[0] == ReasoningContent("thinking", metadata=None)
+
+
 def test_errored_replies_are_dropped_but_aborted_ones_with_content_are_kept() -> None:
     chat = Conversation()
     chat.user("hi")

@@ -120,7 +120,11 @@ def with_queued_reminders(messages: list[WithParts], after_id: str) -> list[With
     return result
 
 
-def to_model_messages(messages: list[WithParts], *, strip_media: bool = False) -> list[ModelMessage]:
+def to_model_messages(
+    messages: list[WithParts], *, strip_media: bool = False, model: tuple[str, str] | None = None
+) -> list[ModelMessage]:
+    """`model` is (providerID, modelID) of the coming call: provider metadata on reasoning (such as
+    signatures) is only sent back to the model that produced it."""
     out: list[ModelMessage] = []
     for item in messages:
         if not item.parts:
@@ -130,7 +134,7 @@ def to_model_messages(messages: list[WithParts], *, strip_media: bool = False) -
             if user.content:
                 out.append(user)
         elif _assistant_is_sendable(item):
-            out.extend(_assistant_messages(item, strip_media))
+            out.extend(_assistant_messages(item, strip_media, model))
     return out
 
 
@@ -165,7 +169,12 @@ def _assistant_is_sendable(item: WithParts) -> bool:
     )
 
 
-def _assistant_messages(item: WithParts, strip_media: bool) -> list[ModelMessage]:
+def _assistant_messages(
+    item: WithParts, strip_media: bool, model: tuple[str, str] | None
+) -> list[ModelMessage]:
+    info = item.info
+    assert isinstance(info, AssistantMessage)
+    same_model = model is None or model == (info.provider_id, info.model_id)
     content: list[TextContent | ReasoningContent | ToolCallContent] = []
     results: list[ToolResultContent] = []
     media: list[TextContent | FileContent] = []
@@ -173,7 +182,8 @@ def _assistant_messages(item: WithParts, strip_media: bool) -> list[ModelMessage
         if isinstance(part, TextPart) and not part.ignored and part.text:
             content.append(TextContent(text=part.text))
         elif isinstance(part, ReasoningPart) and part.text:
-            content.append(ReasoningContent(text=part.text, metadata=part.metadata))
+            metadata = part.metadata if same_model else None
+            content.append(ReasoningContent(text=part.text, metadata=metadata))
         elif isinstance(part, ToolPart):
             content.append(ToolCallContent(call_id=part.call_id, tool_name=part.tool, input=part.state.input))
             result, attachments = _tool_result(part, strip_media)

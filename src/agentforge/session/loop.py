@@ -170,7 +170,7 @@ class TurnLoop:
         extra = [system.environment(model, Path(self.session.directory))]
         if user.system:
             extra.append(user.system)
-        messages = to_model_messages(history)
+        messages = to_model_messages(history, model=(model.provider_id, model.model_id))
         if is_last_step:
             messages.append(AssistantModelMessage(content=[TextContent(text=system.MAX_STEPS_PROMPT)]))
         return ModelRequest(
