@@ -7,9 +7,16 @@ from typing import Any
 
 import pytest
 
-from agentforge.session.turn_tools import INVALID_TOOL, TurnTools
-from agentforge.tools.base import Tool
+from agentforge.session.turn_tools import (
+    DOOM_LOOP_THRESHOLD,
+    INVALID_TOOL,
+    TurnTools,
+    calls_since,
+    is_doom_loop,
+)
+from agentforge.tools.base import Tool, workspace_only
 from agentforge.tools.builtin import GrepTool, InvalidTool, ReadTool, WriteTool
+from tests.session.builders import Conversation, step_start, tool_completed, tool_error, tool_pending
 
 
 @pytest.fixture
@@ -85,3 +92,36 @@ def test_repaired_arguments_are_valid_input_for_the_invalid_tool(turn_tools: Tur
     _, args = turn_tools.repair("nope", "{}")
     validated = InvalidTool.parameters.model_validate(args)
     assert validated.model_dump() == args
+
+
+# --- doom-loop bookkeeping (KERNEL 5.7) -------------------------------------------------------------
+
+
+def test_calls_since_collects_this_turns_calls_across_steps() -> None:
+    talk = Conversation()
+    talk.user("earlier question")
+    talk.assistant(tool_completed("read", {"filePath": "old.txt"}, "old"))
+    user = talk.user("now this")
+    talk.assistant(
+        step_start(), tool_completed("read", {"filePath": "a"}, "x"), "thinking", finish="tool-calls"
+    )
+    talk.assistant(tool_error("bash", {"command": "ls"}, "boom"), tool_pending("grep"))
+    assert calls_since(talk.messages, user.info.id) == [
+        ("read", {"filePath": "a"}),
+        ("bash", {"command": "ls"}),
+    ]
+
+
+def test_three_identical_calls_in_a_row_are_a_loop() -> None:
+    same = ("read", {"filePath": "a"})
+    assert not is_doom_loop([same, same])
+    assert is_doom_loop([same, same, same])
+    assert is_doom_loop([("bash", {"command": "ls"}), same, same, same])
+    assert not is_doom_loop([same, same, ("read", {"filePath": "b"})])
+    assert not is_doom_loop([same, ("grep", {"filePath": "a"}), same, same])
+    assert DOOM_LOOP_THRESHOLD == 3
+
+
+def test_without_a_permission_service_calls_may_not_leave_the_workspace(turn_tools: TurnTools) -> None:
+    assert turn_tools.ask_for("msg_1", "call_1") is workspace_only
+    turn_tools.reject_waiting()  # nothing waits: a no-op

@@ -47,8 +47,9 @@ async def test_open_migrates_to_head_and_head_matches_the_tables(database_url: s
 
     schema = await _schema_of(database_url)
 
-    assert head_revision() == "0001_initial"
-    assert schema["revision"] == "0001_initial"
+    # Every revision is applied, whichever is newest; that head matches schema.py is checked below.
+    head = head_revision()
+    assert head is not None and schema["revision"] == head
     assert schema["differences"] == []
     assert {"session", "message", "part", "event", "alembic_version"} <= schema["tables"]
     assert [(u["name"], u["column_names"]) for u in schema["event_unique"]] == [

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.model.ids import ascending
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolResult
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolResult, workspace_only
 from agentforge.tools.execute import run_tool
 from agentforge.tools.truncation import TruncationLimits
 
@@ -19,11 +19,16 @@ class Harness:
     asks: list[PermissionRequest] = field(default_factory=list)
     updates: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    approve_external: bool = False
     session_id: str = field(default_factory=lambda: ascending("ses"))
     limits: TruncationLimits = field(default_factory=TruncationLimits)
 
     async def _ask(self, request: PermissionRequest) -> None:
+        """Record the request; outside paths are refused as without a permission service, unless
+        the test approves them."""
         self.asks.append(request)
+        if not self.approve_external:
+            await workspace_only(request)
 
     async def _metadata(self, title: str | None, metadata: dict[str, Any]) -> None:
         self.updates.append((title, dict(metadata)))

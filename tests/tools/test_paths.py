@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools.base import ToolError
+from agentforge.tools.base import PermissionDeniedError, ToolContext, ToolError
 from agentforge.tools.paths import display_path, guard_path
 from agentforge.tools.truncation import output_dir
 from tests.tools.harness import Harness
@@ -66,13 +66,27 @@ async def test_symlink_staying_inside_workspace_is_fine(harness: Harness) -> Non
     assert path == harness.workspace / "alias" / "x.txt"
 
 
-async def test_allow_external_lets_outside_paths_through_after_asking(
-    harness: Harness, tmp_path: Path
-) -> None:
-    harness.extra["allow_external"] = True
+async def test_an_approved_ask_lets_outside_paths_through(harness: Harness, tmp_path: Path) -> None:
+    harness.approve_external = True
     path = await guard_path(harness.context(), str(tmp_path / "other.txt"))
     assert path == tmp_path / "other.txt"
     assert len(harness.asked("external_directory")) == 1
+
+
+async def test_without_a_permission_service_outside_paths_are_refused(tmp_path: Path) -> None:
+    ctx = ToolContext(
+        session_id="ses_x",
+        message_id="msg_x",
+        call_id="c",
+        agent="build",
+        directory=tmp_path,
+        data_dir=tmp_path,
+    )
+    with pytest.raises(PermissionDeniedError, match="outside the workspace") as caught:
+        await guard_path(ctx, "/etc/hostname")
+    assert caught.value.blocks_loop
+    # Everything else is allowed by the default seam.
+    assert await guard_path(ctx, "inside.txt") == tmp_path / "inside.txt"
 
 
 async def test_a_refusing_ask_stops_before_the_workspace_check(harness: Harness) -> None:

@@ -28,7 +28,21 @@ def make_tool(tool_id: str, text: str = "") -> Tool[NoParams]:
 
 def test_builtin_registry_has_every_builtin_in_kernel_order() -> None:
     registry = ToolRegistry.builtin()
-    assert registry.names() == ["invalid", "bash", "read", "glob", "grep", "list", "edit", "write"]
+    assert registry.names() == [
+        "invalid",
+        "question",
+        "bash",
+        "read",
+        "glob",
+        "grep",
+        "list",
+        "edit",
+        "write",
+        "webfetch",
+        "todowrite",
+        "todoread",
+        "apply_patch",
+    ]
     assert [tool.id for tool in builtin_tools()] == registry.names()
 
 
@@ -49,10 +63,18 @@ def test_later_registration_overrides_in_place() -> None:
 
 
 def test_for_model_keeps_edit_and_write_when_no_apply_patch_exists() -> None:
-    registry = ToolRegistry.builtin()
+    registry = ToolRegistry([tool for tool in builtin_tools() if tool.id != "apply_patch"])
     names = [tool.id for tool in registry.for_model("openai", "gpt-5")]
     assert "edit" in names and "write" in names
     assert "invalid" in names
+
+
+def test_builtin_apply_patch_replaces_edit_and_write_for_gpt_models_only() -> None:
+    registry = ToolRegistry.builtin()
+    gpt5 = [tool.id for tool in registry.for_model("openai", "gpt-5")]
+    assert "apply_patch" in gpt5 and "edit" not in gpt5 and "write" not in gpt5
+    claude = [tool.id for tool in registry.for_model("anthropic", "claude-sonnet-4")]
+    assert "apply_patch" not in claude and "edit" in claude and "write" in claude
 
 
 def test_gpt_models_get_apply_patch_instead_of_edit_and_write() -> None:

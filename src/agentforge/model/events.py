@@ -18,6 +18,10 @@ MESSAGE_UPDATED: Final = "message.updated"
 MESSAGE_REMOVED: Final = "message.removed"
 PART_UPDATED: Final = "message.part.updated"
 PART_REMOVED: Final = "message.part.removed"
+# Interaction records: a permission request and its decision, and a session's todo list.
+PERMISSION_ASKED: Final = "permission.asked"
+PERMISSION_REPLIED: Final = "permission.replied"
+TODO_UPDATED: Final = "todo.updated"
 
 DURABLE_TYPES: Final = frozenset(
     {
@@ -28,6 +32,9 @@ DURABLE_TYPES: Final = frozenset(
         MESSAGE_REMOVED,
         PART_UPDATED,
         PART_REMOVED,
+        PERMISSION_ASKED,
+        PERMISSION_REPLIED,
+        TODO_UPDATED,
     }
 )
 

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from agentforge import __version__
 from agentforge.config import Settings
 from agentforge.server import errors
-from agentforge.server.routes import events, global_, session
+from agentforge.server.routes import events, global_, permission, question, session, todo
 from agentforge.session.runtime import Runtime
 
 
@@ -35,4 +35,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(global_.router)
     app.include_router(session.router)
     app.include_router(events.router)
+    app.include_router(permission.router)
+    app.include_router(question.router)
+    app.include_router(todo.router)
     return app

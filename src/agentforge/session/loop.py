@@ -23,6 +23,8 @@ from agentforge.model.message import (
     WithParts,
 )
 from agentforge.model.session import Session, StatusBusy
+from agentforge.permission.gate import TurnPermissions
+from agentforge.permission.rules import from_tools_map, merge
 from agentforge.session import system
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.history import (
@@ -35,7 +37,10 @@ from agentforge.session.history import (
 )
 from agentforge.session.processor import Processor, ProcessorDeps
 from agentforge.session.runtime import Runtime
-from agentforge.session.turn_tools import INVALID_TOOL, TurnTools
+from agentforge.session.todos import StoreTodos
+from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
+from agentforge.tools.builtin.question import QUESTIONS_EXTRA
+from agentforge.tools.builtin.todo import TODOS_EXTRA
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +113,7 @@ class TurnLoop:
         # Not awaited: the writer keeps order, and the processor awaits its final message write
         # before the loop reads history again.
         self.events.submit_message(message)
-        tools = self._tools(agent, model, is_last_step)
+        tools = self._tools(agent, model, found.last_user, history, is_last_step)
         if self.step > 1 and found.last_finished is not None:
             history = with_queued_reminders(history, found.last_finished.id)
         request = self._request(agent, model, found.last_user, history, tools, is_last_step)
@@ -142,12 +147,24 @@ class TurnLoop:
             time=AssistantTime(created=now_ms()),
         )
 
-    def _tools(self, agent: Agent, model: ResolvedModel, is_last_step: bool) -> TurnTools:
+    def _tools(
+        self,
+        agent: Agent,
+        model: ResolvedModel,
+        user: UserMessage,
+        history: list[WithParts],
+        is_last_step: bool,
+    ) -> TurnTools:
+        permissions = self._permissions(agent, user)
         available = (
             {}
             if is_last_step
             else {tool.id: tool for tool in self.rt.tools.for_model(model.provider_id, model.model_id)}
         )
+        # KERNEL 5.6: tools the user switched off for this turn, and tools the rules deny outright.
+        switched_off = {name for name, enabled in (user.tools or {}).items() if not enabled}
+        for name in switched_off | permissions.disabled(available):
+            available.pop(name, None)
         invalid = self.rt.tools.get(INVALID_TOOL)
         if invalid is not None:
             available[INVALID_TOOL] = invalid
@@ -156,7 +173,19 @@ class TurnLoop:
             directory=Path(self.session.directory),
             data_dir=self.rt.settings.data_dir,
             agent=agent.name,
+            permissions=permissions,
+            earlier_calls=calls_since(history, user.id),
+            extra={
+                TODOS_EXTRA: StoreTodos(self.rt.store, self.tenant_id),
+                QUESTIONS_EXTRA: self.rt.questions.for_tenant(self.tenant_id),
+            },
         )
+
+    def _permissions(self, agent: Agent, user: UserMessage) -> TurnPermissions:
+        """This turn's rules, most trusted first: the agent's (defaults, then config), the
+        session's, then the prompt's `tools` map. Each layer may only narrow the ones before."""
+        ruleset = merge(agent.permission, self.session.permission or [], from_tools_map(user.tools))
+        return TurnPermissions(self.rt.permissions, self.tenant_id, self.session.id, ruleset)
 
     def _request(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,13 +13,18 @@ from agentforge.bus import Bus
 from agentforge.config import Settings
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.llm.provider import ProviderCatalog
+from agentforge.permission.service import PermissionService
 from agentforge.session.events import SessionEvents
 from agentforge.session.processor import StreamFn
+from agentforge.session.questions import QuestionService
+from agentforge.session.recovery import close_interrupted_turns
 from agentforge.session.runner import RunnerRegistry
 from agentforge.session.status import StatusTracker
 from agentforge.store.store import Store
 from agentforge.tools.registry import ToolRegistry
 from agentforge.tools.truncation import TruncationLimits
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -30,6 +36,8 @@ class Runtime:
     catalog: ProviderCatalog
     tools: ToolRegistry
     agents: AgentRegistry
+    questions: QuestionService
+    permissions: PermissionService
     runners: RunnerRegistry = field(default_factory=RunnerRegistry)
     stream: StreamFn = provider_stream
     background: set[asyncio.Task[None]] = field(default_factory=set)
@@ -38,15 +46,28 @@ class Runtime:
     async def open(cls, settings: Settings) -> Runtime:
         bus = Bus()
         store = await Store.open(settings.database_url, publish=bus.publish_many)
-        return cls(
-            settings=settings,
-            store=store,
-            bus=bus,
-            status=StatusTracker(bus),
-            catalog=ProviderCatalog(settings.config),
-            tools=ToolRegistry.builtin(),
-            agents=AgentRegistry(settings.config),
-        )
+        try:
+            runtime = cls(
+                settings=settings,
+                store=store,
+                bus=bus,
+                status=StatusTracker(bus),
+                catalog=ProviderCatalog(settings.config),
+                tools=ToolRegistry.builtin(),
+                agents=AgentRegistry(settings.config, data_dir=settings.data_dir),
+                permissions=PermissionService.from_config(store, settings.config),
+                questions=QuestionService(store.publish_after_writes),
+            )
+            # Before serving: a turn the last process left running would otherwise stay open forever.
+            closed = await close_interrupted_turns(runtime)
+        except BaseException:
+            await store.close()
+            raise
+        if closed:
+            log.warning("Closed %d turn(s) left running when the server last stopped", closed)
+        else:
+            log.info("No turn was left running when the server last stopped")
+        return runtime
 
     async def close(self) -> None:
         await self.runners.cancel_all()

@@ -22,8 +22,14 @@ from agentforge.model.part import (
     ToolStateRunning,
 )
 from agentforge.session.events import SessionEvents, now_ms
-from agentforge.session.turn_tools import TurnTools
-from agentforge.tools.base import PermissionDeniedError, ToolContext, ToolError, ToolResult
+from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, is_doom_loop
+from agentforge.tools.base import (
+    PermissionDeniedError,
+    PermissionRequest,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
 from agentforge.tools.execute import run_tool
 from agentforge.tools.truncation import TruncationLimits
 
@@ -102,22 +108,43 @@ class ToolCallRunner:
             data_dir=self._tools.data_dir,
             abort=self._abort,
             extra=dict(self._tools.extra),
-            ask=self._tools.ask,
+            ask=self._tools.ask_for(self._message.id, part.call_id),
             metadata=publish_metadata,
         )
 
     async def _execute(self, part: ToolPart, tool_input: dict[str, Any]) -> None:
         tool = self._tools.tools.get(part.tool)
+        ctx = self._context(part)
         try:
             if tool is None:
                 raise ToolError(f"Unknown tool: {part.tool}")
-            result = await run_tool(tool, tool_input, self._context(part), limits=self._limits)
+            if self._loops(part):
+                await ctx.ask(
+                    PermissionRequest(
+                        permission="doom_loop",
+                        patterns=[part.tool],
+                        always=[part.tool],
+                        metadata={"tool": part.tool, "input": tool_input},
+                    )
+                )
+            result = await run_tool(tool, tool_input, ctx, limits=self._limits)
         except ToolError as exc:
             if isinstance(exc, PermissionDeniedError) and exc.blocks_loop:
                 self.blocked = True
             self._fail(part, str(exc))
         else:
             self._complete(part, result)
+
+    def _loops(self, part: ToolPart) -> bool:
+        """KERNEL 5.7: this call repeats the turn's previous calls (same tool, same input) enough
+        times in a row to look like a loop."""
+        calls = list(self._tools.earlier_calls)
+        for started in self._parts.values():
+            if not isinstance(started.state, ToolStatePending):
+                calls.append((started.tool, started.state.input))
+            if started is part:
+                break
+        return part.tool != INVALID_TOOL and is_doom_loop(calls)
 
     def _complete(self, part: ToolPart, result: ToolResult) -> None:
         state = part.state
@@ -171,6 +198,8 @@ class ToolCallRunner:
     async def abandon(self) -> None:
         """Cancel calls still running and mark every unfinished call as interrupted."""
         self._abort.set()
+        # Calls waiting for a person are rejected first, so their requests say why they ended.
+        self._tools.reject_waiting()
         running = [task for task in self._tasks.values() if not task.done()]
         for task in running:
             task.cancel()

@@ -2,28 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from agentforge.llm.messages import ToolSpec
-from agentforge.tools.base import AskPermission, Tool, _allow_everything
+from agentforge.model.message import AssistantMessage, WithParts
+from agentforge.model.part import ToolPart, ToolStatePending
+from agentforge.permission.gate import TurnPermissions
+from agentforge.tools.base import AskPermission, Tool, workspace_only
 
 INVALID_TOOL = "invalid"
+# KERNEL 5.7: this many identical calls in a row (same tool, same input) ask `doom_loop`.
+DOOM_LOOP_THRESHOLD: Final = 3
+
+# A tool call as the doom-loop check compares them: the tool's name and its input.
+CallSignature = tuple[str, dict[str, Any]]
 
 
 @dataclass(slots=True)
 class TurnTools:
-    """Tools the model may call in this step (plus `invalid`, the target of repaired calls)."""
+    """Tools the model may call in this step (plus `invalid`, the target of repaired calls).
+
+    `permissions` binds the calls' `ask` to the permission service with this turn's rules; without
+    it (tests, tools run outside a turn) only paths outside the workspace are refused.
+    `earlier_calls` are the calls this turn made in previous steps, oldest first.
+    """
 
     tools: dict[str, Tool[Any]]
     directory: Path
     data_dir: Path
     agent: str
-    ask: AskPermission = _allow_everything
+    permissions: TurnPermissions | None = None
+    earlier_calls: list[CallSignature] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def ask_for(self, message_id: str, call_id: str) -> AskPermission:
+        if self.permissions is None:
+            return workspace_only
+        return self.permissions.for_call(message_id, call_id)
+
+    def reject_waiting(self) -> None:
+        if self.permissions is not None:
+            self.permissions.reject_waiting()
 
     def specs(self) -> list[ToolSpec]:
         return [
@@ -50,3 +74,23 @@ class TurnTools:
             "tool": name,
             "error": f"Model tried to call unavailable tool '{name}'. Available tools: {available}.",
         }
+
+
+def calls_since(history: Sequence[WithParts], user_id: str) -> list[CallSignature]:
+    """The tool calls (with their input known) of the replies to the user message `user_id`."""
+    calls: list[CallSignature] = []
+    for item in history:
+        if not isinstance(item.info, AssistantMessage) or item.info.parent_id != user_id:
+            continue
+        for part in item.parts:
+            if isinstance(part, ToolPart) and not isinstance(part.state, ToolStatePending):
+                calls.append((part.tool, part.state.input))
+    return calls
+
+
+def is_doom_loop(calls: Sequence[CallSignature]) -> bool:
+    """The last DOOM_LOOP_THRESHOLD calls are one tool called with one input."""
+    if len(calls) < DOOM_LOOP_THRESHOLD:
+        return False
+    last = calls[-DOOM_LOOP_THRESHOLD:]
+    return all(call == last[-1] for call in last)

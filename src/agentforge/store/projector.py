@@ -7,6 +7,7 @@ transaction and appends the event to the log; the projector only touches the pro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from agentforge.model import events as ev
 from agentforge.model.events import Event
-from agentforge.store.schema import message, part, session
+from agentforge.store.schema import message, part, permission_request, session, todo
 from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
 
 
@@ -118,7 +119,10 @@ _STEP_FINISH_DATA_OF_MESSAGE = select(part.c.data).where(
 )
 
 # What an upsert may change on an existing row: a part keeps its first `time_created`.
-_UPSERT_COLUMNS: dict[str, tuple[str, ...]] = {"message": ("time_created", "data"), "part": ("data",)}
+_UPSERT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "message": ("time_created", "data", "role", "time_completed"),
+    "part": ("data",),
+}
 _upserts: dict[tuple[str, str], Insert] = {}
 
 
@@ -183,8 +187,24 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
         "session_id": info["sessionID"],
         "time_created": info["time"]["created"],
         "data": dumps(info),
+        "role": info["role"],
+        "time_completed": message_time_completed(info),
     }
     writes.defer(_upsert(writes, message), row)
+
+
+def message_time_completed(info: Mapping[str, Any]) -> int | None:
+    """The `time_completed` column: None only for an assistant message still being written.
+
+    A user message is complete once stored, so it takes its creation time and never looks open.
+    Migration 0002 backfilled older rows by the same rule (with its own frozen copy of it).
+    """
+    time = info["time"]
+    if info["role"] == "assistant":
+        completed: int | None = time.get("completed")
+        return completed
+    created: int = time["created"]
+    return created
 
 
 def _message_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
@@ -245,6 +265,90 @@ def _add_to_totals(writes: Writes, tenant_id: str, session_id: str, usage: Usage
     )
 
 
+# --- interaction records: permission requests and todo lists -----------------------------------------
+
+_INSERT_PERMISSION_REQUEST: Insert = permission_request.insert()
+_DECIDE_PERMISSION_REQUEST: Update = (
+    update(permission_request)
+    .where(
+        permission_request.c.id == bindparam("b_id"),
+        permission_request.c.tenant_id == bindparam("b_tenant_id"),
+    )
+    .values(
+        status=bindparam("b_status"),
+        decision=bindparam("b_decision"),
+        decided_by=bindparam("b_decided_by"),
+        feedback=bindparam("b_feedback"),
+        time_decided=bindparam("b_time_decided"),
+    )
+)
+_todo_upserts: dict[str, Insert] = {}
+
+
+def _permission_asked(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    tool = props.get("tool") or {}
+    times = props["time"]
+    row = {
+        "id": props["id"],
+        "tenant_id": tenant_id,
+        "session_id": props["sessionID"],
+        "message_id": tool.get("messageID"),
+        "call_id": tool.get("callID"),
+        "permission": props["permission"],
+        "patterns": dumps(props["patterns"]),
+        "always": dumps(props.get("always", [])),
+        "metadata": dumps(props.get("metadata", {})),
+        "status": "pending",
+        "decision": None,
+        "decided_by": None,
+        "feedback": None,
+        "time_created": times["created"],
+        "deadline": times["deadline"],
+        "time_decided": None,
+    }
+    writes.defer(_INSERT_PERMISSION_REQUEST, row)
+
+
+def _permission_replied(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    request_id = props["requestID"]
+    params = {
+        "b_id": request_id,
+        "b_tenant_id": tenant_id,
+        "b_status": props["status"],
+        "b_decision": props["decision"],
+        "b_decided_by": props["decidedBy"],
+        "b_feedback": props.get("message"),
+        "b_time_decided": props["time"],
+    }
+    if writes.run(_DECIDE_PERMISSION_REQUEST, params).rowcount == 0:
+        raise MissingRowError(f"permission request {request_id} does not exist")
+
+
+def _todo_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
+    row = {
+        "session_id": props["sessionID"],
+        "tenant_id": tenant_id,
+        "data": dumps(props["todos"]),
+        "time_updated": int(time.time() * 1000),
+    }
+    writes.defer(_todo_upsert(writes), row)
+
+
+def _todo_upsert(writes: Writes) -> Insert:
+    """INSERT … ON CONFLICT (session_id) DO UPDATE, only within the same tenant (as `_upsert`)."""
+    dialect = writes.conn.dialect.name
+    statement = _todo_upserts.get(dialect)
+    if statement is None:
+        base = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(todo)
+        statement = base.on_conflict_do_update(
+            index_elements=[todo.c.session_id],
+            set_={"data": base.excluded.data, "time_updated": base.excluded.time_updated},
+            where=todo.c.tenant_id == base.excluded.tenant_id,
+        )
+        _todo_upserts[dialect] = statement
+    return statement
+
+
 _HANDLERS: dict[str, Callable[[Writes, str, Mapping[str, Any]], None]] = {
     ev.SESSION_CREATED: _session_created,
     ev.SESSION_UPDATED: _session_updated,
@@ -253,4 +357,7 @@ _HANDLERS: dict[str, Callable[[Writes, str, Mapping[str, Any]], None]] = {
     ev.MESSAGE_REMOVED: _message_removed,
     ev.PART_UPDATED: _part_updated,
     ev.PART_REMOVED: _part_removed,
+    ev.PERMISSION_ASKED: _permission_asked,
+    ev.PERMISSION_REPLIED: _permission_replied,
+    ev.TODO_UPDATED: _todo_updated,
 }

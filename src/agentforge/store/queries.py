@@ -1,6 +1,7 @@
 """Read queries, written once as sync functions over a `Connection` (both dialects run them).
 
-Every function takes `tenant_id` and only ever sees that tenant's rows.
+Every function takes `tenant_id` and only ever sees that tenant's rows, except the start-up
+maintenance query `open_assistant_messages`, which spans all tenants and says whose each row is.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 from agentforge.model.events import Event
 from agentforge.model.message import Message, WithParts, message_adapter, part_adapter
 from agentforge.model.part import Part
+from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store.schema import event, message, part, session
+from agentforge.store.schema import OPEN_ASSISTANT_MESSAGE, event, message, part, session, todo
+from agentforge.store.schema import permission_request as permission_request_table
 
 # A row of any shape (SQLAlchemy 2.1 types rows by their column tuple).
 AnyRow: TypeAlias = Row[*tuple[Any, ...]]
@@ -190,6 +193,34 @@ def get_part(conn: Connection, tenant_id: str, session_id: str, message_id: str,
     return None if data is None else _parse_part(data)
 
 
+def open_assistant_messages(conn: Connection, limit: int = 1000) -> list[tuple[str, WithParts]]:
+    """Assistant messages not yet completed, of every tenant, oldest first, as (tenant_id, message).
+
+    Served by the partial index `ix_message_open_assistant`: cheap however long the history is.
+    """
+    rows = list(
+        conn.execute(
+            select(message.c.id, message.c.tenant_id, message.c.data)
+            .where(OPEN_ASSISTANT_MESSAGE)
+            .order_by(message.c.id)
+            .limit(limit)
+        )
+    )
+    if not rows:
+        return []
+    parts = conn.execute(
+        select(part.c.tenant_id, part.c.message_id, part.c.data)
+        .where(part.c.message_id.in_([row.id for row in rows]))
+        .order_by(part.c.id)
+    )
+    by_message: defaultdict[tuple[str, str], list[Part]] = defaultdict(list)
+    for row in parts:
+        by_message[(row.tenant_id, row.message_id)].append(_parse_part(row.data))
+    return [
+        (row.tenant_id, _with_parts(row.data, by_message.get((row.tenant_id, row.id), []))) for row in rows
+    ]
+
+
 def _attach_parts(conn: Connection, tenant_id: str, message_rows: Sequence[AnyRow]) -> list[WithParts]:
     """One query for the parts of all the given messages."""
     if not message_rows:
@@ -279,3 +310,59 @@ def last_seq(conn: Connection, tenant_id: str, session_id: str) -> int:
         select(func.max(event.c.seq)).where(event.c.session_id == session_id, event.c.tenant_id == tenant_id)
     ).scalar()
     return int(value or 0)
+
+
+# --- interaction records: permission requests and todo lists ----------------------------------------
+
+
+def permission_request(conn: Connection, tenant_id: str, request_id: str) -> PermissionRequestInfo | None:
+    row = conn.execute(
+        select(permission_request_table).where(
+            permission_request_table.c.id == request_id, permission_request_table.c.tenant_id == tenant_id
+        )
+    ).one_or_none()
+    return None if row is None else _permission_from_row(row)
+
+
+def permission_requests(
+    conn: Connection, tenant_id: str, session_id: str, *, decision: str | None = None
+) -> list[PermissionRequestInfo]:
+    """The session's requests oldest first, optionally only those with one decision."""
+    table = permission_request_table
+    query = select(table).where(table.c.session_id == session_id, table.c.tenant_id == tenant_id)
+    if decision is not None:
+        query = query.where(table.c.decision == decision)
+    return [_permission_from_row(row) for row in conn.execute(query.order_by(table.c.id))]
+
+
+def _permission_from_row(row: AnyRow) -> PermissionRequestInfo:
+    tool = None
+    if row.message_id is not None and row.call_id is not None:
+        tool = {"messageID": row.message_id, "callID": row.call_id}
+    return PermissionRequestInfo.model_validate(
+        {
+            "id": row.id,
+            "sessionID": row.session_id,
+            "permission": row.permission,
+            "patterns": orjson.loads(row.patterns),
+            "always": orjson.loads(row.always),
+            "metadata": orjson.loads(row.metadata),
+            "tool": tool,
+            "time": {"created": row.time_created, "deadline": row.deadline, "decided": row.time_decided},
+            "status": row.status,
+            "decision": row.decision,
+            "decidedBy": row.decided_by,
+            "feedback": row.feedback,
+        }
+    )
+
+
+def todos(conn: Connection, tenant_id: str, session_id: str) -> list[dict[str, Any]]:
+    """The session's todo list as last written (empty when it never had one)."""
+    data = conn.execute(
+        select(todo.c.data).where(todo.c.session_id == session_id, todo.c.tenant_id == tenant_id)
+    ).scalar_one_or_none()
+    if data is None:
+        return []
+    loaded: list[dict[str, Any]] = orjson.loads(data)
+    return loaded

@@ -1,8 +1,8 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. Migration `0001_initial` creates exactly this; a test
-checks that the two never drift apart.
+Every table carries `tenant_id` from day one. The migrations (`0001_initial`, `0002_message_open`,
+`0003_permission_todo`) create exactly this; a test checks that the two never drift apart.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
+    ColumnElement,
     Double,
     ForeignKey,
     Index,
@@ -17,6 +18,8 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
+    literal_column,
 )
 
 metadata = MetaData()
@@ -56,7 +59,25 @@ message = Table(
     ),
     Column("time_created", BigInteger, nullable=False),
     Column("data", Text, nullable=False),
+    # Copied from `data` by the projector so start-up can find turns a crash left running without
+    # parsing every message: `info.role`, and `info.time.completed` (a user message's `time.created`,
+    # so only assistant messages can ever be open).
+    Column("role", Text, nullable=True),
+    Column("time_completed", BigInteger, nullable=True),
     Index("ix_message_session_id_id", "session_id", "id"),
+)
+
+# An assistant message still being written (or left so by a crash). A literal, not a bound parameter:
+# SQLite only uses a partial index when the query repeats the index's terms verbatim.
+OPEN_ASSISTANT_MESSAGE: ColumnElement[bool] = and_(
+    message.c.role == literal_column("'assistant'"), message.c.time_completed.is_(None)
+)
+# Nearly every message is closed, so this index stays tiny; ordered by id for batched reads.
+Index(
+    "ix_message_open_assistant",
+    message.c.id,
+    sqlite_where=OPEN_ASSISTANT_MESSAGE,
+    postgresql_where=OPEN_ASSISTANT_MESSAGE,
 )
 
 part = Table(
@@ -89,4 +110,50 @@ event = Table(
     Column("data", Text, nullable=False),
     Column("time_created", BigInteger, nullable=False),
     UniqueConstraint("session_id", "seq", name="uq_event_session_id_seq"),
+)
+
+# A permission request and, once decided, its decision (KERNEL 7.4): written by the projector from
+# the durable `permission.asked` / `permission.replied` events, so the log can replay both.
+# `status`: pending | approved | denied | expired; `decision`: once | always | reject | timeout |
+# policy; `decided_by`: a user id, "deadline", "rule", "abort" or a plugin's name.
+permission_request = Table(
+    "permission_request",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("tenant_id", Text, nullable=False),
+    Column(
+        "session_id",
+        Text,
+        ForeignKey("session.id", ondelete="CASCADE", name="fk_permission_request_session_id"),
+        nullable=False,
+    ),
+    Column("message_id", Text, nullable=True),
+    Column("call_id", Text, nullable=True),
+    Column("permission", Text, nullable=False),
+    Column("patterns", Text, nullable=False),
+    Column("always", Text, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("decision", Text, nullable=True),
+    Column("decided_by", Text, nullable=True),
+    Column("feedback", Text, nullable=True),
+    Column("time_created", BigInteger, nullable=False),
+    Column("deadline", BigInteger, nullable=False),
+    Column("time_decided", BigInteger, nullable=True),
+    Index("ix_permission_request_session_id_id", "session_id", "id"),
+)
+
+# A session's todo list (one row per session, replaced on every `todo.updated`).
+todo = Table(
+    "todo",
+    metadata,
+    Column(
+        "session_id",
+        Text,
+        ForeignKey("session.id", ondelete="CASCADE", name="fk_todo_session_id"),
+        primary_key=True,
+    ),
+    Column("tenant_id", Text, nullable=False),
+    Column("data", Text, nullable=False),
+    Column("time_updated", BigInteger, nullable=False),
 )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Engine
 
 from agentforge.model.events import Event
 from agentforge.model.message import WithParts
 from agentforge.model.part import Part
+from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
 from agentforge.store import queries
 from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
@@ -36,7 +37,7 @@ class Store:
     Writes: `submit(event)` queues a durable event and returns a future; `await write(event)` waits
     until it has committed. Either way the event gets its `seq`, is published after commit, and keeps
     submission order. Do not mutate an event's properties after submitting it.
-    Reads: async methods, all scoped to one tenant.
+    Reads: async methods, all scoped to one tenant but the start-up `open_assistant_messages`.
     """
 
     def __init__(
@@ -165,6 +166,11 @@ class Store:
             queries.history, tenant_id, session_id, since_message_id=since_message_id
         )
 
+    async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
+        """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest
+        first, each with its tenant id. While the server runs these are the turns in progress."""
+        return await self._readers.run(queries.open_assistant_messages, limit)
+
     async def get_part(self, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:
         return await self._readers.run(queries.get_part, tenant_id, session_id, message_id, part_id)
 
@@ -175,3 +181,18 @@ class Store:
 
     async def last_seq(self, tenant_id: str, session_id: str) -> int:
         return await self._readers.run(queries.last_seq, tenant_id, session_id)
+
+    # --- interaction records ----------------------------------------------------------------------
+
+    async def permission_request(self, tenant_id: str, request_id: str) -> PermissionRequestInfo | None:
+        return await self._readers.run(queries.permission_request, tenant_id, request_id)
+
+    async def permission_requests(
+        self, tenant_id: str, session_id: str, *, decision: str | None = None
+    ) -> list[PermissionRequestInfo]:
+        """The session's permission requests oldest first (optionally only one kind of decision)."""
+        return await self._readers.run(queries.permission_requests, tenant_id, session_id, decision=decision)
+
+    async def todos(self, tenant_id: str, session_id: str) -> list[dict[str, Any]]:
+        """The session's todo list as last written by a `todo.updated` event ([] when none)."""
+        return await self._readers.run(queries.todos, tenant_id, session_id)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
+import jsonschema
 from pydantic import BaseModel
 
 
@@ -56,8 +57,16 @@ MetadataUpdate = Callable[[str | None, dict[str, Any]], Awaitable[None]]
 AskPermission = Callable[[PermissionRequest], Awaitable[None]]
 
 
-async def _allow_everything(_request: PermissionRequest) -> None:
-    return None
+class OutsideWorkspaceError(PermissionDeniedError):
+    """A path outside the workspace, where no permission service can approve it."""
+
+
+async def workspace_only(request: PermissionRequest) -> None:
+    """The `ask` of a context built without the permission service (e.g. files a user attached):
+    everything is allowed except paths outside the workspace, which nobody could approve here."""
+    if request.permission == "external_directory":
+        where = request.metadata.get("filepath") or ", ".join(request.patterns)
+        raise OutsideWorkspaceError(f"Refusing to access {where}: it is outside the workspace.")
 
 
 async def _ignore_metadata(_title: str | None, _metadata: dict[str, Any]) -> None:
@@ -82,7 +91,7 @@ class ToolContext:
     data_dir: Path
     abort: asyncio.Event = field(default_factory=asyncio.Event)
     extra: dict[str, Any] = field(default_factory=dict)
-    ask: AskPermission = _allow_everything
+    ask: AskPermission = workspace_only
     metadata: MetadataUpdate = _ignore_metadata
 
 
@@ -92,8 +101,9 @@ P = TypeVar("P", bound=BaseModel)
 class Tool(Generic[P]):
     """A built-in or custom tool. Subclasses set `id`, `description`, `parameters` and `execute`."""
 
-    id: ClassVar[str]
-    description: ClassVar[str]
+    # Plain (not ClassVar) so tools discovered at run time (MCP) can set them per instance.
+    id: str
+    description: str
     parameters: ClassVar[type[BaseModel]]
 
     async def execute(self, args: P, ctx: ToolContext) -> ToolResult:
@@ -102,6 +112,30 @@ class Tool(Generic[P]):
     def json_schema(self) -> dict[str, Any]:
         """The parameters' JSON Schema, built once per parameters model (it is sent every step)."""
         return _schema_of(self.parameters)
+
+
+class RawSchemaTool(Tool[Any]):
+    """A tool whose parameters are a plain JSON Schema (MCP tools), not a pydantic model.
+
+    The model sees the schema as given; arguments are checked against it with `jsonschema` and
+    `execute` receives them as a dict. `parameters` is not set: there is no pydantic model.
+    """
+
+    def __init__(self, *, id: str, description: str, schema: dict[str, Any]) -> None:
+        validator_class = jsonschema.validators.validator_for(schema)
+        validator_class.check_schema(schema)  # a broken schema fails here, not on every call
+        self.id = id
+        self.description = description
+        self._schema = schema
+        self._validator = validator_class(schema)
+
+    def json_schema(self) -> dict[str, Any]:
+        return self._schema
+
+    def schema_errors(self, raw_input: dict[str, Any]) -> list[jsonschema.ValidationError]:
+        """Every way `raw_input` breaks the schema, in argument order (empty when it is valid)."""
+        errors = self._validator.iter_errors(raw_input)
+        return sorted(errors, key=lambda error: [str(part) for part in error.absolute_path])
 
 
 @functools.cache

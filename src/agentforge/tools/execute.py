@@ -6,10 +6,11 @@ import asyncio
 import dataclasses
 from typing import Any
 
+import jsonschema
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from agentforge.tools.base import Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools.base import RawSchemaTool, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.truncation import TruncationLimits, truncate_output
 
 _MAX_SHOWN_INPUT = 80
@@ -40,14 +41,27 @@ async def run_tool(
 
 
 def validate_arguments(tool: Tool[Any], raw_input: dict[str, Any]) -> Any:
+    if isinstance(tool, RawSchemaTool):
+        return _validate_against_schema(tool, raw_input)
     try:
         return tool.parameters.model_validate(raw_input)
     except ValidationError as error:
         details = "; ".join(_describe_error(item) for item in error.errors())
-        raise ToolError(
-            f"The {tool.id} tool was called with invalid arguments: {details}.\n"
-            "Please rewrite the input so it satisfies the expected schema."
-        ) from None
+        raise _invalid_arguments(tool, details) from None
+
+
+def _validate_against_schema(tool: RawSchemaTool, raw_input: dict[str, Any]) -> dict[str, Any]:
+    errors = tool.schema_errors(raw_input)
+    if errors:
+        raise _invalid_arguments(tool, "; ".join(_describe_schema_error(error) for error in errors))
+    return raw_input
+
+
+def _invalid_arguments(tool: Tool[Any], details: str) -> ToolError:
+    return ToolError(
+        f"The {tool.id} tool was called with invalid arguments: {details}.\n"
+        "Please rewrite the input so it satisfies the expected schema."
+    )
 
 
 async def _truncated(result: ToolResult, ctx: ToolContext, limits: TruncationLimits) -> ToolResult:
@@ -74,6 +88,19 @@ def _describe_error(error: ErrorDetails) -> str:
     else:
         message = "is invalid: " + _lowercase_first(message)
     return f"`{field}` {message} (got {_short_repr(error.get('input'))})"
+
+
+def _describe_schema_error(error: jsonschema.ValidationError) -> str:
+    """A JSON Schema violation in the same words as a pydantic one."""
+    field = ".".join(str(part) for part in error.absolute_path)
+    required = error.validator_value
+    if error.validator == "required" and isinstance(required, list) and isinstance(error.instance, dict):
+        missing = [name for name in required if name not in error.instance]
+        prefix = f"{field}." if field else ""
+        return "; ".join(f"`{prefix}{name}` is required" for name in missing)
+    if not field:
+        return f"the input is invalid: {error.message}"
+    return f"`{field}` is invalid: {error.message}"
 
 
 def _lowercase_first(text: str) -> str:

@@ -1,10 +1,11 @@
 """Resolving the paths models give us, and the workspace guard (KERNEL 7.5).
 
 Every tool works inside its session's workspace root (`ctx.directory`). A path that escapes it,
-lexically (`../x`, an absolute path elsewhere) or through a symlink, first goes through the
-`external_directory` permission ask; then, unless the context explicitly allows external paths,
-it is refused. The directory where truncated outputs are saved is always allowed, because the
-truncation hint tells the model to read or grep the files there.
+lexically (`../x`, an absolute path elsewhere) or through a symlink, goes through the
+`external_directory` permission ask: it is used once the ask returns (approved by a rule or a
+person) and refused when the ask raises. A context without the permission service refuses every
+such path (`workspace_only`). The directory where truncated outputs are saved is always allowed,
+because the truncation hint tells the model to read or grep the files there.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from agentforge.tools.base import PermissionRequest, ToolContext, ToolError
+from agentforge.tools.base import OutsideWorkspaceError, PermissionRequest, ToolContext
 from agentforge.tools.truncation import output_dir
 
 PathKind = Literal["file", "directory", "auto"]
@@ -82,16 +83,17 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
         return path
 
     pattern = f"{directory.as_posix().rstrip('/')}/*"
-    await ctx.ask(
-        PermissionRequest(
-            permission="external_directory",
-            patterns=[pattern],
-            always=[pattern],
-            metadata={"filepath": str(real), "parentDir": str(directory)},
-        )
+    request = PermissionRequest(
+        permission="external_directory",
+        patterns=[pattern],
+        always=[pattern],
+        metadata={"filepath": str(real), "parentDir": str(directory)},
     )
-    if not ctx.extra.get("allow_external"):
-        raise ToolError(_outside_message(ctx, path, real))
+    try:
+        await ctx.ask(request)
+    except OutsideWorkspaceError:
+        # Nobody can approve outside paths here: say precisely where the path leads.
+        raise OutsideWorkspaceError(_outside_message(ctx, path, real)) from None
     return path
 
 

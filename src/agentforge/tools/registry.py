@@ -7,7 +7,7 @@ and later layers (agent permissions, per-prompt tool switches) filter again.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from agentforge.llm.messages import ToolSpec
 from agentforge.tools.base import Tool
@@ -16,6 +16,12 @@ SEARCH_TOOLS = frozenset({"websearch", "codesearch"})
 SEARCH_PROVIDERS = frozenset({"opencode"})
 PATCH_TOOL = "apply_patch"
 FILE_EDIT_TOOLS = frozenset({"edit", "write"})
+
+
+class ToolSource(Protocol):
+    """Where tools come from (the plugin manager); a protocol so tools/ need not import plugins/."""
+
+    def tools(self) -> list[Tool[Any]]: ...
 
 
 def prefers_apply_patch(model_id: str) -> bool:
@@ -38,6 +44,11 @@ class ToolRegistry:
         from agentforge.tools.builtin import builtin_tools
 
         return cls(builtin_tools(), enable_search=enable_search)
+
+    @classmethod
+    def from_plugins(cls, plugins: ToolSource, *, enable_search: bool = False) -> ToolRegistry:
+        """Every plugin's tools: the built-ins (the built-in plugin) and custom ones, later overriding."""
+        return cls(plugins.tools(), enable_search=enable_search)
 
     def register(self, tool: Tool[Any]) -> None:
         # Keep the original position when overriding so the model sees a stable tool order.

@@ -1,0 +1,102 @@
+"""Crash recovery at start-up (ARCHITECTURE "Beyond the anchors"): close every turn left running.
+
+A process that dies mid-turn never runs the processor's cleanup (KERNEL 5.5), so its assistant
+message stays open: text and reasoning without `time.end`, tool calls pending or running forever, no
+`time.completed`. Such a history would make the model see tool calls without results. Before serving,
+every open assistant message is closed the way cleanup would have closed it, plus an abort error that
+says why. Writes go through the session events like any other, so clients replaying the log see them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Final
+
+from agentforge.model.errors import aborted_error
+from agentforge.model.events import Event
+from agentforge.model.message import AssistantMessage, WithParts
+from agentforge.model.part import (
+    ErrorTime,
+    Part,
+    ReasoningPart,
+    SpanTime,
+    TextPart,
+    ToolPart,
+    ToolStateError,
+    ToolStatePending,
+    ToolStateRunning,
+)
+from agentforge.session.events import SessionEvents, now_ms
+from agentforge.session.tool_calls import ABORTED_MESSAGE
+
+if TYPE_CHECKING:
+    from agentforge.session.runtime import Runtime
+
+INTERRUPTED_TURN_MESSAGE: Final = "The server stopped while this turn was running"
+RECOVERY_BATCH: Final = 1000
+
+
+async def close_interrupted_turns(rt: Runtime) -> int:
+    """Close every assistant message a previous process left open; returns how many it closed.
+
+    Call it before serving: while the server runs, open messages are turns in progress.
+    """
+    closed = 0
+    seen: set[str] = set()
+    while True:
+        batch = [
+            (tenant_id, item)
+            for tenant_id, item in await rt.store.open_assistant_messages(RECOVERY_BATCH)
+            if item.info.id not in seen
+        ]
+        # Nothing new: done (the guard also stops a loop should a closed message still read as open).
+        if not batch:
+            return closed
+        writes: list[asyncio.Future[Event]] = []
+        for tenant_id, item in batch:
+            seen.add(item.info.id)
+            writes.extend(close_turn(rt.events(tenant_id), item, now_ms()))
+        # Committed before the next read, which must no longer see this batch as open.
+        await asyncio.gather(*writes)
+        closed += len(batch)
+
+
+def close_turn(events: SessionEvents, item: WithParts, now: int) -> list[asyncio.Future[Event]]:
+    """Submit the writes that close one open assistant message; the message update comes last."""
+    info = item.info
+    if not isinstance(info, AssistantMessage):
+        raise TypeError(f"message {info.id} is not an assistant message")
+    writes = [events.submit_part(part) for part in item.parts if close_part(part, now)]
+    if info.error is None:
+        info.error = aborted_error(INTERRUPTED_TURN_MESSAGE)
+    info.time.completed = now
+    writes.append(events.submit_message(info))
+    return writes
+
+
+def close_part(part: Part, now: int) -> bool:
+    """Close the part in place if it was left open; says whether it changed."""
+    if isinstance(part, TextPart | ReasoningPart):
+        if part.time is None or part.time.end is not None:
+            return False
+        part.time = SpanTime(start=part.time.start, end=now)
+        return True
+    if isinstance(part, ToolPart) and isinstance(part.state, ToolStatePending | ToolStateRunning):
+        part.state = interrupted_state(part.state, now)
+        return True
+    return False
+
+
+def interrupted_state(state: ToolStatePending | ToolStateRunning, now: int) -> ToolStateError:
+    """A call that never finished: an error, keeping what the tool had published (e.g. bash's output
+    preview, which history then hands to the model as the result)."""
+    if isinstance(state, ToolStateRunning):
+        start, metadata = state.time.start, state.metadata or {}
+    else:
+        start, metadata = now, {}
+    return ToolStateError(
+        input=state.input,
+        error=ABORTED_MESSAGE,
+        metadata={**metadata, "interrupted": True},
+        time=ErrorTime(start=start, end=now),
+    )
