@@ -25,6 +25,8 @@ from agentforge.model.message import (
 from agentforge.model.session import Session, StatusBusy
 from agentforge.permission.gate import TurnPermissions
 from agentforge.permission.rules import from_tools_map, merge
+from agentforge.plugins import calls as hooks
+from agentforge.plugins.calls import PLUGINS_EXTRA
 from agentforge.session import system
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.history import (
@@ -116,7 +118,11 @@ class TurnLoop:
         tools = self._tools(agent, model, found.last_user, history, is_last_step)
         if self.step > 1 and found.last_finished is not None:
             history = with_queued_reminders(history, found.last_finished.id)
+        plugins, sid = self.rt.plugins, self.session.id
+        history = await hooks.history(plugins, session_id=sid, messages=history)
         request = self._request(agent, model, found.last_user, history, tools, is_last_step)
+        await hooks.model_request(plugins, request, session_id=sid, agent=agent.name, model=model)
+        request.tools = await hooks.tool_specs(plugins, tools.visible())
         processor = Processor(self._deps(), message, model, tools)
         outcome = await processor.process(request)
         self.final = processor.result()
@@ -178,6 +184,7 @@ class TurnLoop:
             extra={
                 TODOS_EXTRA: StoreTodos(self.rt.store, self.tenant_id),
                 QUESTIONS_EXTRA: self.rt.questions.for_tenant(self.tenant_id),
+                PLUGINS_EXTRA: self.rt.plugins,
             },
         )
 

@@ -14,13 +14,17 @@ from agentforge.config import Settings
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.permission.service import PermissionService
+from agentforge.plugins.loader import create_plugin_manager
+from agentforge.plugins.manager import PluginManager
 from agentforge.session.events import SessionEvents
+from agentforge.session.hooks import plugin_policy
 from agentforge.session.processor import StreamFn
 from agentforge.session.questions import QuestionService
 from agentforge.session.recovery import close_interrupted_turns
 from agentforge.session.runner import RunnerRegistry
 from agentforge.session.status import StatusTracker
 from agentforge.store.store import Store
+from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry
 from agentforge.tools.truncation import TruncationLimits
 
@@ -38,6 +42,8 @@ class Runtime:
     agents: AgentRegistry
     questions: QuestionService
     permissions: PermissionService
+    plugins: PluginManager
+    mcp: McpManager | None = None
     runners: RunnerRegistry = field(default_factory=RunnerRegistry)
     stream: StreamFn = provider_stream
     background: set[asyncio.Task[None]] = field(default_factory=set)
@@ -45,6 +51,9 @@ class Runtime:
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
         bus = Bus()
+        # Importing plugin modules runs their code: off the event loop.
+        plugins = await asyncio.to_thread(create_plugin_manager, settings)
+        bus.listen(plugins.observe_event)
         store = await Store.open(settings.database_url, publish=bus.publish_many)
         try:
             runtime = cls(
@@ -53,14 +62,19 @@ class Runtime:
                 bus=bus,
                 status=StatusTracker(bus),
                 catalog=ProviderCatalog(settings.config),
-                tools=ToolRegistry.builtin(),
+                tools=ToolRegistry.from_plugins(plugins),
                 agents=AgentRegistry(settings.config, data_dir=settings.data_dir),
                 permissions=PermissionService.from_config(store, settings.config),
                 questions=QuestionService(store.publish_after_writes),
+                plugins=plugins,
             )
+            runtime.permissions.policies.append(plugin_policy(plugins))
+            await runtime._start_mcp()
             # Before serving: a turn the last process left running would otherwise stay open forever.
             closed = await close_interrupted_turns(runtime)
         except BaseException:
+            if "runtime" in locals() and runtime.mcp is not None:
+                await runtime.mcp.close()
             await store.close()
             raise
         if closed:
@@ -69,12 +83,29 @@ class Runtime:
             log.info("No turn was left running when the server last stopped")
         return runtime
 
+    async def _start_mcp(self) -> None:
+        """Connect the config's MCP servers; their tools join the registry as `<server>_<tool>`.
+        A server that is down is reported in its status and by its tools, never fatal."""
+        servers = (self.settings.config.model_extra or {}).get("mcp")
+        if not servers:
+            return
+        self.mcp = McpManager(servers, directory=self.settings.directory)
+        await self.mcp.start()
+        for name, status in self.mcp.status().items():
+            if status["status"] == "failed":
+                log.warning("MCP server %s failed to start: %s", name, status.get("error"))
+        for tool in self.mcp.tools():
+            if self.tools.get(tool.id) is None:  # never let a server shadow a built-in
+                self.tools.register(tool)
+
     async def close(self) -> None:
         await self.runners.cancel_all()
         for task in list(self.background):
             task.cancel()
         if self.background:
             await asyncio.gather(*self.background, return_exceptions=True)
+        if self.mcp is not None:
+            await self.mcp.close()
         await self.store.close()
 
     def events(self, tenant_id: str) -> SessionEvents:

@@ -23,6 +23,7 @@ from agentforge.model.message import (
 )
 from agentforge.model.part import ModelRef
 from agentforge.model.session import Session, SessionModel, SessionTime, StatusIdle
+from agentforge.plugins import calls as hooks
 from agentforge.session.events import now_ms
 from agentforge.session.inputs import PromptInput, SessionCreateInput, SessionUpdateInput
 from agentforge.session.loop import TurnLoop
@@ -190,6 +191,10 @@ class SessionService:
         parts, errors = await resolve_parts(context, body.parts)
         for error in errors:
             self.events.session_error(session.id, unknown_error(error).wire())
+        hooked = await hooks.user_message(
+            self.rt.plugins, session_id=session.id, agent=agent.name, model=model, message=info, parts=parts
+        )
+        info, parts = hooked.message, hooked.parts
         self.events.submit_message(info)
         for part in parts:
             self.events.submit_part(part)

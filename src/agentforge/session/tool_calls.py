@@ -21,6 +21,8 @@ from agentforge.model.part import (
     ToolStatePending,
     ToolStateRunning,
 )
+from agentforge.plugins.calls import PLUGINS_EXTRA, run_tool_with_hooks
+from agentforge.plugins.manager import PluginManager
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, is_doom_loop
 from agentforge.tools.base import (
@@ -127,7 +129,11 @@ class ToolCallRunner:
                         metadata={"tool": part.tool, "input": tool_input},
                     )
                 )
-            result = await run_tool(tool, tool_input, ctx, limits=self._limits)
+            plugins = self._tools.extra.get(PLUGINS_EXTRA)
+            if isinstance(plugins, PluginManager):
+                result = await run_tool_with_hooks(plugins, tool, tool_input, ctx, limits=self._limits)
+            else:
+                result = await run_tool(tool, tool_input, ctx, limits=self._limits)
         except ToolError as exc:
             if isinstance(exc, PermissionDeniedError) and exc.blocks_loop:
                 self.blocked = True

@@ -49,11 +49,14 @@ class TurnTools:
         if self.permissions is not None:
             self.permissions.reject_waiting()
 
+    def visible(self) -> list[Tool[Any]]:
+        """The tools the model is told about: all but `invalid`, which only repaired calls reach."""
+        return [tool for name, tool in self.tools.items() if name != INVALID_TOOL]
+
     def specs(self) -> list[ToolSpec]:
         return [
             ToolSpec(name=tool.id, description=tool.description, parameters=tool.json_schema())
-            for name, tool in self.tools.items()
-            if name != INVALID_TOOL
+            for tool in self.visible()
         ]
 
     def repair(self, name: str, input_text: str) -> tuple[str, dict[str, Any]]:

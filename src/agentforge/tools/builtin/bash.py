@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from agentforge.plugins.calls import shell_env_for
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.params import ToolParams
 from agentforge.tools.paths import guard_path
@@ -105,6 +106,7 @@ class BashTool(Tool[BashParams]):
         await self._ask_permissions(args.command, workdir, ctx)
         timeout_ms = min(args.timeout or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
 
+        env = {**os.environ, **await shell_env_for(ctx, workdir), "TERM": "dumb"}
         output = ShellOutput(ctx.data_dir, self._limits)
         preview = _LivePreview(ctx, args.description, output)
         await preview.publish()
@@ -113,7 +115,7 @@ class BashTool(Tool[BashParams]):
             outcome = await run_process_group(
                 [self._shell or default_shell(), "-c", args.command],
                 cwd=workdir,
-                env=os.environ,
+                env=env,
                 time_limit=timeout_ms / 1000 + TIMEOUT_MARGIN_SECONDS,
                 abort=ctx.abort,
                 on_output=output.add,
