@@ -6,6 +6,7 @@ without the processor's cleanup ever running. Then the real app starts on that d
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from agentforge.session.runtime import Runtime
 from agentforge.session.tool_calls import ABORTED_MESSAGE
 from agentforge.store import Store
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
-from tests.fakes.openai_server import FakeOpenAI, call, reply
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.store.builders import new_session, now_ms, session_created
 
 STARTED = 1_700_000_000_000
@@ -337,3 +338,35 @@ async def test_a_second_start_finds_nothing_left_open(
     await second.close()
 
     assert "No turn was left running" in caplog.text
+
+
+async def test_a_second_live_process_leaves_the_owners_turns_alone(
+    tmp_path: Path, database_url: str, fake_openai: FakeOpenAI
+) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    async with start_live_server(tmp_path / "one", fake_openai, database_url=database_url) as owner:
+        session = await owner.create_session()
+        gate = asyncio.Event()
+        owner.fake.enqueue(Script().text("still streaming").pause(gate).finish("stop"))
+        events = EventCollector()
+        await events.start(owner.client, f"/event?sessionID={session['id']}")
+        turn = asyncio.create_task(owner.prompt(session["id"], "talk"))
+        await events.wait_for(lambda f: f.type == "message.part.delta")
+        # A second process on the same database (like `agentforge run` in-process) must not
+        # mistake the running turn for a crashed one.
+        async with start_live_server(tmp_path / "two", fake_openai, database_url=database_url):
+            pass
+        gate.set()
+        reply = (await turn).json()
+        await events.stop()
+        assert "error" not in reply["info"]
+        assert [p["text"] for p in reply["parts"] if p["type"] == "text"] == ["still streaming"]
+        # The durable log holds every write either process made: none marked the turn aborted.
+        log = EventCollector()
+        await log.start(owner.client, f"/event?sessionID={session['id']}&after=0")
+        await log.wait_for(lambda f: f.id is not None and int(f.id) >= 1)
+        await asyncio.sleep(0.2)
+        await log.stop()
+        errors = [f for f in log.of_type("message.updated") if "error" in f.properties["info"]]
+        assert errors == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.store import parse_database_url, sqlite_url
+from agentforge.store import Store, parse_database_url, sqlite_url
 from agentforge.store.engine import sqlite_engine
 
 
@@ -102,3 +102,17 @@ def test_sqlite_transactions_open_with_the_given_begin(tmp_path: Path, begin: st
 
 
 _PRAGMAS = ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+
+
+async def test_only_one_live_store_owns_the_database(database_url: str) -> None:
+    first = await Store.open(database_url)
+    second = await Store.open(database_url)
+    try:
+        assert await first.claim_ownership() is True
+        assert await first.claim_ownership() is True  # kept, not re-taken
+        assert await second.claim_ownership() is False
+        await first.close()
+        assert await second.claim_ownership() is True
+    finally:
+        await first.close()
+        await second.close()

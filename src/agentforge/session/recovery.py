@@ -10,6 +10,7 @@ says why. Writes go through the session events like any other, so clients replay
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Final
 
 from agentforge.model.errors import aborted_error
@@ -33,14 +34,21 @@ if TYPE_CHECKING:
     from agentforge.session.runtime import Runtime
 
 INTERRUPTED_TURN_MESSAGE: Final = "The server stopped while this turn was running"
+log = logging.getLogger(__name__)
+
 RECOVERY_BATCH: Final = 1000
 
 
 async def close_interrupted_turns(rt: Runtime) -> int:
     """Close every assistant message a previous process left open; returns how many it closed.
 
-    Call it before serving: while the server runs, open messages are turns in progress.
+    Call it before serving: while the server runs, open messages are turns in progress. Only the
+    database's sole live owner recovers: another process (a server, or the CLI running in-process on
+    the same data) may be running those turns right now.
     """
+    if not await rt.store.claim_ownership():
+        log.info("Another Agent Forge process owns this database; leaving its open turns alone")
+        return 0
     closed = 0
     seen: set[str] = set()
     while True:

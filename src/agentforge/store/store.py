@@ -16,6 +16,7 @@ from agentforge.model.session import Session
 from agentforge.store import queries
 from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
 from agentforge.store.migrate import upgrade_to_head
+from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
 from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
 
@@ -46,11 +47,13 @@ class Store:
         writer: OrderedWriter,
         readers: Readers,
         dispose: Callable[[], Awaitable[None]],
+        ownership: Ownership,
     ) -> None:
         self._dialect = dialect
         self._writer = writer
         self._readers = readers
         self._dispose = dispose
+        self._ownership = ownership
         self._closed = False
 
     @classmethod
@@ -77,6 +80,7 @@ class Store:
                 ThreadWriter(write_engine, sink, batch_cap=batch_cap),
                 ThreadReaders(read_engine, threads=readers),
                 lambda: asyncio.to_thread(_dispose_all, write_engine, read_engine),
+                FileOwnership(target.sqlite_path),
             )
         engine = postgres_engine(target, pool_size=readers + 1)
         return cls(
@@ -84,6 +88,7 @@ class Store:
             TaskWriter(engine, sink, batch_cap=batch_cap),
             PoolReaders(engine),
             engine.dispose,
+            AdvisoryOwnership(engine),
         )
 
     @property
@@ -101,6 +106,11 @@ class Store:
         """Queue a durable event without waiting. The future fails with StoreWriteError if dropped."""
         return self._writer.submit(event)
 
+    async def claim_ownership(self) -> bool:
+        """Whether this process is the database's only live owner (see ownership.py); the claim is
+        kept until `close`."""
+        return await self._ownership.claim()
+
     def publish_after_writes(self, event: Event) -> None:
         """Publish a broadcast-only event once every durable event submitted before it is published."""
         self._writer.publish_after_writes(event)
@@ -117,6 +127,7 @@ class Store:
         self._closed = True
         await self._writer.close()
         await self._readers.close()
+        await self._ownership.release()
         await self._dispose()
 
     # --- reads ----------------------------------------------------------------------------------

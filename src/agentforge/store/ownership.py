@@ -1,0 +1,80 @@
+"""Which process owns a database: the one allowed to close turns that a crash left running.
+
+Start-up recovery cannot tell a crashed turn from one another live process is running, so only the
+sole owner runs it. SQLite: an exclusive `flock` on a file beside the database. Postgres: a
+session-level advisory lock (keyed by schema) held on one connection for the store's lifetime. A
+process that dies releases either at once, so the next one to start takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+_ADVISORY_CLAIM = text("SELECT pg_try_advisory_lock(hashtext(current_schema() || :key))")
+_ADVISORY_KEY = {"key": "/agentforge-owner"}
+
+
+class Ownership(ABC):
+    @abstractmethod
+    async def claim(self) -> bool:
+        """Take ownership if no other live process holds it; True when this process now owns it."""
+
+    @abstractmethod
+    async def release(self) -> None: ...
+
+
+class FileOwnership(Ownership):
+    def __init__(self, database: Path) -> None:
+        self._path = database.with_name(database.name + ".owner")
+        self._fd: int | None = None
+
+    async def claim(self) -> bool:
+        if self._fd is not None:
+            return True
+        self._fd = await asyncio.to_thread(self._try_lock)
+        return self._fd is not None
+
+    def _try_lock(self) -> int | None:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
+    async def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the lock
+
+
+class AdvisoryOwnership(Ownership):
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._conn: AsyncConnection | None = None
+
+    async def claim(self) -> bool:
+        if self._conn is not None:
+            return True
+        conn = await self._engine.connect()
+        if await conn.scalar(_ADVISORY_CLAIM, _ADVISORY_KEY):
+            await conn.commit()  # end the implicit transaction; the session-level lock stays
+            self._conn = conn
+            return True
+        await conn.close()
+        return False
+
+    async def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()  # the lock ends with the database session
