@@ -28,6 +28,8 @@ def fake_provider_config(fake: FakeOpenAI) -> dict[str, Any]:
                 "models": {"m": {"limit": {"context": 100000, "output": 4000}}},
             }
         },
+        # Title generation would take a scripted reply out of turn.
+        "title": False,
     }
 
 

@@ -30,6 +30,8 @@ def fake_provider_config(fake: FakeOpenAI, **model: Any) -> dict[str, Any]:
             }
         },
         "retry": {"max_attempts": 2},
+        # Title generation would take a scripted reply out of turn; tests that want it enable it.
+        "title": False,
     }
 
 

@@ -38,6 +38,7 @@ def test_builtin_registry_has_every_builtin_in_kernel_order() -> None:
         "list",
         "edit",
         "write",
+        "task",
         "webfetch",
         "todowrite",
         "todoread",

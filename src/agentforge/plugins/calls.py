@@ -70,7 +70,7 @@ async def model_request(
     """`system_transform`, `chat_params`, `chat_headers`, applied to `request` in place."""
     system = SystemPrompt(system=list(request.system))
     await plugins.acall("system_transform", session_id=session_id, model=model, output=system)
-    request.system = system.system
+    request.system = _at_most_two(system.system)
 
     params = ChatParams(
         temperature=request.temperature,
@@ -87,6 +87,14 @@ async def model_request(
     headers = ChatHeaders(headers=dict(request.headers))
     await plugins.acall("chat_headers", session_id=session_id, agent=agent, model=model, output=headers)
     request.headers = headers.headers
+
+
+def _at_most_two(system: list[str]) -> list[str]:
+    """The base prompt, then everything else joined (KERNEL 5.6): a stable first system message keeps
+    provider prompt caches warm, whatever pieces a plugin added."""
+    if len(system) <= 2:
+        return system
+    return [system[0], "\n".join(system[1:])]
 
 
 async def tool_specs(plugins: PluginManager, tools: Iterable[Tool[Any]]) -> list[ToolSpec]:

@@ -10,7 +10,18 @@ from fastapi import FastAPI
 from agentforge import __version__
 from agentforge.config import Settings
 from agentforge.server import errors
-from agentforge.server.routes import events, global_, permission, question, session, todo
+from agentforge.server.routes import (
+    agent,
+    command,
+    events,
+    global_,
+    permission,
+    question,
+    session,
+    session_edit,
+    summarize,
+    todo,
+)
 from agentforge.session.runtime import Runtime
 
 
@@ -33,9 +44,13 @@ def create_app(settings: Settings) -> FastAPI:
     )
     errors.install(app)
     app.include_router(global_.router)
+    app.include_router(agent.router)
     app.include_router(session.router)
     app.include_router(events.router)
     app.include_router(permission.router)
     app.include_router(question.router)
     app.include_router(todo.router)
+    app.include_router(command.router)
+    app.include_router(session_edit.router)
+    app.include_router(summarize.router)
     return app

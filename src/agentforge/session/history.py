@@ -38,19 +38,69 @@ _EXPANDED_MIMES = frozenset({"text/plain", "application/x-directory"})
 
 
 def filter_compacted(messages: list[WithParts]) -> list[WithParts]:
-    """Drop everything before the last completed compaction (messages oldest first)."""
+    """Drop everything before the last completed compaction (messages oldest first).
+
+    [newer] When the compaction kept a tail verbatim (`tail_start_id`), the walk goes on back to the
+    tail's first message, and the result is reordered to: compaction message, its summary, the tail,
+    then whatever came after the compaction message.
+    """
     completed: set[str] = set()
     kept: list[WithParts] = []
+    boundary: tuple[WithParts, CompactionPart] | None = None
     for item in reversed(messages):
+        if boundary is not None:
+            tail_start_id = boundary[1].tail_start_id
+            assert tail_start_id is not None
+            if item.info.id < tail_start_id:
+                break
+            kept.append(item)
+            continue
         kept.append(item)
         info = item.info
         if isinstance(info, AssistantMessage):
             if info.summary and info.finish and info.error is None:
                 completed.add(info.parent_id)
-        elif info.id in completed and any(isinstance(p, CompactionPart) for p in item.parts):
-            break
+        elif info.id in completed and (part := compaction_part(item)) is not None:
+            if not part.tail_start_id or part.tail_start_id >= info.id:
+                break
+            boundary = (item, part)
     kept.reverse()
-    return kept
+    if boundary is None:
+        return kept
+    return _with_tail_first(kept, *boundary)
+
+
+def _with_tail_first(kept: list[WithParts], request: WithParts, part: CompactionPart) -> list[WithParts]:
+    tail = [m for m in kept if m.info.id < request.info.id]
+    if part.overflow:
+        # The overflowing request was re-sent after the summary: its first attempt is not history.
+        for index in range(len(tail) - 1, -1, -1):
+            if isinstance(tail[index].info, UserMessage) and not is_compaction_request(tail[index]):
+                tail = tail[:index]
+                break
+    later = [m for m in kept if m.info.id > request.info.id]
+    summary = [m for m in later if _summarises(m.info, request.info.id)][:1]
+    rest = [m for m in later if m not in summary]
+    return [request, *summary, *tail, *rest]
+
+
+def _summarises(info: UserMessage | AssistantMessage, request_id: str) -> bool:
+    return (
+        isinstance(info, AssistantMessage)
+        and bool(info.summary)
+        and info.parent_id == request_id
+        and bool(info.finish)
+        and info.error is None
+    )
+
+
+def compaction_part(item: WithParts) -> CompactionPart | None:
+    return next((p for p in item.parts if isinstance(p, CompactionPart)), None)
+
+
+def is_compaction_request(item: WithParts) -> bool:
+    """A user message that asks for a compaction (not one the user wrote)."""
+    return isinstance(item.info, UserMessage) and compaction_part(item) is not None
 
 
 @dataclass(slots=True)

@@ -22,12 +22,14 @@ from agentforge.model.message import (
     UserMessage,
     WithParts,
 )
+from agentforge.model.part import CompactionPart, SubtaskPart
 from agentforge.model.session import Session, StatusBusy
 from agentforge.permission.gate import TurnPermissions
 from agentforge.permission.rules import from_tools_map, merge
 from agentforge.plugins import calls as hooks
 from agentforge.plugins.calls import PLUGINS_EXTRA
-from agentforge.session import system
+from agentforge.session import structured, system, title
+from agentforge.session.compaction import Compactor
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.history import (
     Bindings,
@@ -38,10 +40,13 @@ from agentforge.session.history import (
     with_queued_reminders,
 )
 from agentforge.session.processor import Processor, ProcessorDeps
+from agentforge.session.reminders import with_reminders
 from agentforge.session.runtime import Runtime
+from agentforge.session.subtask import SessionSubagents, caller_model, describe_task_tool, run_subtask
 from agentforge.session.todos import StoreTodos
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
 from agentforge.tools.builtin.question import QUESTIONS_EXTRA
+from agentforge.tools.builtin.task import SUBAGENTS_EXTRA
 from agentforge.tools.builtin.todo import TODOS_EXTRA
 
 log = logging.getLogger(__name__)
@@ -75,6 +80,7 @@ class TurnLoop:
         self.events: SessionEvents = rt.events(tenant_id)
         self.step = 0
         self.final: WithParts | None = None
+        self.compactor = Compactor.for_session(rt, tenant_id, session)
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
@@ -82,17 +88,31 @@ class TurnLoop:
         self.rt.runners.take_new_input(self.session.id)  # this first read sees everything so far
         while True:
             self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
-            history = filter_compacted(await self.rt.store.history(self.tenant_id, self.session.id))
+            # Read from the last compaction boundary on: turn cost does not grow with session length.
+            stored = await self.rt.store.history_since_compaction(self.tenant_id, self.session.id)
+            history = filter_compacted(stored)
             found = bind(history)
             if found.last_user is None:
                 raise LoopError(f"Session {self.session.id} has no user message")
             if turn_is_over(found):
                 return self.final
             self.step += 1
+            if self.step == 1:
+                title.maybe_generate(self.rt, self.tenant_id, self.session, history)
             resolved = self._resolve(found.last_user)
             if resolved is None:
                 return self.final
             agent, model = resolved
+            task = found.tasks.pop() if found.tasks else None
+            if isinstance(task, SubtaskPart):
+                await run_subtask(self.rt, self.tenant_id, self.session, found.last_user, task)
+                continue
+            if isinstance(task, CompactionPart):
+                if not await self._compact(task, history):
+                    return self.final
+                continue
+            if await self._compact_if_overflowed(found, model):
+                continue
             if not await self._step(agent, model, found, history):
                 return self.final
 
@@ -116,19 +136,46 @@ class TurnLoop:
         # before the loop reads history again.
         self.events.submit_message(message)
         tools = self._tools(agent, model, found.last_user, history, is_last_step)
+        structured_turn = structured.attach(tools, found.last_user, history)
         if self.step > 1 and found.last_finished is not None:
             history = with_queued_reminders(history, found.last_finished.id)
+        history = with_reminders(history, agent.name)
         plugins, sid = self.rt.plugins, self.session.id
         history = await hooks.history(plugins, session_id=sid, messages=history)
-        request = self._request(agent, model, found.last_user, history, tools, is_last_step)
+        prompt = await system.system_prompt(agent, model, self._system_context(), found.last_user.system)
+        request = self._request(agent, model, prompt, history, tools, is_last_step)
+        if structured_turn is not None:
+            structured_turn.prepare(request)
         await hooks.model_request(plugins, request, session_id=sid, agent=agent.name, model=model)
         request.tools = await hooks.tool_specs(plugins, tools.visible())
         processor = Processor(self._deps(), message, model, tools)
         outcome = await processor.process(request)
         self.final = processor.result()
+        if structured_turn is not None and await structured_turn.settle(processor, self.events):
+            return False
+        if outcome == "compact":
+            user = found.last_user
+            finished = processor.message.finish is not None
+            await self.compactor.create(agent=user.agent, model=user.model, auto=True, overflow=not finished)
+            return True
         if outcome == "stop" or is_last_step:
             return False
         return not self._answered(processor)
+
+    async def _compact(self, task: CompactionPart, history: list[WithParts]) -> bool:
+        """Run a pending compaction (KERNEL 4.4 step 7); False when the loop must stop."""
+        outcome, summary = await self.compactor.process(task, history)
+        if summary is not None:
+            self.final = summary
+        return outcome != "stop"
+
+    async def _compact_if_overflowed(self, found: Bindings, model: ResolvedModel) -> bool:
+        """KERNEL 4.4 step 8: the last finished reply already filled the context, so compact first."""
+        last, user = found.last_finished, found.last_user
+        if last is None or user is None or last.summary or not self.compactor.overflows(last.tokens, model):
+            return False
+        await self.compactor.create(agent=user.agent, model=user.model, auto=True)
+        return True
 
     def _answered(self, processor: Processor) -> bool:
         """The exit test on what this step just wrote, sparing a history read when it already holds:
@@ -171,6 +218,7 @@ class TurnLoop:
         switched_off = {name for name, enabled in (user.tools or {}).items() if not enabled}
         for name in switched_off | permissions.disabled(available):
             available.pop(name, None)
+        describe_task_tool(available, self.rt.agents, permissions.ruleset)
         invalid = self.rt.tools.get(INVALID_TOOL)
         if invalid is not None:
             available[INVALID_TOOL] = invalid
@@ -185,6 +233,7 @@ class TurnLoop:
                 TODOS_EXTRA: StoreTodos(self.rt.store, self.tenant_id),
                 QUESTIONS_EXTRA: self.rt.questions.for_tenant(self.tenant_id),
                 PLUGINS_EXTRA: self.rt.plugins,
+                SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.tenant_id, caller_model(model)),
             },
         )
 
@@ -198,19 +247,16 @@ class TurnLoop:
         self,
         agent: Agent,
         model: ResolvedModel,
-        user: UserMessage,
+        prompt: list[str],
         history: list[WithParts],
         tools: TurnTools,
         is_last_step: bool,
     ) -> ModelRequest:
-        extra = [system.environment(model, Path(self.session.directory))]
-        if user.system:
-            extra.append(user.system)
         messages = to_model_messages(history, model=(model.provider_id, model.model_id))
         if is_last_step:
             messages.append(AssistantModelMessage(content=[TextContent(text=system.MAX_STEPS_PROMPT)]))
         return ModelRequest(
-            system=[system.base_prompt(agent), "\n".join(extra)],
+            system=prompt,
             messages=messages,
             tools=tools.specs(),
             temperature=agent.temperature,
@@ -220,6 +266,9 @@ class TurnLoop:
             headers=dict(model.headers),
         )
 
+    def _system_context(self) -> system.SystemContext:
+        return system.context_for(self.rt.settings, self.session.directory)
+
     def _deps(self) -> ProcessorDeps:
         return ProcessorDeps(
             events=self.events,
@@ -228,4 +277,6 @@ class TurnLoop:
             limits=self.rt.limits,
             data_dir=self.rt.settings.data_dir,
             max_retries=self.rt.max_retries,
+            compaction=self.compactor.config.auto,
+            overflow=self.compactor.overflows,
         )

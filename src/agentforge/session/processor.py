@@ -36,6 +36,7 @@ from agentforge.model.part import (
     StepFinishPart,
     StepStartPart,
     TextPart,
+    Tokens,
 )
 from agentforge.model.session import StatusBusy, StatusIdle, StatusRetry
 from agentforge.session.events import SessionEvents, now_ms
@@ -46,6 +47,8 @@ from agentforge.tools.truncation import TruncationLimits
 
 Outcome = Literal["continue", "stop", "compact"]
 StreamFn = Callable[[ResolvedModel, ModelRequest], AsyncIterator[ev.StreamEvent]]
+# Whether a step's tokens no longer fit the model's context (compaction.is_overflow, bound to config).
+OverflowFn = Callable[[Tokens, ResolvedModel], bool]
 
 
 @dataclass(slots=True)
@@ -58,6 +61,8 @@ class ProcessorDeps:
     max_retries: int = 5
     # Route provider context-overflow errors to compaction instead of storing them on the message.
     compaction: bool = False
+    # Checked after every finish-step of a non-summary message: True stops the stream with "compact".
+    overflow: OverflowFn | None = None
 
 
 class Processor:
@@ -260,6 +265,9 @@ class Processor:
             )
         )
         self.deps.events.submit_message(self.message)
+        overflow = self.deps.overflow
+        if not self.message.summary and overflow is not None and overflow(tokens, self.model):
+            self.needs_compaction = True
 
     async def _halt(self, error: NamedError) -> None:
         if isinstance(error, ContextOverflowError) and self.deps.compaction:

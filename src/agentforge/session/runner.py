@@ -2,6 +2,10 @@
 
 A run is an `asyncio.Task` plus a future that every caller awaits through `shield`, so a caller that
 goes away (a dropped HTTP client) never cancels the loop; only `cancel` does.
+
+A session may instead run a user's shell command (the Shell state). It is only started on an idle
+session; a prompt arriving meanwhile queues its run behind it (ShellThenRun). Aborting a shell sets
+its abort event, so the command is killed and its part still completed.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agentforge.model.message import WithParts
 
@@ -20,6 +24,8 @@ log = logging.getLogger(__name__)
 LoopFactory = Callable[[], Coroutine[Any, Any, "WithParts | None"]]
 OnIdle = Callable[[], None]
 OnCrash = Callable[[BaseException], Coroutine[Any, Any, None]]
+T = TypeVar("T")
+ShellWork = Callable[[asyncio.Event], Coroutine[Any, Any, T]]
 
 
 class SessionBusyError(Exception):
@@ -36,12 +42,19 @@ class _Run:
     new_input: bool = False
 
 
+@dataclass(slots=True)
+class _Shell:
+    task: asyncio.Task[Any]
+    abort: asyncio.Event
+
+
 class RunnerRegistry:
     def __init__(self) -> None:
         self._runs: dict[str, _Run] = {}
+        self._shells: dict[str, _Shell] = {}
 
     def is_busy(self, session_id: str) -> bool:
-        return session_id in self._runs
+        return session_id in self._runs or session_id in self._shells
 
     def assert_not_busy(self, session_id: str) -> None:
         if self.is_busy(session_id):
@@ -55,8 +68,36 @@ class RunnerRegistry:
         Returns the loop's final assistant message (None when it was cancelled or failed)."""
         run = self._runs.get(session_id)
         if run is None:
+            shell = self._shells.get(session_id)
+            if shell is not None:
+                start = _after(shell.task, start)
             run = self._start(session_id, start, on_idle, on_crash)
         return await asyncio.shield(run.done)
+
+    async def run_shell(self, session_id: str, work: ShellWork[T], *, on_idle: OnIdle) -> T:
+        """Run `work(abort)` as the session's shell; refused unless the session is idle.
+
+        `work` must finish promptly once `abort` is set. `on_idle` runs when it ends, unless a run
+        was queued behind it meanwhile (that run takes the session over)."""
+        if self.is_busy(session_id):
+            raise SessionBusyError(session_id)
+        abort = asyncio.Event()
+        task = asyncio.create_task(work(abort), name=f"shell:{session_id}")
+        shell = _Shell(task=task, abort=abort)
+        self._shells[session_id] = shell
+
+        def finished(_task: asyncio.Task[Any]) -> None:
+            if self._shells.get(session_id) is shell:
+                del self._shells[session_id]
+            if session_id not in self._runs:
+                try:
+                    on_idle()
+                except Exception:
+                    log.exception("session %s: on_idle failed", session_id)
+
+        task.add_done_callback(finished)
+        result: T = await asyncio.shield(task)
+        return result
 
     def _start(self, session_id: str, start: LoopFactory, on_idle: OnIdle, on_crash: OnCrash) -> _Run:
         done: asyncio.Future[WithParts | None] = asyncio.get_running_loop().create_future()
@@ -102,13 +143,31 @@ class RunnerRegistry:
         return True
 
     async def cancel(self, session_id: str) -> bool:
-        """Interrupt the running loop and wait until its cleanup has finished."""
+        """Interrupt the running (or queued) loop and the shell, and wait until both have ended."""
         run = self._runs.get(session_id)
-        if run is None:
+        shell = self._shells.get(session_id)
+        if run is None and shell is None:
             return False
-        run.task.cancel()
-        await asyncio.shield(run.done)
+        waits: list[asyncio.Future[Any]] = []
+        if run is not None:
+            run.task.cancel()
+            waits.append(run.done)
+        if shell is not None:
+            shell.abort.set()
+            waits.append(shell.task)
+        await asyncio.wait(waits)
         return True
 
     async def cancel_all(self) -> None:
-        await asyncio.gather(*(self.cancel(sid) for sid in list(self._runs)))
+        sessions = set(self._runs) | set(self._shells)
+        await asyncio.gather(*(self.cancel(sid) for sid in sessions))
+
+
+def _after(shell: asyncio.Task[Any], start: LoopFactory) -> LoopFactory:
+    """`start`, once the shell has ended (however it ended)."""
+
+    async def queued() -> WithParts | None:
+        await asyncio.wait({shell})
+        return await start()
+
+    return queued

@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentforge.agents.registry import AgentRegistry
+from agentforge.agents.registry import AgentRegistry, load_agents
 from agentforge.bus import Bus
 from agentforge.config import Settings
 from agentforge.llm.adapter import stream as provider_stream
@@ -63,7 +63,7 @@ class Runtime:
                 status=StatusTracker(bus),
                 catalog=ProviderCatalog(settings.config),
                 tools=ToolRegistry.from_plugins(plugins),
-                agents=AgentRegistry(settings.config, data_dir=settings.data_dir),
+                agents=await asyncio.to_thread(load_agents, settings),  # reads agent files
                 permissions=PermissionService.from_config(store, settings.config),
                 questions=QuestionService(store.publish_after_writes),
                 plugins=plugins,

@@ -27,7 +27,9 @@ from agentforge.plugins import calls as hooks
 from agentforge.session.events import now_ms
 from agentforge.session.inputs import PromptInput, SessionCreateInput, SessionUpdateInput
 from agentforge.session.loop import TurnLoop
+from agentforge.session.prune import schedule_prune
 from agentforge.session.runtime import Runtime
+from agentforge.session.structured import schema_problem
 from agentforge.session.user_parts import PartContext, resolve_parts
 
 log = logging.getLogger(__name__)
@@ -166,6 +168,10 @@ class SessionService:
         except Exception as exc:
             raise InvalidInputError(str(exc)) from exc
         model = self._pick_model(session, body, agent.model)
+        if body.variant is None:  # KERNEL 4.2: the agent's variant goes with the agent's model
+            model.variant = agent.variant_for(model.provider_id, model.model_id)
+        if (problem := schema_problem(body.format)) is not None:
+            raise InvalidInputError(problem)
         message_id = body.message_id or ids.ascending("msg")
         if body.message_id is not None and not ids.has_prefix(body.message_id, "msg"):
             raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
@@ -237,7 +243,7 @@ class SessionService:
         for _ in range(2):
             reply = await self.rt.runners.ensure_running(
                 session.id,
-                lambda: TurnLoop(self.rt, self.tenant_id, session).run(),
+                lambda: self._loop_then_prune(session),
                 on_idle=lambda: self.rt.status.set(self.tenant_id, session.id, StatusIdle()),
                 on_crash=lambda exc: self._report_crash(session.id, exc),
             )
@@ -248,6 +254,11 @@ class SessionService:
                 return reply
         if reply is None:
             raise NotFoundError(f"Session {session.id} produced no reply")
+        return reply
+
+    async def _loop_then_prune(self, session: Session) -> WithParts | None:
+        reply = await TurnLoop(self.rt, self.tenant_id, session).run()
+        schedule_prune(self.rt, self.tenant_id, session.id)  # KERNEL 6.6: after each loop exit
         return reply
 
     async def _report_crash(self, session_id: str, exc: BaseException) -> None:

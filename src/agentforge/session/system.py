@@ -1,19 +1,23 @@
-"""System prompt pieces (KERNEL 7.8): the base prompt and the environment block."""
+"""The system prompt of a model call (KERNEL 7.8, 5.6): at most two system messages.
+
+Element 0 is the base prompt: the agent's own `prompt`, else the provider prompt for the model's family.
+It stays the same across calls, which keeps provider prompt caches warm. Element 1 joins what varies:
+the environment block, the instruction files, and the prompt's own `system` text.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentforge.agents.registry import Agent
+from agentforge.config import Settings, user_config_file
 from agentforge.llm.provider import ResolvedModel
-
-BASE_PROMPT = """You are Agent Forge, an agent that helps users with software engineering and
-operations tasks. Use the tools available to you to inspect and change files and to run commands
-inside the workspace. Be concise. Prefer doing the work with tools over describing it. When a tool
-fails, read its error and adjust your next call instead of repeating it unchanged. When the task is
-done, answer with a short summary."""
+from agentforge.session.instructions import InstructionSources, configured_patterns, read_instructions
+from agentforge.session.prompts import provider_prompt
 
 MAX_STEPS_PROMPT = """CRITICAL - MAXIMUM STEPS REACHED
 
@@ -22,23 +26,67 @@ user input. Respond with text only: summarise the work done so far, list any rem
 not completed, and recommend what should be done next."""
 
 
-def base_prompt(agent: Agent) -> str:
-    return agent.prompt or BASE_PROMPT
+def base_prompt(agent: Agent, model: ResolvedModel) -> str:
+    return agent.prompt or provider_prompt(model.request_model)
 
 
-def environment(model: ResolvedModel, directory: Path) -> str:
-    is_git = any((parent / ".git").exists() for parent in (directory, *directory.parents))
+@dataclass(frozen=True, slots=True)
+class SystemContext:
+    """Where the session runs: its own directory, the workspace root, and where instructions come from."""
+
+    directory: Path
+    workspace: Path
+    config_dir: Path
+    instruction_patterns: tuple[str, ...] = ()
+
+    @property
+    def sources(self) -> InstructionSources:
+        return InstructionSources(self.directory, self.workspace, self.config_dir, self.instruction_patterns)
+
+
+def context_for(settings: Settings, directory: str | Path) -> SystemContext:
+    """The context of a session running in `directory` on a server with these settings."""
+    return SystemContext(
+        directory=Path(directory),
+        workspace=settings.directory,
+        config_dir=user_config_file().parent,
+        instruction_patterns=configured_patterns(getattr(settings.config, "instructions", None)),
+    )
+
+
+async def system_prompt(
+    agent: Agent, model: ResolvedModel, context: SystemContext, user_system: str | None = None
+) -> list[str]:
+    """[base prompt, environment + instructions + the user's system text]."""
+    # One hop off the event loop for all the file system work.
+    is_git, found = await asyncio.to_thread(_look_around, context)
+    pieces = [environment(model, context.directory, context.workspace, is_git=is_git), *found]
+    if user_system:
+        pieces.append(user_system)
+    return [base_prompt(agent, model), "\n".join(pieces)]
+
+
+def environment(model: ResolvedModel, directory: Path, workspace: Path, *, is_git: bool) -> str:
+    api_id = model.request_model
     return "\n".join(
         [
-            f"You are powered by the model named {model.model_id}. "
-            f"The exact model ID is {model.provider_id}/{model.model_id}",
+            f"You are powered by the model named {api_id}. "
+            f"The exact model ID is {model.provider_id}/{api_id}",
             "Here is some useful information about the environment you are running in:",
             "<env>",
             f"  Working directory: {directory}",
-            f"  Workspace root folder: {directory}",
+            f"  Workspace root folder: {workspace}",
             f"  Is directory a git repo: {'yes' if is_git else 'no'}",
             f"  Platform: {platform.system().lower()}",
             f"  Today's date: {datetime.date.today().strftime('%a %b %d %Y')}",
             "</env>",
         ]
     )
+
+
+def _look_around(context: SystemContext) -> tuple[bool, list[str]]:
+    return _is_git_repo(context.directory), read_instructions(context.sources)
+
+
+def _is_git_repo(directory: Path) -> bool:
+    return any((parent / ".git").exists() for parent in (directory, *directory.parents))

@@ -120,7 +120,7 @@ _STEP_FINISH_DATA_OF_MESSAGE = select(part.c.data).where(
 
 # What an upsert may change on an existing row: a part keeps its first `time_created`.
 _UPSERT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "message": ("time_created", "data", "role", "time_completed"),
+    "message": ("time_created", "data", "role", "time_completed", "compaction_boundary"),
     "part": ("data",),
 }
 _upserts: dict[tuple[str, str], Insert] = {}
@@ -189,8 +189,19 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
         "data": dumps(info),
         "role": info["role"],
         "time_completed": message_time_completed(info),
+        "compaction_boundary": message_compaction_boundary(info),
     }
     writes.defer(_upsert(writes, message), row)
+
+
+def message_compaction_boundary(info: Mapping[str, Any]) -> str | None:
+    """The `compaction_boundary` column: on a finished summary without error, the compaction user
+    message it answers; everything older is history the model no longer sees (KERNEL 6.4).
+    Migration 0004 backfilled older rows by the same rule (with its own frozen copy of it)."""
+    if info["role"] != "assistant" or not info.get("summary") or not info.get("finish") or info.get("error"):
+        return None
+    parent: str = info["parentID"]
+    return parent
 
 
 def message_time_completed(info: Mapping[str, Any]) -> int | None:

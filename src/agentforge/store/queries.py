@@ -17,10 +17,18 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 
 from agentforge.model.events import Event
 from agentforge.model.message import Message, WithParts, message_adapter, part_adapter
-from agentforge.model.part import Part
+from agentforge.model.part import CompactionPart, Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store.schema import OPEN_ASSISTANT_MESSAGE, event, message, part, session, todo
+from agentforge.store.schema import (
+    HAS_COMPACTION_BOUNDARY,
+    OPEN_ASSISTANT_MESSAGE,
+    event,
+    message,
+    part,
+    session,
+    todo,
+)
 from agentforge.store.schema import permission_request as permission_request_table
 
 # A row of any shape (SQLAlchemy 2.1 types rows by their column tuple).
@@ -179,6 +187,43 @@ def history(
     message_rows = list(conn.execute(messages.order_by(message.c.id)))
     by_message = _parts_by_message(conn.execute(parts.order_by(part.c.id)))
     return [_with_parts(row.data, by_message.get(row.id, [])) for row in message_rows]
+
+
+def history_since_compaction(conn: Connection, tenant_id: str, session_id: str) -> list[WithParts]:
+    """The messages the loop needs: from the newest completed compaction on (its preserved tail
+    included), oldest first; the whole session when it never compacted.
+
+    `filter_compacted` over this gives exactly what it gives over the whole session: the walk from
+    the newest message stops at the newest compaction whose summary completed, and every completed
+    summary is newer than its compaction message. Every read is indexed and touches only rows from
+    the boundary on, so the cost does not grow with what lies before it.
+    """
+    boundary = conn.execute(
+        select(message.c.compaction_boundary)
+        .where(message.c.session_id == session_id, HAS_COMPACTION_BOUNDARY, message.c.tenant_id == tenant_id)
+        .order_by(message.c.compaction_boundary.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    if boundary is None:
+        return history(conn, tenant_id, session_id)
+    since = boundary
+    for row in conn.execute(
+        select(part.c.data).where(part.c.message_id == boundary, part.c.tenant_id == tenant_id)
+    ):
+        found = _parse_part(row.data)
+        if isinstance(found, CompactionPart) and found.tail_start_id:
+            since = min(since, found.tail_start_id)
+    rows = list(
+        conn.execute(
+            select(message.c.id, message.c.data)
+            .where(
+                message.c.session_id == session_id, message.c.tenant_id == tenant_id, message.c.id >= since
+            )
+            .order_by(message.c.id)
+        )
+    )
+    # Parts by message id (ix_part_message_id_id), not by a part-id range over the whole session.
+    return _attach_parts(conn, tenant_id, rows)
 
 
 def get_part(conn: Connection, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:

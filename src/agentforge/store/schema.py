@@ -2,7 +2,8 @@
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
 Every table carries `tenant_id` from day one. The migrations (`0001_initial`, `0002_message_open`,
-`0003_permission_todo`) create exactly this; a test checks that the two never drift apart.
+`0003_permission_todo`, `0004_compaction_boundary`) create exactly this; a test checks that the two
+never drift apart.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ message = Table(
     # so only assistant messages can ever be open).
     Column("role", Text, nullable=True),
     Column("time_completed", BigInteger, nullable=True),
+    # On a finished summary assistant message without error: the id of the compaction user message
+    # it answers (KERNEL 6.4). The loop reads history only from the session's newest one on.
+    Column("compaction_boundary", Text, nullable=True),
     Index("ix_message_session_id_id", "session_id", "id"),
 )
 
@@ -78,6 +82,16 @@ Index(
     message.c.id,
     sqlite_where=OPEN_ASSISTANT_MESSAGE,
     postgresql_where=OPEN_ASSISTANT_MESSAGE,
+)
+
+# Only summary messages carry a boundary: a tiny index, read per turn for the newest boundary.
+HAS_COMPACTION_BOUNDARY: ColumnElement[bool] = message.c.compaction_boundary.isnot(None)
+Index(
+    "ix_message_compaction_boundary",
+    message.c.session_id,
+    message.c.compaction_boundary,
+    sqlite_where=HAS_COMPACTION_BOUNDARY,
+    postgresql_where=HAS_COMPACTION_BOUNDARY,
 )
 
 part = Table(

@@ -177,6 +177,11 @@ class Store:
             queries.history, tenant_id, session_id, since_message_id=since_message_id
         )
 
+    async def history_since_compaction(self, tenant_id: str, session_id: str) -> list[WithParts]:
+        """The session's messages from its newest completed compaction on (with the preserved tail),
+        oldest first: what the loop reads per turn, whatever the session's total length."""
+        return await self._readers.run(queries.history_since_compaction, tenant_id, session_id)
+
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest
         first, each with its tenant id. While the server runs these are the turns in progress."""

@@ -14,6 +14,7 @@ from agentforge.tools.builtin.invalid import InvalidTool
 from agentforge.tools.builtin.list import ListTool
 from agentforge.tools.builtin.question import QuestionTool
 from agentforge.tools.builtin.read import ReadTool
+from agentforge.tools.builtin.task import TaskTool
 from agentforge.tools.builtin.todo import TodoReadTool, TodoWriteTool
 from agentforge.tools.builtin.webfetch import WebFetchTool
 from agentforge.tools.builtin.write import WriteTool
@@ -28,6 +29,7 @@ __all__ = [
     "ListTool",
     "QuestionTool",
     "ReadTool",
+    "TaskTool",
     "TodoReadTool",
     "TodoWriteTool",
     "WebFetchTool",

@@ -14,6 +14,7 @@ from agentforge.tools.builtin.invalid import InvalidTool
 from agentforge.tools.builtin.list import ListTool
 from agentforge.tools.builtin.question import QuestionTool
 from agentforge.tools.builtin.read import ReadTool
+from agentforge.tools.builtin.task import TaskTool
 from agentforge.tools.builtin.todo import TodoReadTool, TodoWriteTool
 from agentforge.tools.builtin.webfetch import WebFetchTool
 from agentforge.tools.builtin.write import WriteTool
@@ -31,6 +32,7 @@ def builtin_tools() -> list[Tool[Any]]:
         ListTool(),
         EditTool(),
         WriteTool(),
+        TaskTool(),
         WebFetchTool(),
         TodoWriteTool(),
         TodoReadTool(),

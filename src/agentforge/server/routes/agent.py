@@ -1,0 +1,20 @@
+"""`GET /agent` (KERNEL 1.4): every agent, the default first, then by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from agentforge.agents.agent import AgentInfo
+from agentforge.server.deps import RuntimeDep
+from agentforge.server.responses import WireResponse
+
+router = APIRouter(tags=["agent"])
+
+_AGENTS: dict[int | str, dict[str, Any]] = {200: {"model": list[AgentInfo]}}
+
+
+@router.get("/agent", responses=_AGENTS, summary="List agents")
+async def list_agents(rt: RuntimeDep) -> WireResponse:
+    return WireResponse([AgentInfo.of(agent) for agent in rt.agents.list()])

@@ -1,0 +1,43 @@
+"""Commands and user-run shell commands (KERNEL 1.1, 1.4): `GET /command`,
+`POST /session/{id}/command`, `POST /session/{id}/shell`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from agentforge.model.message import WithParts
+from agentforge.server.deps import RuntimeDep, SessionsDep
+from agentforge.server.responses import WireResponse
+from agentforge.session.commands import CommandInput, CommandRunner, list_commands
+from agentforge.session.shell import ShellInput, run_shell
+
+router = APIRouter(tags=["command"])
+
+_WITH_PARTS: dict[int | str, dict[str, Any]] = {200: {"model": WithParts}}
+
+
+@router.get("/command", summary="Commands available in the workspace")
+async def commands(rt: RuntimeDep) -> WireResponse:
+    found = await list_commands(rt.settings.config, rt.settings.directory)
+    return WireResponse([command.wire() for command in found])
+
+
+@router.post(
+    "/session/{session_id}/command",
+    responses=_WITH_PARTS,
+    summary="Expand a command's template and send it as a prompt",
+)
+async def run_command(session_id: str, body: CommandInput, sessions: SessionsDep) -> WireResponse:
+    return WireResponse(await CommandRunner(sessions).run(session_id, body))
+
+
+@router.post(
+    "/session/{session_id}/shell",
+    responses=_WITH_PARTS,
+    summary="Run a shell command as the user; 409 while the session is busy",
+)
+async def shell(session_id: str, body: ShellInput, sessions: SessionsDep) -> WireResponse:
+    session = await sessions.get(session_id)
+    return WireResponse(await run_shell(sessions.rt, sessions.tenant_id, session, body))

@@ -1,0 +1,17 @@
+"""`POST /session/{id}/summarize`: manual compaction, then the loop (KERNEL 1.1)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from agentforge.server.deps import SessionsDep
+from agentforge.server.responses import WireResponse
+from agentforge.session.summarize import SummarizeInput, summarize
+
+router = APIRouter(prefix="/session", tags=["session"])
+
+
+@router.post("/{session_id}/summarize", summary="Compact the session's history, then run the loop")
+async def summarize_session(session_id: str, body: SummarizeInput, sessions: SessionsDep) -> WireResponse:
+    await summarize(sessions, session_id, body)
+    return WireResponse(True)

@@ -1,0 +1,306 @@
+"""Slash commands (KERNEL 4.8): prompt templates from the config file and from Markdown files.
+
+A command is `command.<name>` in the config (`{template, description?, agent?, model?, subtask?}`)
+or a file `<name>.md` (front matter with the same keys, the body as template) in
+`<config dir>/commands/` or `<workspace>/.agentforge/commands/`; later sources override earlier ones.
+Running one expands the template with the arguments, runs its !`shell` snippets in the workspace,
+turns `@` references into parts, and prompts the session, either directly or as a subtask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from agentforge.agents.markdown import read_definitions
+from agentforge.agents.registry import Agent, UnknownAgentError
+from agentforge.config import Config, ConfigError, user_config_file
+from agentforge.llm.provider import ProviderCatalog, UnknownModelError
+from agentforge.model.base import Wire
+from agentforge.model.errors import unknown_error
+from agentforge.model.events import Event
+from agentforge.model.message import WithParts
+from agentforge.model.part import ModelRef
+from agentforge.plugins.calls import shell_env
+from agentforge.session.inputs import FilePartInput, ModelInput, PartInput, PromptInput, SubtaskPartInput
+from agentforge.session.references import prompt_parts
+from agentforge.session.service import InvalidInputError, SessionService
+from agentforge.tools.builtin.bash import default_shell
+from agentforge.tools.process import run_process_group
+
+COMMAND_EXECUTED = "command.executed"
+COMMANDS_DIR = "commands"
+WORKSPACE_DIR = ".agentforge"
+SHELL_SNIPPET_TIMEOUT_SECONDS = 30.0
+
+# Arguments: "[Image N]" tokens, quoted strings, or runs of non-space characters.
+_ARGUMENT = re.compile(r"""\[Image\s+\d+\]|"[^"]*"|'[^']*'|[^\s"']+""")
+_POSITIONAL = re.compile(r"\$(\d+)")
+_ALL_ARGUMENTS = "$ARGUMENTS"
+_SHELL_SNIPPET = re.compile(r"!`([^`]+)`")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    template: str
+    description: str | None = None
+    agent: str | None = None
+    model: str | None = None  # "provider/model"
+    subtask: bool | None = None
+
+    @property
+    def hints(self) -> list[str]:
+        """The placeholders the template uses, as a client would prompt for them."""
+        numbered = sorted({int(n) for n in _POSITIONAL.findall(self.template)})
+        hints = [f"${n}" for n in numbered]
+        if _ALL_ARGUMENTS in self.template:
+            hints.append(_ALL_ARGUMENTS)
+        return hints
+
+    def wire(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"name": self.name, "source": "command", "template": self.template}
+        for key in ("description", "agent", "model", "subtask"):
+            value = getattr(self, key)
+            if value is not None:
+                shown[key] = value
+        shown["hints"] = self.hints
+        return shown
+
+
+class CommandInput(Wire):
+    command: str = Field(min_length=1)
+    arguments: str = ""
+    message_id: str | None = Field(default=None, alias="messageID")
+    agent: str | None = None
+    model: str | None = None  # "provider/model"
+    variant: str | None = None
+    parts: list[FilePartInput] = Field(default_factory=list)
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+def command_directories(workspace: Path) -> list[Path]:
+    return [user_config_file().parent / COMMANDS_DIR, workspace / WORKSPACE_DIR / COMMANDS_DIR]
+
+
+def _command(name: str, raw: Any, where: str) -> Command:
+    if not isinstance(raw, dict) or not isinstance(raw.get("template"), str):
+        raise ConfigError(f"{where}: a command needs a template string")
+    optional = {key: raw.get(key) for key in ("description", "agent", "model")}
+    for key, value in optional.items():
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where}: {key} must be a string")
+    subtask = raw.get("subtask")
+    if subtask is not None and not isinstance(subtask, bool):
+        raise ConfigError(f"{where}: subtask must be true or false")
+    return Command(name=name, template=raw["template"], subtask=subtask, **optional)
+
+
+def load_commands(config: Config, workspace: Path) -> dict[str, Command]:
+    """Every command by name, config file first, then the Markdown directories (blocking file IO)."""
+    commands: dict[str, Command] = {}
+    configured = (config.model_extra or {}).get("command") or {}
+    if not isinstance(configured, dict):
+        raise ConfigError("command: must map command names to definitions")
+    for name, raw in configured.items():
+        commands[name] = _command(name, raw, f"command.{name}")
+    for directory in command_directories(workspace):
+        for definition in read_definitions(directory):
+            raw = {**definition.fields, "template": definition.body}
+            commands[definition.name] = _command(definition.name, raw, str(definition.path))
+    return commands
+
+
+async def list_commands(config: Config, workspace: Path) -> list[Command]:
+    try:
+        found = await asyncio.to_thread(load_commands, config, workspace)
+    except ConfigError as exc:
+        raise InvalidInputError(str(exc)) from None
+    return sorted(found.values(), key=lambda command: command.name)
+
+
+# -- expansion ----------------------------------------------------------------------------------
+
+
+def tokenize(arguments: str) -> list[str]:
+    """Split the argument string; surrounding quotes are dropped."""
+    tokens = []
+    for token in _ARGUMENT.findall(arguments):
+        if len(token) >= 2 and token[0] == token[-1] and token[0] in "\"'":
+            token = token[1:-1]
+        tokens.append(token)
+    return tokens
+
+
+def expand(template: str, arguments: str) -> str:
+    """`$1..$n` take positional arguments (the highest one the rest as well), `$ARGUMENTS` the raw
+    string; a template using neither gets the arguments appended after a blank line."""
+    tokens = tokenize(arguments)
+    numbers = [int(n) for n in _POSITIONAL.findall(template)]
+    highest = max(numbers, default=0)
+
+    def positional(match: re.Match[str]) -> str:
+        index = int(match.group(1)) - 1
+        if index < 0 or index >= len(tokens):
+            return ""
+        if index == highest - 1:
+            return " ".join(tokens[index:])
+        return tokens[index]
+
+    text = _POSITIONAL.sub(positional, template)
+    uses_all = _ALL_ARGUMENTS in template
+    text = text.replace(_ALL_ARGUMENTS, arguments)
+    if not numbers and not uses_all and arguments.strip():
+        text = f"{text}\n\n{arguments}"
+    return text.strip()
+
+
+async def run_shell_snippets(text: str, *, cwd: Path, env: dict[str, str]) -> str:
+    """Replace every !`command` by what it prints, run in `cwd` (killed after a timeout)."""
+    snippets = list(dict.fromkeys(_SHELL_SNIPPET.findall(text)))
+    if not snippets:
+        return text
+    outputs = await asyncio.gather(*(_snippet_output(command, cwd, env) for command in snippets))
+    replacements = dict(zip(snippets, outputs, strict=True))
+    return _SHELL_SNIPPET.sub(lambda match: replacements[match.group(1)], text)
+
+
+async def _snippet_output(command: str, cwd: Path, env: dict[str, str]) -> str:
+    chunks: list[bytes] = []
+
+    async def collect(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    try:
+        outcome = await run_process_group(
+            [default_shell(), "-c", command],
+            cwd=cwd,
+            env=env,
+            time_limit=SHELL_SNIPPET_TIMEOUT_SECONDS,
+            abort=asyncio.Event(),
+            on_output=collect,
+        )
+    except OSError as exc:
+        return f"Error running `{command}`: {exc.strerror or exc}"
+    output = b"".join(chunks).decode("utf-8", errors="replace").strip()
+    if outcome.ending == "timeout":
+        output += f"\n(`{command}` timed out after {SHELL_SNIPPET_TIMEOUT_SECONDS:g} s)"
+    return output
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def _model_input(catalog: ProviderCatalog, model: str) -> ModelInput:
+    try:
+        provider_id, model_id = catalog.parse(model)
+    except UnknownModelError as exc:
+        raise InvalidInputError(str(exc)) from None
+    return ModelInput(provider_id=provider_id, model_id=model_id)
+
+
+class CommandRunner:
+    """Runs commands in the sessions of one tenant."""
+
+    def __init__(self, sessions: SessionService) -> None:
+        self.sessions = sessions
+        self.rt = sessions.rt
+
+    async def run(self, session_id: str, body: CommandInput) -> WithParts:
+        session = await self.sessions.get(session_id)
+        workspace = Path(session.directory)
+        command = await self._find(session_id, body.command, workspace)
+        agent = self._agent(command.agent or body.agent or self.rt.agents.default_name)
+        env = {
+            **os.environ,
+            **await shell_env(self.rt.plugins, cwd=workspace, session_id=session_id, call_id=None),
+        }
+        text = await run_shell_snippets(expand(command.template, body.arguments), cwd=workspace, env=env)
+        model = self._model(command, agent, body)
+        agent_names = [a.name for a in self.rt.agents.list()]
+        if (agent.mode == "subagent" and command.subtask is not False) or command.subtask is True:
+            prompt = self._subtask_prompt(command, agent, text, model, body)
+        else:
+            parts: list[PartInput] = [
+                *await prompt_parts(text, directory=workspace, agents=agent_names),
+                *body.parts,
+            ]
+            prompt = PromptInput(
+                message_id=body.message_id, model=model, agent=agent.name, variant=body.variant, parts=parts
+            )
+        reply = await self.sessions.prompt(session_id, prompt)
+        self._published(command, session_id, body.arguments, reply.info.id)
+        return reply
+
+    async def _find(self, session_id: str, name: str, workspace: Path) -> Command:
+        commands = {
+            command.name: command for command in await list_commands(self.rt.settings.config, workspace)
+        }
+        command = commands.get(name)
+        if command is None:
+            available = ", ".join(commands) or "none"
+            message = f'Command not found: "{name}". Available commands: {available}'
+            self.sessions.events.session_error(session_id, unknown_error(message).wire())
+            raise InvalidInputError(message)
+        return command
+
+    def _agent(self, name: str) -> Agent:
+        try:
+            return self.rt.agents.get(name)
+        except UnknownAgentError as exc:
+            raise InvalidInputError(str(exc)) from None
+
+    def _model(self, command: Command, agent: Agent, body: CommandInput) -> ModelInput | None:
+        """The command's model, else its agent's, else the request's; None leaves the choice to the
+        prompt (the session's last model)."""
+        if command.model:
+            return _model_input(self.rt.catalog, command.model)
+        if command.agent and agent.model:
+            return _model_input(self.rt.catalog, agent.model)
+        if body.model:
+            return _model_input(self.rt.catalog, body.model)
+        return None
+
+    def _subtask_prompt(
+        self, command: Command, agent: Agent, text: str, model: ModelInput | None, body: CommandInput
+    ) -> PromptInput:
+        """The whole template goes to the subagent; the user message keeps the caller's agent and model."""
+        subtask = SubtaskPartInput(
+            type="subtask",
+            agent=agent.name,
+            description=command.description or command.name,
+            command=command.name,
+            model=ModelRef(provider_id=model.provider_id, model_id=model.model_id) if model else None,
+            prompt=text,
+        )
+        caller_model = _model_input(self.rt.catalog, body.model) if body.model else None
+        return PromptInput(
+            message_id=body.message_id,
+            model=caller_model,
+            agent=body.agent,
+            variant=body.variant,
+            parts=[subtask],
+        )
+
+    def _published(self, command: Command, session_id: str, arguments: str, message_id: str) -> None:
+        self.rt.bus.publish(
+            Event(
+                type=COMMAND_EXECUTED,
+                properties={
+                    "name": command.name,
+                    "sessionID": session_id,
+                    "arguments": arguments,
+                    "messageID": message_id,
+                },
+                session_id=session_id,
+                tenant_id=self.sessions.tenant_id,
+            )
+        )

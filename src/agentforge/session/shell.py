@@ -1,0 +1,213 @@
+"""A shell command the user runs in a session (KERNEL 4.9), recorded as a `bash` tool call.
+
+It runs in the runner's Shell state: refused while the session is busy, and a prompt sent meanwhile
+waits for it. The output streams into the running part's `metadata.output`; abort kills the
+command's process group and still completes the part with what it printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import Field
+
+from agentforge.agents.registry import Agent, UnknownAgentError
+from agentforge.llm.provider import UnknownModelError
+from agentforge.model import ids
+from agentforge.model.base import Wire
+from agentforge.model.message import (
+    AssistantMessage,
+    AssistantPath,
+    AssistantTime,
+    UserMessage,
+    UserTime,
+    WithParts,
+)
+from agentforge.model.part import (
+    CompletedTime,
+    ModelRef,
+    RunningTime,
+    TextPart,
+    ToolPart,
+    ToolStateCompleted,
+    ToolStateRunning,
+)
+from agentforge.model.session import Session, StatusBusy, StatusIdle
+from agentforge.plugins.calls import shell_env
+from agentforge.session.events import SessionEvents, now_ms
+from agentforge.session.inputs import ModelInput
+from agentforge.session.runtime import Runtime
+from agentforge.session.service import InvalidInputError
+from agentforge.tools.builtin.bash import default_shell
+from agentforge.tools.execute import describe_exception
+from agentforge.tools.process import run_process_group
+from agentforge.tools.shell_output import ShellOutput
+
+USER_RAN_TOOL = "The following tool was executed by the user"
+ABORTED_NOTE = "\n\n<metadata>\nUser aborted the command\n</metadata>"
+PREVIEW_INTERVAL_SECONDS = 0.1
+MAX_PREVIEW_CHARS = 30_000
+
+
+class ShellInput(Wire):
+    agent: str = Field(min_length=1)
+    command: str = Field(min_length=1)
+    message_id: str | None = Field(default=None, alias="messageID")
+    model: ModelInput | None = None
+
+
+class _ShellRun:
+    def __init__(self, rt: Runtime, tenant_id: str, session: Session, agent: Agent, model: ModelRef) -> None:
+        self.rt = rt
+        self.tenant_id = tenant_id
+        self.session = session
+        self.agent = agent
+        self.model = model
+        self.events: SessionEvents = rt.events(tenant_id)
+
+    async def __call__(self, body: ShellInput, abort: asyncio.Event) -> WithParts:
+        self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
+        user_id = body.message_id or ids.ascending("msg")
+        self._write_user_message(user_id)
+        message = self._assistant(user_id)
+        self.events.submit_message(message)
+        part = ToolPart(
+            id=ids.ascending("prt"),
+            session_id=self.session.id,
+            message_id=message.id,
+            call_id=f"call_{secrets.token_hex(12)}",
+            tool="bash",
+            state=ToolStateRunning(input={"command": body.command}, time=RunningTime(start=now_ms())),
+        )
+        self.events.submit_part(part)
+        try:
+            output = await self._execute(body.command, part, abort)
+        except Exception as exc:  # the shell could not start, or a shell_env plugin failed
+            output = f"Failed to run the command: {describe_exception(exc)}"
+        state = part.state
+        assert isinstance(state, ToolStateRunning)
+        end = now_ms()
+        part.state = ToolStateCompleted(
+            input=state.input,
+            output=output,
+            title="",
+            metadata={"output": output, "description": ""},
+            time=CompletedTime(start=state.time.start, end=end),
+        )
+        message.time.completed = end
+        self.events.submit_part(part)
+        await self.events.update_message(message)
+        return WithParts(info=message, parts=[part])
+
+    def _write_user_message(self, user_id: str) -> None:
+        self.events.submit_message(
+            UserMessage(
+                id=user_id,
+                session_id=self.session.id,
+                time=UserTime(created=now_ms()),
+                agent=self.agent.name,
+                model=self.model,
+            )
+        )
+        self.events.submit_part(
+            TextPart(
+                id=ids.ascending("prt"),
+                session_id=self.session.id,
+                message_id=user_id,
+                text=USER_RAN_TOOL,
+                synthetic=True,
+            )
+        )
+
+    def _assistant(self, user_id: str) -> AssistantMessage:
+        directory = self.session.directory
+        return AssistantMessage(
+            id=ids.ascending("msg"),
+            session_id=self.session.id,
+            parent_id=user_id,
+            model_id=self.model.model_id,
+            provider_id=self.model.provider_id,
+            mode=self.agent.name,
+            agent=self.agent.name,
+            path=AssistantPath(cwd=directory, root=directory),
+            time=AssistantTime(created=now_ms()),
+        )
+
+    async def _execute(self, command: str, part: ToolPart, abort: asyncio.Event) -> str:
+        cwd = Path(self.session.directory)
+        extra_env = await shell_env(
+            self.rt.plugins, cwd=cwd, session_id=self.session.id, call_id=part.call_id
+        )
+        output = ShellOutput(self.rt.settings.data_dir, self.rt.limits)
+        preview = asyncio.create_task(self._preview(part, output))
+        try:
+            outcome = await run_process_group(
+                [default_shell(), "-c", command],
+                cwd=cwd,
+                env={**os.environ, **extra_env, "TERM": "dumb"},
+                time_limit=None,
+                abort=abort,
+                on_output=output.add,
+            )
+            final = await output.finish()
+        finally:
+            preview.cancel()
+            output.close()
+        text = final.text
+        if outcome.ending == "aborted":
+            text += ABORTED_NOTE
+        return text
+
+    async def _preview(self, part: ToolPart, output: ShellOutput) -> None:
+        """Publish the output so far on the running part, at most every PREVIEW_INTERVAL_SECONDS."""
+        published = ""
+        while True:
+            await asyncio.sleep(PREVIEW_INTERVAL_SECONDS)
+            text = output.tail(MAX_PREVIEW_CHARS)
+            state = part.state
+            if text == published or not isinstance(state, ToolStateRunning):
+                continue
+            published = text
+            part.state = state.model_copy(update={"metadata": {"output": text, "description": ""}})
+            self.events.submit_part(part)
+
+
+def _pick_agent(rt: Runtime, name: str) -> Agent:
+    try:
+        return rt.agents.get(name)
+    except UnknownAgentError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
+def _pick_model(rt: Runtime, session: Session, body: ShellInput, agent: Agent) -> ModelRef:
+    """The request's model, else the agent's, else the session's last one, else the default."""
+    try:
+        if body.model is not None:
+            provider_id, model_id = body.model.provider_id, body.model.model_id
+        elif agent.model:
+            provider_id, model_id = rt.catalog.parse(agent.model)
+        elif session.model is not None:
+            provider_id, model_id = session.model.provider_id, session.model.id
+        else:
+            provider_id, model_id = rt.catalog.default_model()
+        rt.catalog.resolve(provider_id, model_id)
+    except UnknownModelError as exc:
+        raise InvalidInputError(str(exc)) from None
+    return ModelRef(provider_id=provider_id, model_id=model_id)
+
+
+async def run_shell(rt: Runtime, tenant_id: str, session: Session, body: ShellInput) -> WithParts:
+    """Run the command to its end (or abort); the assistant message and its `bash` part."""
+    if body.message_id is not None and not ids.has_prefix(body.message_id, "msg"):
+        raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
+    agent = _pick_agent(rt, body.agent)
+    model = _pick_model(rt, session, body, agent)
+    run = _ShellRun(rt, tenant_id, session, agent, model)
+    return await rt.runners.run_shell(
+        session.id,
+        lambda abort: run(body, abort),
+        on_idle=lambda: rt.status.set(tenant_id, session.id, StatusIdle()),
+    )
