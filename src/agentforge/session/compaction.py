@@ -26,8 +26,6 @@ from agentforge.model.errors import ContextOverflowError, ContextOverflowErrorDa
 from agentforge.model.events import Event
 from agentforge.model.message import (
     AssistantMessage,
-    AssistantPath,
-    AssistantTime,
     UserMessage,
     UserTime,
     WithParts,
@@ -39,6 +37,7 @@ from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.history import is_compaction_request, to_model_messages
 from agentforge.session.processor import Outcome, Processor, ProcessorDeps
 from agentforge.session.runtime import Runtime
+from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.turn_tools import TurnTools
 
 log = logging.getLogger(__name__)
@@ -271,19 +270,14 @@ class Compactor:
         *,
         replaying: bool,
     ) -> WithParts:
-        directory = self.session.directory
-        message = AssistantMessage(
-            id=ids.ascending("msg"),
+        message = assistant_skeleton(
             session_id=self.session.id,
+            directory=self.session.directory,
             parent_id=parent.id,
-            model_id=model.model_id,
-            provider_id=model.provider_id,
-            mode=agent.name,
+            model=model,
             agent=agent.name,
-            summary=True,
             variant=parent.model.variant,
-            path=AssistantPath(cwd=directory, root=directory),
-            time=AssistantTime(created=now_ms()),
+            summary=True,
         )
         events = self.events
         events.submit_message(message)

@@ -13,12 +13,9 @@ from pathlib import Path
 from agentforge.agents.registry import Agent, UnknownAgentError
 from agentforge.llm.messages import AssistantModelMessage, ModelRequest, TextContent
 from agentforge.llm.provider import ResolvedModel, UnknownModelError
-from agentforge.model import ids
 from agentforge.model.errors import unknown_error
 from agentforge.model.message import (
     AssistantMessage,
-    AssistantPath,
-    AssistantTime,
     UserMessage,
     WithParts,
 )
@@ -30,7 +27,7 @@ from agentforge.plugins import calls as hooks
 from agentforge.plugins.calls import PLUGINS_EXTRA
 from agentforge.session import structured, system, title
 from agentforge.session.compaction import Compactor
-from agentforge.session.events import SessionEvents, now_ms
+from agentforge.session.events import SessionEvents
 from agentforge.session.history import (
     Bindings,
     bind,
@@ -42,6 +39,7 @@ from agentforge.session.history import (
 from agentforge.session.processor import Processor, ProcessorDeps
 from agentforge.session.reminders import with_reminders
 from agentforge.session.runtime import Runtime
+from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.subtask import SessionSubagents, caller_model, describe_task_tool, run_subtask
 from agentforge.session.todos import StoreTodos
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
@@ -88,6 +86,7 @@ class TurnLoop:
         self.rt.runners.take_new_input(self.session.id)  # this first read sees everything so far
         while True:
             self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
+            await self.rt.runners.inputs_written(self.session.id)
             # Read from the last compaction boundary on: turn cost does not grow with session length.
             stored = await self.rt.store.history_since_compaction(self.tenant_id, self.session.id)
             history = filter_compacted(stored)
@@ -186,18 +185,13 @@ class TurnLoop:
         return not self.rt.runners.take_new_input(self.session.id)
 
     def _skeleton(self, agent: Agent, model: ResolvedModel, user: UserMessage) -> AssistantMessage:
-        directory = self.session.directory
-        return AssistantMessage(
-            id=ids.ascending("msg"),
+        return assistant_skeleton(
             session_id=self.session.id,
+            directory=self.session.directory,
             parent_id=user.id,
-            model_id=model.model_id,
-            provider_id=model.provider_id,
-            mode=agent.name,
+            model=model,
             agent=agent.name,
             variant=user.model.variant,
-            path=AssistantPath(cwd=directory, root=directory),
-            time=AssistantTime(created=now_ms()),
         )
 
     def _tools(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentforge.model.message import WithParts
@@ -38,8 +38,10 @@ class SessionBusyError(Exception):
 class _Run:
     task: asyncio.Task[WithParts | None]
     done: asyncio.Future[WithParts | None]
-    # Set when a user message is stored while this run is going: the loop must re-read history.
+    # Set when a user message is stored while this run is going: the loop must re-read history,
+    # after waiting for these writes (they may still be queued when the loop checks).
     new_input: bool = False
+    inputs: list[asyncio.Future[Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -129,10 +131,24 @@ class RunnerRegistry:
         self._runs[session_id] = run
         return run
 
-    def note_input(self, session_id: str) -> None:
+    def note_input(self, session_id: str, written: asyncio.Future[Any] | None = None) -> None:
+        """A user message for this session was submitted; `written` resolves once it is durable.
+
+        Call it as soon as the write is queued, not after it commits: a loop checking for new input
+        in between would otherwise end without answering it."""
         run = self._runs.get(session_id)
         if run is not None:
             run.new_input = True
+            if written is not None:
+                run.inputs.append(written)
+
+    async def inputs_written(self, session_id: str) -> None:
+        """Wait until every user message noted so far is durable (before re-reading history)."""
+        run = self._runs.get(session_id)
+        if run is None or not run.inputs:
+            return
+        pending, run.inputs = run.inputs, []
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def take_new_input(self, session_id: str) -> bool:
         """Whether a user message arrived since the last call (and forget it)."""

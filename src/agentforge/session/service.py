@@ -5,6 +5,7 @@ One instance per request, bound to the caller's tenant.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from datetime import UTC, datetime
@@ -205,7 +206,6 @@ class SessionService:
         for part in parts:
             self.events.submit_part(part)
         await self._touch(session, model)
-        self.rt.runners.note_input(session.id)
         return WithParts(info=info, parts=parts)
 
     def _pick_model(self, session: Session, body: PromptInput, agent_model: str | None) -> ModelRef:
@@ -228,8 +228,10 @@ class SessionService:
         session.time.updated = now_ms()
         session.model = SessionModel(id=model.model_id, provider_id=model.provider_id, variant=model.variant)
         # Awaiting this last write also makes the message and parts queued before it durable,
-        # so the loop's first history read sees them.
-        await self.rt.store.write(self._session_event(SESSION_UPDATED, session))
+        # so the loop's first history read sees them; a loop already running is told at once.
+        written = self.rt.store.submit(self._session_event(SESSION_UPDATED, session))
+        self.rt.runners.note_input(session.id, written)
+        await asyncio.shield(written)
 
     async def prompt(self, session_id: str, body: PromptInput) -> WithParts:
         session = await self.get(session_id)

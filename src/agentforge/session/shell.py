@@ -20,8 +20,6 @@ from agentforge.model import ids
 from agentforge.model.base import Wire
 from agentforge.model.message import (
     AssistantMessage,
-    AssistantPath,
-    AssistantTime,
     UserMessage,
     UserTime,
     WithParts,
@@ -41,6 +39,7 @@ from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.inputs import ModelInput
 from agentforge.session.runtime import Runtime
 from agentforge.session.service import InvalidInputError
+from agentforge.session.skeleton import assistant_skeleton
 from agentforge.tools.builtin.bash import default_shell
 from agentforge.tools.execute import describe_exception
 from agentforge.tools.process import run_process_group
@@ -124,16 +123,12 @@ class _ShellRun:
 
     def _assistant(self, user_id: str) -> AssistantMessage:
         directory = self.session.directory
-        return AssistantMessage(
-            id=ids.ascending("msg"),
+        return assistant_skeleton(
             session_id=self.session.id,
+            directory=directory,
             parent_id=user_id,
-            model_id=self.model.model_id,
-            provider_id=self.model.provider_id,
-            mode=self.agent.name,
+            model=self.model,
             agent=self.agent.name,
-            path=AssistantPath(cwd=directory, root=directory),
-            time=AssistantTime(created=now_ms()),
         )
 
     async def _execute(self, command: str, part: ToolPart, abort: asyncio.Event) -> str:

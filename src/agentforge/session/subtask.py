@@ -17,9 +17,6 @@ from agentforge.llm.provider import ResolvedModel
 from agentforge.model import ids
 from agentforge.model.errors import unknown_error
 from agentforge.model.message import (
-    AssistantMessage,
-    AssistantPath,
-    AssistantTime,
     UserMessage,
     UserTime,
     WithParts,
@@ -44,6 +41,7 @@ from agentforge.session.events import now_ms
 from agentforge.session.inputs import ModelInput, PromptInput, SessionCreateInput
 from agentforge.session.references import prompt_parts
 from agentforge.session.runtime import Runtime
+from agentforge.session.skeleton import assistant_skeleton
 from agentforge.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.builtin.task import (
     BYPASS_AGENT_CHECK,
@@ -176,16 +174,12 @@ class _SubtaskRun:
         self.task = task
         self.events = rt.events(tenant_id)
         self.model = task.model or user.model
-        self.message = AssistantMessage(
-            id=ids.ascending("msg"),
+        self.message = assistant_skeleton(
             session_id=session.id,
+            directory=session.directory,
             parent_id=user.id,
-            model_id=self.model.model_id,
-            provider_id=self.model.provider_id,
-            mode=task.agent,
+            model=self.model,
             agent=task.agent,
-            path=AssistantPath(cwd=session.directory, root=session.directory),
-            time=AssistantTime(created=now_ms()),
         )
         tool_input: dict[str, Any] = {
             "prompt": task.prompt,
