@@ -76,6 +76,8 @@ class ProviderOptions(_Section):
     api_key: str | None = Field(default=None, alias="apiKey")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float | None = Field(default=None, gt=0)  # seconds
+    # Seconds without a streamed chunk before the attempt fails as stalled (retryable); default 120.
+    chunk_timeout: float | None = Field(default=None, gt=0, alias="chunkTimeout")
 
 
 class ProviderConfig(_Section):

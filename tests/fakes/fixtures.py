@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
+from .anthropic_server import FakeAnthropic
 from .openai_server import FakeOpenAI
 
 
@@ -13,4 +14,11 @@ from .openai_server import FakeOpenAI
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     """A started fake OpenAI-compatible provider, stopped after the test."""
     async with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
+    """A started fake Anthropic Messages provider, stopped after the test."""
+    async with FakeAnthropic() as fake:
         yield fake

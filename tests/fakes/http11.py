@@ -26,6 +26,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: bytes
+    query: str = ""
 
     @property
     def keep_alive(self) -> bool:
@@ -53,7 +54,8 @@ class Connection:
                 name, value = line.split(":", 1)
                 headers[name.strip().lower()] = value.strip()
         body = await self._read_body(headers)
-        return Request(method, path.split("?", 1)[0], headers, body)
+        route, _, query = path.partition("?")
+        return Request(method, route, headers, body, query)
 
     async def _read_body(self, headers: dict[str, str]) -> bytes:
         if headers.get("transfer-encoding", "").lower() == "chunked":
@@ -82,10 +84,10 @@ class Connection:
         # While streaming, the client sends nothing (no pipelining); a read that returns means it left.
         self._eof_watch = asyncio.ensure_future(self.reader.read(1))
 
-    async def send_event(self, data: str) -> None:
+    async def send_event(self, data: str, *, event: str | None = None) -> None:
         if self.peer_gone:
             raise PeerGone
-        frame = f"data: {data}\n\n".encode()
+        frame = (f"event: {event}\n" if event else "").encode() + f"data: {data}\n\n".encode()
         self.writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
         await self._drain()
 

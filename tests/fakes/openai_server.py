@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
 import time
 from collections import deque
@@ -25,6 +26,8 @@ from typing import Any
 from .http11 import MAX_HEADER_BYTES, Connection, PeerGone, Request
 
 ARGUMENT_CHUNK_SIZE = 8  # tool-call arguments stream in pieces this long, like real providers
+# Azure OpenAI names the deployment in the path; `?api-version=...` is recorded in `request_queries`.
+_AZURE_CHAT_PATH = re.compile(r"^/openai/deployments/[^/]+/chat/completions$")
 
 
 @dataclass(slots=True)
@@ -174,8 +177,11 @@ class FakeOpenAI:
 
     def __init__(self, *, models: list[str] | None = None) -> None:
         self.base_url = ""
+        self.origin = ""
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
+        self.request_paths: list[str] = []
+        self.request_queries: list[str] = []
         self.chunk_delay = 0.0
         self.models = models or ["fake-model"]
         self.connections = 0  # TCP connections accepted (keep-alive reuses them)
@@ -188,7 +194,8 @@ class FakeOpenAI:
         server = await asyncio.start_server(self._handle_connection, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
         self._server = server
         port = server.sockets[0].getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self.origin = f"http://127.0.0.1:{port}"  # what Azure calls the endpoint
+        self.base_url = f"{self.origin}/v1"
 
     async def stop(self) -> None:
         if self._server is None:
@@ -240,7 +247,8 @@ class FakeOpenAI:
         if request.method == "GET" and request.path == "/v1/models":
             await conn.send_json(200, {"object": "list", "data": [self._model_entry(m) for m in self.models]})
             return True
-        if request.method == "POST" and request.path == "/v1/chat/completions":
+        is_chat = request.path == "/v1/chat/completions" or _AZURE_CHAT_PATH.match(request.path)
+        if request.method == "POST" and is_chat:
             return await self._chat_completions(conn, request)
         await conn.send_json(404, _error_body(f"fake provider: no route {request.method} {request.path}"))
         return True
@@ -253,6 +261,8 @@ class FakeOpenAI:
             return True
         self.requests.append(body)
         self.request_headers.append(request.headers)
+        self.request_paths.append(request.path)
+        self.request_queries.append(request.query)
         if not self._scripts:
             await conn.send_json(500, _error_body("fake provider: no script left"))
             return True

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from agentforge.llm import openai_chat
+from agentforge.llm import anthropic_messages, azure_openai, google_gemini, openai_chat, openai_responses
 from agentforge.llm.events import StreamEvent
 from agentforge.llm.messages import ModelRequest
 from agentforge.llm.provider import ResolvedModel
 
-SUPPORTED_APIS = ("openai",)
+SUPPORTED_APIS = ("openai", "azure", "openai-responses", "google", *anthropic_messages.ANTHROPIC_APIS)
 
 
 class UnsupportedApiError(Exception):
@@ -25,6 +25,22 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
     """
     if model.api == "openai":
         async for event in openai_chat.stream(model, request):
+            yield event
+        return
+    if model.api == "azure":
+        async for event in azure_openai.stream(model, request):
+            yield event
+        return
+    if model.api == "openai-responses":
+        async for event in openai_responses.stream(model, request):
+            yield event
+        return
+    if model.api == "google":
+        async for event in google_gemini.stream(model, request):
+            yield event
+        return
+    if model.api in anthropic_messages.ANTHROPIC_APIS:
+        async for event in anthropic_messages.stream(model, request):
             yield event
         return
     raise UnsupportedApiError(

@@ -10,10 +10,13 @@ import asyncio
 import re
 from typing import Any
 
+import anthropic
 import httpx2
 import openai
 import orjson
+from google.genai import errors as genai_errors
 
+from agentforge.llm.stall import StreamStalledError
 from agentforge.model.errors import (
     ContextOverflowError,
     ContextOverflowErrorData,
@@ -87,12 +90,22 @@ def to_named_error(exc: BaseException, *, provider_id: str, aborted: bool = Fals
         return _from_status_error(exc)
     if isinstance(exc, openai.APIConnectionError):
         return _from_connection_error(exc)
+    if isinstance(exc, anthropic.AuthenticationError):
+        return _auth_error(provider_id, _status_message(exc))
+    if isinstance(exc, anthropic.APIStatusError):
+        return _from_anthropic_status_error(exc)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return _from_anthropic_connection_error(exc)
+    if isinstance(exc, genai_errors.APIError):
+        return _from_genai_error(exc, provider_id)
     if isinstance(exc, httpx2.DecodingError):
         return api_error("Response decompression failed", retryable=True)
     if isinstance(exc, httpx2.TimeoutException):
         return api_error("Request timed out", retryable=True)
     if isinstance(exc, httpx2.TransportError | ConnectionError):
         return api_error(_connection_message(exc), retryable=True)
+    if isinstance(exc, StreamStalledError):
+        return api_error(str(exc), retryable=True)
     if isinstance(exc, ProviderStreamError):
         return _from_stream_error(exc)
     return unknown_error(str(exc) or type(exc).__name__)
@@ -130,6 +143,32 @@ def _from_status_error(exc: openai.APIStatusError) -> NamedError:
     )
 
 
+def _from_anthropic_status_error(exc: anthropic.APIStatusError) -> NamedError:
+    message = _status_message(exc)
+    body = _response_text(exc)
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    kind = str(error.get("type") or "") if isinstance(error, dict) else ""
+    if exc.status_code == 413 or is_context_overflow(message):
+        return _overflow_error(message, body)
+    if exc.status_code == 529 or kind == "overloaded_error":
+        message = "Provider is overloaded"  # Anthropic says only "Overloaded"
+    return api_error(
+        message,
+        status_code=exc.status_code,
+        retryable=is_retryable_status(exc.status_code) or kind == "overloaded_error",
+        response_headers=dict(exc.response.headers.items()),
+        response_body=body,
+    )
+
+
+def _from_anthropic_connection_error(exc: anthropic.APIConnectionError) -> NamedError:
+    if isinstance(exc, anthropic.APITimeoutError):
+        return api_error("Request timed out", retryable=True)
+    if exc.__cause__ is not None:
+        return api_error(_connection_message(exc.__cause__), retryable=True)
+    return api_error(exc.message or "Connection error", retryable=True)
+
+
 def _from_connection_error(exc: openai.APIConnectionError) -> NamedError:
     if isinstance(exc, openai.APITimeoutError):
         return api_error("Request timed out", retryable=True)
@@ -163,7 +202,7 @@ def _from_stream_error(exc: ProviderStreamError) -> NamedError:
     return api_error(message, retryable=bool(_RETRYABLE_STREAM_ERROR.search(kind)), response_body=raw)
 
 
-def _status_message(exc: openai.APIStatusError) -> str:
+def _status_message(exc: openai.APIStatusError | anthropic.APIStatusError) -> str:
     """The provider's own message when the body has one (`{"error": {"message"}}` or `{"message"}`)."""
     body = exc.body
     if isinstance(body, dict):
@@ -176,8 +215,22 @@ def _status_message(exc: openai.APIStatusError) -> str:
     return exc.message
 
 
-def _response_text(exc: openai.APIStatusError) -> str | None:
+def _response_text(exc: openai.APIStatusError | anthropic.APIStatusError) -> str | None:
     try:
         return exc.response.text
     except httpx2.ResponseNotRead:
         return None
+
+
+def _from_genai_error(exc: genai_errors.APIError, provider_id: str) -> NamedError:
+    """Gemini's `{"error": {"code", "message", "status"}}`: an invalid key is a 400 there, not a 401."""
+    message = exc.message or str(exc)
+    status = exc.status or ""
+    body = orjson.dumps(exc.details).decode() if exc.details is not None else None
+    if exc.code in (401, 403) or "API key not valid" in message or status == "UNAUTHENTICATED":
+        return _auth_error(provider_id, message)
+    if exc.code == 413 or is_context_overflow(message):
+        return _overflow_error(message, body)
+    return api_error(
+        message, status_code=exc.code, retryable=is_retryable_status(exc.code), response_body=body
+    )

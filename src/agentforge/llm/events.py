@@ -63,6 +63,8 @@ class ReasoningDelta:
 @dataclass(slots=True)
 class ReasoningEnd:
     id: str
+    # Metadata known only at the end of the block (Anthropic's thinking signature); merged into the part.
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ import contextlib
 import re
 import secrets
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,6 +59,7 @@ from agentforge.llm.messages import (
     UserModelMessage,
 )
 from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.stall import idle_timeout
 
 # Keyless endpoints (Ollama, vLLM...) still get a bearer value: the SDK refuses to send none.
 NO_KEY_PLACEHOLDER = "agentforge-no-key"
@@ -104,10 +105,16 @@ async def close_clients() -> None:
         await client.close()
 
 
-async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+ClientFactory = Callable[[ResolvedModel], AsyncOpenAI]
+
+
+async def stream(
+    model: ResolvedModel, request: ModelRequest, *, client_factory: ClientFactory = client_for
+) -> AsyncIterator[StreamEvent]:
     """Stream one completion as our events. Transport and SDK errors propagate unchanged (map them with
-    `to_named_error`); a streamed error object raises `ProviderStreamError`."""
-    client = client_for(model)
+    `to_named_error`); a streamed error object raises `ProviderStreamError`. `client_factory` picks the
+    SDK client (Azure OpenAI speaks the same protocol through `AsyncAzureOpenAI`)."""
+    client = client_factory(model)
     # The conversation goes in `extra_body`, which the SDK sends as is: its per-field request
     # transform walks every message and costs tens of milliseconds on a long history.
     body = {"messages": chat_messages(request), **request_options(model, request)}
@@ -123,7 +130,7 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
         yield StreamStart()
         yield StepStart()
         decoder = ChunkDecoder()
-        events = _sse_data(response.iter_lines())
+        events = _sse_data(idle_timeout(response.iter_lines(), model.chunk_timeout))
         async for data in events:
             if data == "[DONE]":
                 break

@@ -15,7 +15,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
-from agentforge.config import Config, ConfigError, ModelConfig, ProviderConfig
+from agentforge.config import Config, ConfigError, ModelConfig, ProviderConfig, ProviderOptions
+from agentforge.llm.catalog import CatalogModel, bundled_catalog
+from agentforge.llm.catalog import Cost as Cost  # re-exported: callers import it from here
+from agentforge.llm.stall import DEFAULT_CHUNK_TIMEOUT
 from agentforge.model.base import Wire
 
 _T = TypeVar("_T")
@@ -31,16 +34,6 @@ class UnknownModelError(Exception):
         if self.suggestions:
             message = f"{message}. Did you mean: {', '.join(self.suggestions)}?"
         super().__init__(message)
-
-
-@dataclass(frozen=True, slots=True)
-class Cost:
-    """USD per 1M tokens."""
-
-    input: float = 0.0
-    output: float = 0.0
-    cache_read: float = 0.0
-    cache_write: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +55,8 @@ class ResolvedModel:
     name: str = ""
     api_model_id: str | None = None  # sent as `model` when the provider's id differs from ours
     requires_key: bool = False  # the provider rejects requests without a key (a well-known endpoint)
+    chunk_timeout: float = DEFAULT_CHUNK_TIMEOUT  # seconds of stream silence before the attempt fails
+    api_version: str | None = None  # provider `options.apiVersion` (Azure OpenAI's `api-version`)
 
     @property
     def request_model(self) -> str:
@@ -105,17 +100,9 @@ class ProviderInfo(Wire):
     id: str
     name: str
     api: str
-    source: Literal["config", "env"]
+    # "catalog": known from the bundled catalogue only, not connected (no key, not configured).
+    source: Literal["config", "env", "catalog"]
     models: dict[str, ModelInfo]
-
-
-@dataclass(frozen=True, slots=True)
-class _BuiltinModel:
-    name: str
-    context: int
-    output: int
-    cost: Cost
-    input: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,27 +122,11 @@ WELL_KNOWN_PROVIDERS: dict[str, _WellKnownProvider] = {
     ),
 }
 
-# Limits (tokens) and list prices (USD per 1M tokens) as published by OpenAI and Anthropic, 2025-10.
-# A model configured under the same provider overrides any of these fields.
-BUILTIN_MODELS: dict[str, dict[str, _BuiltinModel]] = {
-    "openai": {
-        "gpt-4o": _BuiltinModel("GPT-4o", 128_000, 16_384, Cost(2.5, 10.0, 1.25)),
-        "gpt-4o-mini": _BuiltinModel("GPT-4o mini", 128_000, 16_384, Cost(0.15, 0.6, 0.075)),
-        "gpt-4.1": _BuiltinModel("GPT-4.1", 1_047_576, 32_768, Cost(2.0, 8.0, 0.5)),
-        "gpt-4.1-mini": _BuiltinModel("GPT-4.1 mini", 1_047_576, 32_768, Cost(0.4, 1.6, 0.1)),
-        "gpt-4.1-nano": _BuiltinModel("GPT-4.1 nano", 1_047_576, 32_768, Cost(0.1, 0.4, 0.025)),
-        "o3": _BuiltinModel("o3", 200_000, 100_000, Cost(2.0, 8.0, 0.5)),
-        "o4-mini": _BuiltinModel("o4-mini", 200_000, 100_000, Cost(1.1, 4.4, 0.275)),
-        "gpt-5": _BuiltinModel("GPT-5", 400_000, 128_000, Cost(1.25, 10.0, 0.125), input=272_000),
-        "gpt-5-mini": _BuiltinModel("GPT-5 mini", 400_000, 128_000, Cost(0.25, 2.0, 0.025), input=272_000),
-    },
-    "anthropic": {
-        "claude-sonnet-4-5": _BuiltinModel("Claude Sonnet 4.5", 200_000, 64_000, Cost(3.0, 15.0, 0.3, 3.75)),
-        "claude-opus-4-1": _BuiltinModel("Claude Opus 4.1", 200_000, 32_000, Cost(15.0, 75.0, 1.5, 18.75)),
-        "claude-haiku-4-5": _BuiltinModel("Claude Haiku 4.5", 200_000, 64_000, Cost(1.0, 5.0, 0.1, 1.25)),
-        "claude-sonnet-4-0": _BuiltinModel("Claude Sonnet 4", 200_000, 64_000, Cost(3.0, 15.0, 0.3, 3.75)),
-    },
-}
+# Limits and list prices of well-known models (`catalog.json`, dated). A model configured under the
+# same provider overrides any of these fields.
+BUILTIN_MODELS: dict[str, dict[str, CatalogModel]] = bundled_catalog().models
+# The wire protocol each catalogue provider speaks natively (its `api` config value).
+CATALOG_PROVIDER_APIS = {"openai": "openai", "anthropic": "anthropic", "google": "google"}
 
 
 @dataclass(slots=True)
@@ -170,6 +141,8 @@ class _Provider:
     timeout: float | None
     requires_key: bool
     models: dict[str, _ModelSpec]
+    chunk_timeout: float = DEFAULT_CHUNK_TIMEOUT
+    api_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +173,35 @@ class ProviderCatalog:
                 self._providers[provider_id] = self._from_env(known)
 
     def providers(self) -> list[ProviderInfo]:
+        """The connected providers: configured, or well-known with their key in the environment."""
         return [_provider_info(provider) for provider in self._providers.values()]
+
+    def all_providers(self) -> list[ProviderInfo]:
+        """The connected providers, then every other provider of the bundled catalogue (not usable until
+        configured or given a key)."""
+        known = [
+            _catalog_provider_info(provider_id, name)
+            for provider_id, name in bundled_catalog().provider_names.items()
+            if provider_id not in self._providers
+        ]
+        return [*self.providers(), *known]
+
+    def default_models(self) -> dict[str, str]:
+        """Each connected provider's default model: the config's `model` for its provider, else the
+        well-known default, else the provider's first model."""
+        configured = self.parse(self._config.model) if self._config.model else None
+        defaults: dict[str, str] = {}
+        for provider_id, provider in self._providers.items():
+            known = WELL_KNOWN_PROVIDERS.get(provider_id)
+            if configured is not None and configured[0] == provider_id:
+                defaults[provider_id] = configured[1]
+            elif provider_id in self._config.provider and self._config.provider[provider_id].models:
+                defaults[provider_id] = next(iter(self._config.provider[provider_id].models))
+            elif known is not None and known.default_model in provider.models:
+                defaults[provider_id] = known.default_model
+            elif provider.models:
+                defaults[provider_id] = next(iter(provider.models))
+        return defaults
 
     @staticmethod
     def parse(model: str) -> tuple[str, str]:
@@ -236,6 +237,8 @@ class ProviderCatalog:
             name=spec.name,
             api_model_id=spec.api_model_id,
             requires_key=provider.requires_key,
+            chunk_timeout=provider.chunk_timeout,
+            api_version=provider.api_version,
         )
 
     def default_model(self) -> tuple[str, str]:
@@ -298,6 +301,8 @@ class ProviderCatalog:
             timeout=options.timeout,
             requires_key=known is not None and base_url == known.base_url,
             models=models,
+            chunk_timeout=options.chunk_timeout or DEFAULT_CHUNK_TIMEOUT,
+            api_version=_api_version(options),
         )
 
     def _from_env(self, known: _WellKnownProvider) -> _Provider:
@@ -315,9 +320,7 @@ class ProviderCatalog:
         )
 
 
-def _spec(
-    builtin: _BuiltinModel | None, config: ModelConfig | None, *, fallback_name: str = ""
-) -> _ModelSpec:
+def _spec(builtin: CatalogModel | None, config: ModelConfig | None, *, fallback_name: str = "") -> _ModelSpec:
     """A configured model's fields over the built-in entry's (field by field), over zeros."""
     limit = config.limit if config is not None else None
     cost = config.cost if config is not None else None
@@ -339,6 +342,11 @@ def _spec(
     )
 
 
+def _api_version(options: ProviderOptions) -> str | None:
+    value = (options.model_extra or {}).get("apiVersion")
+    return str(value) if value else None
+
+
 def _first(*values: _T | None) -> _T:
     for value in values:
         if value is not None:
@@ -353,18 +361,36 @@ def _provider_info(provider: _Provider) -> ProviderInfo:
         api=provider.api,
         source=provider.source,
         models={
-            model_id: ModelInfo(
-                id=model_id,
-                provider_id=provider.id,
-                name=spec.name or model_id,
-                limit=ModelLimitInfo(context=spec.context, output=spec.output, input=spec.input),
-                cost=ModelCostInfo(
-                    input=spec.cost.input,
-                    output=spec.cost.output,
-                    cache_read=spec.cost.cache_read,
-                    cache_write=spec.cost.cache_write,
-                ),
+            model_id: _model_info(
+                provider.id, model_id, spec.name, spec.context, spec.output, spec.input, spec.cost
             )
             for model_id, spec in provider.models.items()
         },
+    )
+
+
+def _catalog_provider_info(provider_id: str, name: str) -> ProviderInfo:
+    return ProviderInfo(
+        id=provider_id,
+        name=name,
+        api=CATALOG_PROVIDER_APIS.get(provider_id, "openai"),
+        source="catalog",
+        models={
+            model_id: _model_info(provider_id, model_id, m.name, m.context, m.output, m.input, m.cost)
+            for model_id, m in BUILTIN_MODELS.get(provider_id, {}).items()
+        },
+    )
+
+
+def _model_info(
+    provider_id: str, model_id: str, name: str, context: int, output: int, input: int | None, cost: Cost
+) -> ModelInfo:
+    return ModelInfo(
+        id=model_id,
+        provider_id=provider_id,
+        name=name or model_id,
+        limit=ModelLimitInfo(context=context, output=output, input=input),
+        cost=ModelCostInfo(
+            input=cost.input, output=cost.output, cache_read=cost.cache_read, cache_write=cost.cache_write
+        ),
     )

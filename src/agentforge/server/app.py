@@ -16,6 +16,7 @@ from agentforge.server.routes import (
     events,
     global_,
     permission,
+    provider,
     question,
     session,
     session_edit,
@@ -53,4 +54,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(command.router)
     app.include_router(session_edit.router)
     app.include_router(summarize.router)
+    app.include_router(provider.router)
     return app

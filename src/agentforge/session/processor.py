@@ -179,8 +179,8 @@ class Processor:
                 await self._start_reasoning(block_id, metadata)
             case ev.ReasoningDelta(id=block_id, text=text):
                 self._append(self._reasoning.get(block_id), text)
-            case ev.ReasoningEnd(id=block_id):
-                self._end_block(self._reasoning.pop(block_id, None))
+            case ev.ReasoningEnd(id=block_id, metadata=metadata):
+                self._end_reasoning(self._reasoning.pop(block_id, None), metadata)
             case ev.ToolInputStart(id=call_id, tool_name=name):
                 self._guard_summary()
                 await self._calls.pending(call_id, name)
@@ -231,6 +231,11 @@ class Processor:
             return
         part.text += text
         self.deps.events.part_delta(part, "text", text)
+
+    def _end_reasoning(self, part: ReasoningPart | None, metadata: dict[str, Any] | None) -> None:
+        if part is not None and metadata:
+            part.metadata = {**(part.metadata or {}), **metadata}
+        self._end_block(part)
 
     def _end_block(self, part: TextPart | ReasoningPart | None) -> None:
         if part is None or part.time is None:

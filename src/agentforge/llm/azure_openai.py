@@ -1,0 +1,59 @@
+"""Azure OpenAI: the Chat Completions protocol through `AsyncAzureOpenAI`.
+
+Azure differs only in transport: the deployment (our `request_model`) goes in the path
+(`/openai/deployments/<model>/chat/completions`), the API version in the `api-version` query and the
+key in an `api-key` header. The SDK's Azure client does all three, so the stream decoding of
+`openai_chat` is reused unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator
+
+from openai import AsyncAzureOpenAI
+
+from agentforge import __version__
+from agentforge.config import ConfigError
+from agentforge.llm import openai_chat
+from agentforge.llm.errors import MissingApiKeyError
+from agentforge.llm.events import StreamEvent
+from agentforge.llm.messages import ModelRequest
+from agentforge.llm.provider import ResolvedModel
+
+# Pooled per event loop and endpoint, for the same reasons as `openai_chat`'s clients.
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str, str], AsyncAzureOpenAI]
+] = weakref.WeakKeyDictionary()
+
+
+def client_for(model: ResolvedModel) -> AsyncAzureOpenAI:
+    if not model.api_key:
+        raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
+    if not model.api_version:
+        raise ConfigError(f"provider {model.provider_id!r} (api azure) has no options.apiVersion")
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (model.base_url, model.api_version, model.api_key)
+    client = per_loop.get(key)
+    if client is None:
+        client = AsyncAzureOpenAI(
+            azure_endpoint=model.base_url,
+            api_version=model.api_version,
+            api_key=model.api_key,
+            max_retries=0,  # the processor retries
+            default_headers={"User-Agent": f"agentforge/{__version__}"},
+        )
+        per_loop[key] = client
+    return client
+
+
+async def close_clients() -> None:
+    """Close the pooled clients of the running loop (at shutdown)."""
+    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
+        await client.close()
+
+
+async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    async for event in openai_chat.stream(model, request, client_factory=client_for):
+        yield event

@@ -1,0 +1,219 @@
+"""A wire-level fake of the OpenAI Responses API (`POST /v1/responses`, streamed) for tests.
+
+Streams scripted responses as OpenAI does: `event: <type>` + `data: {...}` frames, from
+`response.created` through output items (reasoning summary, message text, function calls) to
+`response.completed` with usage, or `response.failed` / `error`. Each request pops the next `ResponsesScript`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from .http11 import MAX_HEADER_BYTES, Connection, PeerGone, Request
+
+ARGUMENT_CHUNK_SIZE = 8
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))] or [""]
+
+
+@dataclass(slots=True)
+class _Item:
+    kind: str  # "reasoning" | "message" | "function_call"
+    pieces: list[str]
+    name: str = ""
+    call_id: str = ""
+    id: str = field(default_factory=lambda: secrets.token_hex(8))
+
+
+class ResponsesScript:
+    """One scripted response: output items in the order added, then `response.completed` (or a failure)."""
+
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+        self.usage: dict[str, Any] | None = None
+        self.failure: dict[str, Any] | None = None
+        self.error: dict[str, Any] | None = None
+        self.incomplete_reason: str | None = None
+
+    def text(self, text: str, *, chunk_size: int = 4) -> ResponsesScript:
+        self.items.append(_Item("message", _pieces(text, chunk_size), id=f"msg_{secrets.token_hex(8)}"))
+        return self
+
+    def reasoning(self, summary: str, *, chunk_size: int = 4) -> ResponsesScript:
+        self.items.append(_Item("reasoning", _pieces(summary, chunk_size), id=f"rs_{secrets.token_hex(8)}"))
+        return self
+
+    def tool_call(
+        self, name: str, arguments: dict[str, Any], *, call_id: str | None = None
+    ) -> ResponsesScript:
+        pieces = _pieces(json.dumps(arguments), ARGUMENT_CHUNK_SIZE)
+        call_id = call_id or f"call_{secrets.token_hex(8)}"
+        self.items.append(_Item("function_call", pieces, name, call_id, id=f"fc_{secrets.token_hex(8)}"))
+        return self
+
+    def with_usage(self, input: int, output: int, *, reasoning: int = 0, cached: int = 0) -> ResponsesScript:
+        self.usage = {
+            "input_tokens": input,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": input + output,
+        }
+        return self
+
+    def incomplete(self, reason: str) -> ResponsesScript:
+        self.incomplete_reason = reason
+        return self
+
+    def failed(self, message: str, *, code: str = "server_error") -> ResponsesScript:
+        """End with `response.failed` carrying this error."""
+        self.failure = {"code": code, "message": message}
+        return self
+
+    def error_event(self, message: str, *, code: str = "rate_limit_exceeded") -> ResponsesScript:
+        """End with a bare `error` event."""
+        self.error = {"type": "error", "code": code, "message": message, "param": None}
+        return self
+
+
+class FakeResponses:
+    """The fake provider; `base_url` (ending in `/v1`) is valid after `start()`."""
+
+    def __init__(self) -> None:
+        self.base_url = ""
+        self.requests: list[dict[str, Any]] = []
+        self.frames_sent = 0
+        self._scripts: deque[ResponsesScript] = deque()
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> FakeResponses:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
+        self.base_url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        await self._server.wait_closed()
+
+    def enqueue(self, *scripts: ResponsesScript) -> None:
+        self._scripts.extend(scripts)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        conn = Connection(reader, writer)
+        try:
+            while (request := await conn.read_request()) is not None:
+                await self._respond(conn, request)
+                if not request.keep_alive:
+                    break
+        except (PeerGone, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            conn.close()
+            self._handlers.discard(task)
+
+    async def _respond(self, conn: Connection, request: Request) -> None:
+        if request.method != "POST" or request.path != "/v1/responses":
+            await conn.send_json(404, {"error": {"message": f"no route {request.path}", "type": "not_found"}})
+            return
+        body = json.loads(request.body)
+        self.requests.append(body)
+        if not self._scripts:
+            await conn.send_json(500, {"error": {"message": "fake: no script left", "type": "server_error"}})
+            return
+        await conn.start_stream()
+        await _Writer(conn, self, str(body.get("model"))).run(self._scripts.popleft())
+        await conn.end_stream()
+
+
+class _Writer:
+    """Writes one script as Responses stream events with increasing `sequence_number`."""
+
+    def __init__(self, conn: Connection, fake: FakeResponses, model: str) -> None:
+        self._conn = conn
+        self._fake = fake
+        self._sequence = 0
+        self._response: dict[str, Any] = {
+            "id": f"resp_{secrets.token_hex(8)}",
+            "object": "response",
+            "model": model,
+            "status": "in_progress",
+            "output": [],
+            "usage": None,
+        }
+
+    async def send(self, kind: str, **fields: Any) -> None:
+        self._sequence += 1
+        self._fake.frames_sent += 1
+        payload = {"type": kind, "sequence_number": self._sequence, **fields}
+        await self._conn.send_event(json.dumps(payload), event=kind)
+
+    async def run(self, script: ResponsesScript) -> None:
+        await self.send("response.created", response=self._response)
+        for index, item in enumerate(script.items):
+            await self._item(index, item)
+        if script.error is not None:
+            await self.send("error", **{k: v for k, v in script.error.items() if k != "type"})
+            return
+        if script.failure is not None:
+            await self.send(
+                "response.failed", response={**self._response, "status": "failed", "error": script.failure}
+            )
+            return
+        final = {**self._response, "usage": script.usage, "status": "completed"}
+        if script.incomplete_reason is not None:
+            final |= {"status": "incomplete", "incomplete_details": {"reason": script.incomplete_reason}}
+            await self.send("response.incomplete", response=final)
+            return
+        await self.send("response.completed", response=final)
+
+    async def _item(self, index: int, item: _Item) -> None:
+        whole = "".join(item.pieces)
+        if item.kind == "function_call":
+            head = {"type": "function_call", "id": item.id, "call_id": item.call_id, "name": item.name}
+            await self.send("response.output_item.added", output_index=index, item={**head, "arguments": ""})
+            for piece in item.pieces:
+                await self.send(
+                    "response.function_call_arguments.delta", item_id=item.id, output_index=index, delta=piece
+                )
+            await self.send(
+                "response.function_call_arguments.done", item_id=item.id, output_index=index, arguments=whole
+            )
+            await self.send(
+                "response.output_item.done", output_index=index, item={**head, "arguments": whole}
+            )
+            return
+        added = {"type": item.kind, "id": item.id}
+        await self.send(
+            "response.output_item.added", output_index=index, item={**added, "summary": [], "content": []}
+        )
+        delta_type = (
+            "response.output_text.delta"
+            if item.kind == "message"
+            else "response.reasoning_summary_text.delta"
+        )
+        for piece in item.pieces:
+            await self.send(
+                delta_type, item_id=item.id, output_index=index, content_index=0, summary_index=0, delta=piece
+            )
+        await self.send("response.output_item.done", output_index=index, item=added)
+
+
+__all__ = ["FakeResponses", "ResponsesScript"]
