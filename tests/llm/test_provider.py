@@ -95,8 +95,8 @@ def test_env_only_providers() -> None:
     assert openai_model.cost == Cost(input=2.5, output=10.0, cache_read=1.25)
 
     claude = cat.resolve("anthropic", "claude-sonnet-4-5")
-    assert claude.api == "openai"
-    assert claude.base_url == "https://api.anthropic.com/v1/"
+    assert claude.api == "anthropic"  # the native Messages adapter
+    assert claude.base_url == "https://api.anthropic.com"
     assert claude.api_key == "sk-ant"
     assert claude.cost.cache_write == 3.75
 

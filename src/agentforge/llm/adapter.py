@@ -46,3 +46,10 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
     raise UnsupportedApiError(
         f"Provider {model.provider_id} uses api {model.api!r}; supported: {', '.join(SUPPORTED_APIS)}"
     )
+
+
+async def close_clients() -> None:
+    """Close every adapter's pooled SDK clients of the running loop (server shutdown)."""
+    # The Responses adapter shares the Chat adapter's pool.
+    for adapter in (openai_chat, azure_openai, google_gemini, anthropic_messages):
+        await adapter.close_clients()

@@ -112,13 +112,20 @@ class _WellKnownProvider:
     env_key: str
     base_url: str
     default_model: str
+    api: str
 
 
 WELL_KNOWN_PROVIDERS: dict[str, _WellKnownProvider] = {
-    "openai": _WellKnownProvider("openai", "OpenAI", "OPENAI_API_KEY", "https://api.openai.com/v1", "gpt-4o"),
-    # Anthropic through its OpenAI-compatible endpoint until a native Messages adapter exists.
+    "openai": _WellKnownProvider(
+        "openai", "OpenAI", "OPENAI_API_KEY", "https://api.openai.com/v1", "gpt-4o", "openai"
+    ),
     "anthropic": _WellKnownProvider(
-        "anthropic", "Anthropic", "ANTHROPIC_API_KEY", "https://api.anthropic.com/v1/", "claude-sonnet-4-5"
+        "anthropic",
+        "Anthropic",
+        "ANTHROPIC_API_KEY",
+        "https://api.anthropic.com",
+        "claude-sonnet-4-5",
+        "anthropic",
     ),
 }
 
@@ -309,7 +316,7 @@ class ProviderCatalog:
         return _Provider(
             id=known.id,
             name=known.name,
-            api="openai",
+            api=known.api,
             source="env",
             base_url=known.base_url,
             api_key=self._env.get(known.env_key, ""),

@@ -11,6 +11,7 @@ from typing import Any
 from agentforge.agents.registry import AgentRegistry, load_agents
 from agentforge.bus import Bus
 from agentforge.config import Settings
+from agentforge.llm.adapter import close_clients as close_provider_clients
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.permission.service import PermissionService
@@ -106,6 +107,7 @@ class Runtime:
             await asyncio.gather(*self.background, return_exceptions=True)
         if self.mcp is not None:
             await self.mcp.close()
+        await close_provider_clients()
         await self.store.close()
 
     def events(self, tenant_id: str) -> SessionEvents:
