@@ -23,8 +23,11 @@ from agentforge.llm.retry import retry_delay_ms, retryable_message
 from agentforge.llm.usage import step_usage
 from agentforge.model import ids
 from agentforge.model.errors import (
+    ContentFilterError,
     ContextOverflowError,
     MessageAbortedError,
+    MessageData,
+    MessageOutputLengthError,
     NamedError,
     aborted_error,
 )
@@ -259,6 +262,11 @@ class Processor:
         self.message.finish = event.finish_reason
         self.message.cost += cost
         self.message.tokens = tokens
+        stopped = _stopped_by_provider(event.finish_reason)
+        if stopped is not None and self.message.error is None:
+            # A reply cut short is stored as an error the user can see and act on; the loop stops.
+            self.message.error = stopped
+            self.deps.events.session_error(self.message.session_id, stopped.wire())
         self._save(
             StepFinishPart(
                 id=self._part_id(),
@@ -290,3 +298,14 @@ class Processor:
         await self._calls.abandon()
         self.message.time.completed = now_ms()
         await self.deps.events.update_message(self.message)
+
+
+def _stopped_by_provider(reason: str) -> MessageOutputLengthError | ContentFilterError | None:
+    """KERNEL 3.3: a reply the provider cut at the output limit or by its content filter."""
+    if reason == "length":
+        return MessageOutputLengthError()
+    if reason == "content-filter":
+        return ContentFilterError(
+            data=MessageData(message="The provider's content filter stopped this reply.")
+        )
+    return None

@@ -11,7 +11,6 @@ from typing import Any
 from agentforge.agents.registry import AgentRegistry, load_agents
 from agentforge.bus import Bus
 from agentforge.config import Settings
-from agentforge.llm.adapter import close_clients as close_provider_clients
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.permission.service import PermissionService
@@ -107,7 +106,8 @@ class Runtime:
             await asyncio.gather(*self.background, return_exceptions=True)
         if self.mcp is not None:
             await self.mcp.close()
-        await close_provider_clients()
+        # Provider SDK clients are pooled per event loop and shared by every runtime on it, so they
+        # are not closed here: another runtime (tests, the CLI beside a server) may be streaming.
         await self.store.close()
 
     def events(self, tenant_id: str) -> SessionEvents:
