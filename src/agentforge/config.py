@@ -69,6 +69,9 @@ class ModelConfig(_Section):
     cost: ModelCost | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
+    # Named option sets a prompt or an agent selects with `variant` (e.g. {"high": {"reasoning_effort":
+    # "high"}}), merged over `options` (KERNEL 5.6).
+    variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class ProviderOptions(_Section):

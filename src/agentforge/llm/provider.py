@@ -57,6 +57,7 @@ class ResolvedModel:
     requires_key: bool = False  # the provider rejects requests without a key (a well-known endpoint)
     chunk_timeout: float = DEFAULT_CHUNK_TIMEOUT  # seconds of stream silence before the attempt fails
     api_version: str | None = None  # provider `options.apiVersion` (Azure OpenAI's `api-version`)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> options over `options`
 
     @property
     def request_model(self) -> str:
@@ -164,6 +165,7 @@ class _ModelSpec:
     options: dict[str, Any]
     headers: dict[str, str]
     api_model_id: str | None = None
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class ProviderCatalog:
@@ -246,6 +248,7 @@ class ProviderCatalog:
             requires_key=provider.requires_key,
             chunk_timeout=provider.chunk_timeout,
             api_version=provider.api_version,
+            variants={name: dict(options) for name, options in spec.variants.items()},
         )
 
     def default_model(self) -> tuple[str, str]:
@@ -346,6 +349,7 @@ def _spec(builtin: CatalogModel | None, config: ModelConfig | None, *, fallback_
         options=dict(config.options) if config else {},
         headers=dict(config.headers) if config else {},
         api_model_id=config.id if config else None,
+        variants=dict(config.variants) if config else {},
     )
 
 

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from agentforge.agents.registry import Agent, UnknownAgentError
+from agentforge.config import deep_merge
 from agentforge.llm.messages import AssistantModelMessage, ModelRequest, TextContent
 from agentforge.llm.provider import ResolvedModel, UnknownModelError
 from agentforge.model.errors import unknown_error
@@ -142,7 +143,8 @@ class TurnLoop:
         plugins, sid = self.rt.plugins, self.session.id
         history = await hooks.history(plugins, session_id=sid, messages=history)
         prompt = await system.system_prompt(agent, model, self._system_context(), found.last_user.system)
-        request = self._request(agent, model, prompt, history, tools, is_last_step)
+        variant = found.last_user.model.variant if found.last_user else None
+        request = self._request(agent, model, prompt, history, tools, is_last_step, variant)
         if structured_turn is not None:
             structured_turn.prepare(request)
         await hooks.model_request(plugins, request, session_id=sid, agent=agent.name, model=model)
@@ -245,6 +247,7 @@ class TurnLoop:
         history: list[WithParts],
         tools: TurnTools,
         is_last_step: bool,
+        variant: str | None = None,
     ) -> ModelRequest:
         messages = to_model_messages(history, model=(model.provider_id, model.model_id))
         if is_last_step:
@@ -256,7 +259,10 @@ class TurnLoop:
             temperature=agent.temperature,
             top_p=agent.top_p,
             max_output_tokens=min(model.limit_output, OUTPUT_TOKEN_MAX) or OUTPUT_TOKEN_MAX,
-            options={**model.options, **(agent.options or {})},
+            # KERNEL 5.6: model options, then the agent's, then the selected variant's (deep, later wins).
+            options=deep_merge(
+                deep_merge(model.options, agent.options or {}), model.variants.get(variant or "", {})
+            ),
             headers=dict(model.headers),
         )
 

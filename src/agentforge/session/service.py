@@ -219,9 +219,14 @@ class SessionService:
                 provider_id, model_id = session.model.provider_id, session.model.id
             else:
                 provider_id, model_id = catalog.default_model()
-            catalog.resolve(provider_id, model_id)
+            resolved = catalog.resolve(provider_id, model_id)
         except UnknownModelError as exc:
             raise InvalidInputError(str(exc)) from exc
+        if body.variant is not None and body.variant not in resolved.variants:
+            known = ", ".join(sorted(resolved.variants)) or "none"
+            raise InvalidInputError(
+                f"Unknown variant {body.variant!r} for {provider_id}/{model_id}; available: {known}"
+            )
         return ModelRef(provider_id=provider_id, model_id=model_id, variant=body.variant)
 
     async def _touch(self, session: Session, model: ModelRef) -> None:
