@@ -26,13 +26,14 @@ from typing import Any
 import httpx2
 import orjson
 
-from agentforge.llm import azure_openai, google_gemini, openai_chat
+from agentforge.llm import anthropic_messages, azure_openai, google_gemini, openai_chat
 from agentforge.llm.adapter import stream
 from agentforge.llm.messages import ModelRequest, TextContent, UserModelMessage
 from agentforge.llm.provider import ResolvedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.fakes.anthropic_server import AnthropicScript, FakeAnthropic
 from tests.fakes.gemini_server import FakeGemini, GeminiScript
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.fakes.responses_server import FakeResponses, ResponsesScript
@@ -120,11 +121,29 @@ async def gemini_endpoint() -> AsyncIterator[Endpoint]:
         )
 
 
+@contextlib.asynccontextmanager
+async def anthropic_endpoint() -> AsyncIterator[Endpoint]:
+    async with FakeAnthropic() as fake:
+        yield Endpoint(
+            resolved("anthropic", fake.base_url),
+            f"{fake.base_url}/messages",
+            {
+                "model": MODEL,
+                "max_tokens": 4096,
+                "messages": [{"role": "user", "content": "go"}],
+                "stream": True,
+            },
+            {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"},
+            lambda n: fake.enqueue(AnthropicScript().text("abcd" * n).usage(10, n)),
+        )
+
+
 CASES: dict[str, Callable[[], contextlib.AbstractAsyncContextManager[Endpoint]]] = {
     "openai": openai_endpoint,
     "azure": azure_endpoint,
     "openai-responses": responses_endpoint,
     "google": gemini_endpoint,
+    "anthropic": anthropic_endpoint,
 }
 
 
@@ -166,6 +185,7 @@ async def close_clients() -> None:
     await openai_chat.close_clients()
     await azure_openai.close_clients()
     await google_gemini.close_clients()
+    await anthropic_messages.close_clients()
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
