@@ -17,7 +17,7 @@ import pytest
 from agentforge.config import Settings, load_settings
 from agentforge.model import ids
 from agentforge.model.errors import api_error
-from agentforge.model.events import DEFAULT_TENANT, MESSAGE_UPDATED, PART_UPDATED, Event
+from agentforge.model.events import DEFAULT_TENANT, MESSAGE_UPDATED, PART_UPDATED, PERMISSION_ASKED, Event
 from agentforge.model.message import AssistantMessage, AssistantPath, AssistantTime, UserMessage, UserTime
 from agentforge.model.part import (
     ModelRef,
@@ -31,6 +31,7 @@ from agentforge.model.part import (
     ToolStatePending,
     ToolStateRunning,
 )
+from agentforge.model.permission import PermissionRequestInfo, PermissionRequestTime
 from agentforge.model.session import Session
 from agentforge.session.recovery import INTERRUPTED_TURN_MESSAGE, close_interrupted_turns
 from agentforge.session.runtime import Runtime
@@ -370,3 +371,39 @@ async def test_a_second_live_process_leaves_the_owners_turns_alone(
         await log.stop()
         errors = [f for f in log.of_type("message.updated") if "error" in f.properties["info"]]
         assert errors == []
+
+
+async def test_restart_expires_permission_requests_a_crash_left_pending(
+    tmp_path: Path, database_url: str, fake_openai: FakeOpenAI
+) -> None:
+    workspace = _workspace(tmp_path)
+    crashed = await _crash_mid_turn(database_url, workspace)
+    request = PermissionRequestInfo(
+        id=ids.ascending("per"),
+        session_id=crashed.session.id,
+        permission="bash",
+        patterns=["./download.sh"],
+        always=["./download.sh *"],
+        time=PermissionRequestTime(created=STARTED + 3, deadline=STARTED + 300_000),
+    )
+    store = await Store.open(database_url)
+    try:
+        asked = Event(
+            type=PERMISSION_ASKED,
+            properties=request.wire(),
+            session_id=crashed.session.id,
+            tenant_id=DEFAULT_TENANT,
+        )
+        await store.write(asked)
+    finally:
+        await store.close()
+
+    async with start_live_server(tmp_path, fake_openai, database_url=database_url) as live:
+        assert await _get(live, "/permission") == []
+    store = await Store.open(database_url)
+    try:
+        stored = await store.permission_request(DEFAULT_TENANT, request.id)
+    finally:
+        await store.close()
+    assert stored is not None
+    assert (stored.status, stored.decision, stored.decided_by) == ("expired", "timeout", "restart")

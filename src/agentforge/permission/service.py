@@ -320,6 +320,23 @@ class PermissionService:
 
     # --- events ---------------------------------------------------------------------------------
 
+    async def expire_orphans(self) -> int:
+        """Decide the requests a dead process left pending (nobody can answer them any more): status
+        expired, decided by "restart". Run at start-up by the database's owner, before serving."""
+        decision = _Decision("reject", "expired", "timeout", by="restart")
+        seen: set[str] = set()  # a row the write cannot change must not loop forever
+        while True:
+            orphans = [
+                (tenant_id, info)
+                for tenant_id, info in await self._store.pending_permission_requests()
+                if info.id not in self._waiting and info.id not in seen
+            ]
+            if not orphans:
+                return len(seen)
+            for tenant_id, info in orphans:
+                seen.add(info.id)
+                await self._store.write(self._replied_event(tenant_id, info, decision))
+
     @staticmethod
     def _asked_event(tenant_id: str, info: PermissionRequestInfo) -> Event:
         return Event(

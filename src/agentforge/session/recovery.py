@@ -49,6 +49,9 @@ async def close_interrupted_turns(rt: Runtime) -> int:
     if not await rt.store.claim_ownership():
         log.info("Another Agent Forge process owns this database; leaving its open turns alone")
         return 0
+    expired = await rt.permissions.expire_orphans()
+    if expired:
+        log.warning("Expired %d permission request(s) left pending when the server last stopped", expired)
     closed = 0
     seen: set[str] = set()
     while True:

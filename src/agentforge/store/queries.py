@@ -380,6 +380,13 @@ def permission_requests(
     return [_permission_from_row(row) for row in conn.execute(query.order_by(table.c.id))]
 
 
+def pending_permission_requests(conn: Connection, limit: int) -> list[tuple[str, PermissionRequestInfo]]:
+    """(tenant_id, request) of every undecided request, across tenants: a start-up maintenance read."""
+    table = permission_request_table
+    query = select(table).where(table.c.status == "pending").order_by(table.c.id).limit(limit)
+    return [(row.tenant_id, _permission_from_row(row)) for row in conn.execute(query)]
+
+
 def _permission_from_row(row: AnyRow) -> PermissionRequestInfo:
     tool = None
     if row.message_id is not None and row.call_id is not None:

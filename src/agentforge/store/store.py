@@ -209,6 +209,10 @@ class Store:
         """The session's permission requests oldest first (optionally only one kind of decision)."""
         return await self._readers.run(queries.permission_requests, tenant_id, session_id, decision=decision)
 
+    async def pending_permission_requests(self, limit: int = 1000) -> list[tuple[str, PermissionRequestInfo]]:
+        """Undecided permission requests of every tenant (start-up recovery), oldest first."""
+        return await self._readers.run(queries.pending_permission_requests, limit)
+
     async def todos(self, tenant_id: str, session_id: str) -> list[dict[str, Any]]:
         """The session's todo list as last written by a `todo.updated` event ([] when none)."""
         return await self._readers.run(queries.todos, tenant_id, session_id)
