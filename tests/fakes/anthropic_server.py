@@ -16,12 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections import deque
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
-from .http11 import MAX_HEADER_BYTES, Connection, PeerGone, Request
+from .http11 import Connection, FakeServer, PeerGone, Request
 
 ARGUMENT_CHUNK_SIZE = 8  # tool input JSON streams in pieces this long, like the real API
 
@@ -176,65 +174,16 @@ class AnthropicScript:
         return self
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeServer[AnthropicScript]):
     """The fake provider. `base_url` (ending in `/v1`, as configured for Anthropic) is valid after
     `start()`."""
 
     def __init__(self) -> None:
-        self.base_url = ""
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self.chunk_delay = 0.0
         self.disconnects = 0  # streams the client abandoned before their end
-        self._scripts: deque[AnthropicScript] = deque()
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        server = await asyncio.start_server(self._handle_connection, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
-        self._server = server
-        port = server.sockets[0].getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-
-    async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
-
-    async def __aenter__(self) -> FakeAnthropic:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    def enqueue(self, *turns: AnthropicScript) -> None:
-        self._scripts.extend(turns)
-
-    def pending(self) -> int:
-        return len(self._scripts)
-
-    async def _handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        conn = Connection(reader, writer)
-        try:
-            while (request := await conn.read_request()) is not None:
-                if not await self._respond(conn, request) or not request.keep_alive:
-                    break
-        except (PeerGone, ConnectionError, asyncio.CancelledError):
-            pass  # only `stop()` cancels handlers
-        finally:
-            conn.close()
-            self._handlers.discard(task)
 
     async def _respond(self, conn: Connection, request: Request) -> bool:
         """Answer one request; False when the connection must be closed afterwards."""

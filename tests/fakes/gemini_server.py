@@ -7,14 +7,11 @@ may instead answer with an HTTP error in Google's `{"error": {"code", "message",
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections import deque
-from types import TracebackType
 from typing import Any
 
-from .http11 import MAX_HEADER_BYTES, Connection, PeerGone, Request
+from .http11 import Connection, FakeServer, Request
 
 _STREAM_PATH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):streamGenerateContent$")
 
@@ -66,54 +63,23 @@ class GeminiScript:
         return self
 
 
-class FakeGemini:
+class FakeGemini(FakeServer[GeminiScript]):
     """The fake provider; `base_url` (the API root, without version) is valid after entering."""
 
+    base_path = ""
+
     def __init__(self) -> None:
-        self.base_url = ""
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self.models: list[str] = []
         self.request_headers: list[dict[str, str]] = []
         self.chunks_sent = 0
-        self._scripts: deque[GeminiScript] = deque()
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
 
-    async def __aenter__(self) -> FakeGemini:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
-        self.base_url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-        return self
+    async def _respond(self, conn: Connection, request: Request) -> bool:
+        await self._answer(conn, request)
+        return True
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        await self._server.wait_closed()
-
-    def enqueue(self, *scripts: GeminiScript) -> None:
-        self._scripts.extend(scripts)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        conn = Connection(reader, writer)
-        try:
-            while (request := await conn.read_request()) is not None:
-                await self._respond(conn, request)
-                if not request.keep_alive:
-                    break
-        except (PeerGone, ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            conn.close()
-            self._handlers.discard(task)
-
-    async def _respond(self, conn: Connection, request: Request) -> None:
+    async def _answer(self, conn: Connection, request: Request) -> None:
         match = _STREAM_PATH.match(request.path)
         if request.method != "POST" or match is None or "alt=sse" not in request.query:
             await conn.send_json(404, {"error": {"code": 404, "message": "no route", "status": "NOT_FOUND"}})

@@ -10,10 +10,14 @@ import asyncio
 import contextlib
 import http
 import json
+from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
 
 MAX_HEADER_BYTES = 64 * 1024
+
+ScriptT = TypeVar("ScriptT")
 
 
 class PeerGone(Exception):
@@ -140,3 +144,71 @@ def _phrase(status: int) -> str:
         return http.HTTPStatus(status).phrase
     except ValueError:
         return "Status"
+
+
+class FakeServer(Generic[ScriptT]):
+    """What every fake provider shares: a loopback server on a free port, a FIFO of scripts (one per
+    request), one task per connection with keep-alive, and a clean stop. Subclasses answer requests in
+    `_respond` and set `base_path` (appended to the origin to make `base_url`)."""
+
+    base_path = "/v1"
+
+    def __init__(self) -> None:
+        self.origin = ""
+        self.base_url = ""
+        self.connections = 0  # TCP connections accepted (keep-alive reuses them)
+        self._scripts: deque[ScriptT] = deque()
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        server = await asyncio.start_server(self._handle_connection, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
+        self._server = server
+        self.origin = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        self.base_url = f"{self.origin}{self.base_path}"
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def enqueue(self, *turns: ScriptT) -> None:
+        self._scripts.extend(turns)
+
+    def pending(self) -> int:
+        """Scripts not yet consumed."""
+        return len(self._scripts)
+
+    async def _handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self.connections += 1
+        conn = Connection(reader, writer)
+        try:
+            while (request := await conn.read_request()) is not None:
+                if not await self._respond(conn, request) or not request.keep_alive:
+                    break
+        except (PeerGone, ConnectionError, asyncio.CancelledError):
+            pass  # only `stop()` cancels handlers; ending quietly keeps asyncio's callback silent
+        finally:
+            conn.close()
+            self._handlers.discard(task)
+
+    async def _respond(self, conn: Connection, request: Request) -> bool:
+        """Answer one request; False when the connection must be closed afterwards."""
+        raise NotImplementedError

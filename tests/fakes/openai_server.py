@@ -18,12 +18,10 @@ import json
 import re
 import secrets
 import time
-from collections import deque
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
-from .http11 import MAX_HEADER_BYTES, Connection, PeerGone, Request
+from .http11 import Connection, FakeServer, PeerGone, Request
 
 ARGUMENT_CHUNK_SIZE = 8  # tool-call arguments stream in pieces this long, like real providers
 # Azure OpenAI names the deployment in the path; `?api-version=...` is recorded in `request_queries`.
@@ -172,75 +170,18 @@ def call(name: str, arguments: dict[str, Any]) -> Script:
     return Script().tool_call(name, arguments).usage(10, 5).finish("tool_calls")
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeServer[Script]):
     """The fake provider. `base_url` is valid after `start()`."""
 
     def __init__(self, *, models: list[str] | None = None) -> None:
-        self.base_url = ""
-        self.origin = ""
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self.request_paths: list[str] = []
         self.request_queries: list[str] = []
         self.chunk_delay = 0.0
         self.models = models or ["fake-model"]
-        self.connections = 0  # TCP connections accepted (keep-alive reuses them)
         self.disconnects = 0  # streams the client abandoned before their end
-        self._scripts: deque[Script] = deque()
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        server = await asyncio.start_server(self._handle_connection, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
-        self._server = server
-        port = server.sockets[0].getsockname()[1]
-        self.origin = f"http://127.0.0.1:{port}"  # what Azure calls the endpoint
-        self.base_url = f"{self.origin}/v1"
-
-    async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
-
-    async def __aenter__(self) -> FakeOpenAI:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    def enqueue(self, *turns: Script) -> None:
-        self._scripts.extend(turns)
-
-    def pending(self) -> int:
-        """Scripts not yet consumed."""
-        return len(self._scripts)
-
-    async def _handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        self.connections += 1
-        conn = Connection(reader, writer)
-        try:
-            while (request := await conn.read_request()) is not None:
-                if not await self._respond(conn, request) or not request.keep_alive:
-                    break
-        except (PeerGone, ConnectionError):
-            pass
-        except asyncio.CancelledError:
-            # Only `stop()` cancels handlers; finishing normally keeps asyncio's stream callback quiet.
-            pass
-        finally:
-            conn.close()
-            self._handlers.discard(task)
 
     async def _respond(self, conn: Connection, request: Request) -> bool:
         """Answer one request; False when the connection must be closed afterwards."""

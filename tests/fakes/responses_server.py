@@ -7,15 +7,12 @@ Streams scripted responses as OpenAI does: `event: <type>` + `data: {...}` frame
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
-from collections import deque
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-from .http11 import MAX_HEADER_BYTES, Connection, PeerGone, Request
+from .http11 import Connection, FakeServer, Request
 
 ARGUMENT_CHUNK_SIZE = 8
 
@@ -84,52 +81,19 @@ class ResponsesScript:
         return self
 
 
-class FakeResponses:
+class FakeResponses(FakeServer[ResponsesScript]):
     """The fake provider; `base_url` (ending in `/v1`) is valid after `start()`."""
 
     def __init__(self) -> None:
-        self.base_url = ""
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self.frames_sent = 0
-        self._scripts: deque[ResponsesScript] = deque()
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
 
-    async def __aenter__(self) -> FakeResponses:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=MAX_HEADER_BYTES)
-        self.base_url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
-        return self
+    async def _respond(self, conn: Connection, request: Request) -> bool:
+        await self._answer(conn, request)
+        return True
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        await self._server.wait_closed()
-
-    def enqueue(self, *scripts: ResponsesScript) -> None:
-        self._scripts.extend(scripts)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        conn = Connection(reader, writer)
-        try:
-            while (request := await conn.read_request()) is not None:
-                await self._respond(conn, request)
-                if not request.keep_alive:
-                    break
-        except (PeerGone, ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            conn.close()
-            self._handlers.discard(task)
-
-    async def _respond(self, conn: Connection, request: Request) -> None:
+    async def _answer(self, conn: Connection, request: Request) -> None:
         if request.method != "POST" or request.path != "/v1/responses":
             await conn.send_json(404, {"error": {"message": f"no route {request.path}", "type": "not_found"}})
             return
