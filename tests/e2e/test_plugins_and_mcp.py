@@ -31,6 +31,11 @@ PLUGIN = textwrap.dedent(
 
 
     @hookimpl
+    def shell_env(output):
+        output.env["FORGE_PLUGIN_TOKEN"] = "from-the-plugin"
+
+
+    @hookimpl
     def permission_ask(request, output):
         if request.permission == "bash":
             output.status = "allow"
@@ -71,7 +76,10 @@ async def test_a_plugin_rewrites_a_definition_blocks_a_call_and_answers_a_permis
         events = EventCollector()
         await events.start(live.client, f"/event?sessionID={session['id']}")
         live.fake.enqueue(
-            call("bash", {"command": "echo allowed-by-plugin", "description": "Echo a word"}),
+            call(
+                "bash",
+                {"command": "echo allowed-by-plugin $FORGE_PLUGIN_TOKEN", "description": "Echo a word"},
+            ),
             call("bash", {"command": "echo forbidden", "description": "Echo another word"}),
             reply("Done."),
         )
@@ -85,7 +93,8 @@ async def test_a_plugin_rewrites_a_definition_blocks_a_call_and_answers_a_permis
         history = (await live.client.get(f"/session/{session['id']}/message")).json()
         tools = [p for m in history for p in m["parts"] if p["type"] == "tool"]
         assert tools[0]["state"]["status"] == "completed"
-        assert "allowed-by-plugin" in tools[0]["state"]["output"]
+        # `shell_env` put the plugin's variable into the command's environment.
+        assert "allowed-by-plugin from-the-plugin" in tools[0]["state"]["output"]
         assert tools[1]["state"]["status"] == "error"
         assert "The test plugin blocked this command." in tools[1]["state"]["error"]
         # The plugin answered the bash permission: the request is on record, decided by the plugin

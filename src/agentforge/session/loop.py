@@ -44,6 +44,7 @@ from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.subtask import SessionSubagents, caller_model, describe_task_tool, run_subtask
 from agentforge.session.todos import StoreTodos
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
+from agentforge.tools.base import SHELL_ENV_EXTRA
 from agentforge.tools.builtin.question import QUESTIONS_EXTRA
 from agentforge.tools.builtin.task import SUBAGENTS_EXTRA
 from agentforge.tools.builtin.todo import TODOS_EXTRA
@@ -229,6 +230,7 @@ class TurnLoop:
                 TODOS_EXTRA: StoreTodos(self.rt.store, self.tenant_id),
                 QUESTIONS_EXTRA: self.rt.questions.for_tenant(self.tenant_id),
                 PLUGINS_EXTRA: self.rt.plugins,
+                SHELL_ENV_EXTRA: hooks.shell_env_for,
                 SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.tenant_id, caller_model(model)),
             },
         )

@@ -143,3 +143,18 @@ def _schema_of(parameters: type[BaseModel]) -> dict[str, Any]:
     schema = parameters.model_json_schema()
     schema.pop("title", None)
     return schema
+
+
+# The key in `ToolContext.extra` under which the session layer puts a `ShellEnvHook`: variables
+# plugins add to shell commands (KERNEL 9 `shell.env`). Tools depend on this seam, not on plugins.
+SHELL_ENV_EXTRA = "shell_env"
+ShellEnvHook = Callable[[ToolContext, Path], Awaitable[dict[str, str]]]
+
+
+async def shell_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
+    """Extra environment for a shell command run in `cwd`: empty when nothing provides it."""
+    hook = ctx.extra.get(SHELL_ENV_EXTRA)
+    if hook is None:
+        return {}
+    env: dict[str, str] = await hook(ctx, cwd)
+    return env

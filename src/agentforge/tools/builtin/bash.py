@@ -10,8 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from agentforge.plugins.calls import shell_env_for
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult, shell_env
 from agentforge.tools.params import ToolParams
 from agentforge.tools.paths import guard_path
 from agentforge.tools.process import KILL_GRACE_SECONDS, ProcessOutcome, run_process_group
@@ -106,7 +105,7 @@ class BashTool(Tool[BashParams]):
         await self._ask_permissions(args.command, workdir, ctx)
         timeout_ms = min(args.timeout or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
 
-        env = {**os.environ, **await shell_env_for(ctx, workdir), "TERM": "dumb"}
+        env = {**os.environ, **await shell_env(ctx, workdir), "TERM": "dumb"}
         output = ShellOutput(ctx.data_dir, self._limits)
         preview = _LivePreview(ctx, args.description, output)
         await preview.publish()
