@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -312,3 +313,22 @@ async def test_data_url_text_becomes_synthetic_text(live: LiveServer) -> None:
         user_parts[0]["text"] == 'Called the Read tool with the following input: {"filePath":"snippet.txt"}'
     )
     assert user_parts[1]["text"] == "pasted snippet\nsecond line"
+
+
+async def test_a_session_directory_must_exist_inside_the_workspace(live: LiveServer, tmp_path: Path) -> None:
+    inside = live.workspace / "pkg"
+    inside.mkdir()
+    created = await live.client.post("/session", json={"directory": str(inside)})
+    assert created.status_code == 200 and created.json()["directory"] == str(inside)
+    escape = live.workspace / "out"
+    escape.symlink_to(tmp_path)
+    for directory, words in [
+        ("relative/path", "absolute path"),
+        (str(live.workspace / "missing"), "does not exist"),
+        (str(tmp_path), "outside the server's workspace"),
+        (str(escape), "outside the server's workspace"),
+    ]:
+        response = await live.client.post("/session", json={"directory": directory})
+        assert response.status_code == 400, directory
+        assert words in response.json()["data"]["message"]
+    assert len((await live.client.get("/session")).json()) == 1, "rejected sessions are not stored"

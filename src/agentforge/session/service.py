@@ -78,7 +78,7 @@ class SessionService:
     async def create(self, body: SessionCreateInput) -> Session:
         if body.parent_id is not None:
             await self.get(body.parent_id)
-        directory = self._directory(body.directory)
+        directory = await self._directory(body.directory)
         now = now_ms()
         kind = "Child session" if body.parent_id else "New session"
         session = Session(
@@ -95,13 +95,24 @@ class SessionService:
         await self._write_session(SESSION_CREATED, session)
         return session
 
-    def _directory(self, requested: str | None) -> Path:
+    async def _directory(self, requested: str | None) -> Path:
+        """The session's working directory: the server's workspace or a directory inside it, since
+        tools treat it as the boundary they may not leave without permission."""
         root = self.rt.settings.directory
         if requested is None:
             return root
         path = Path(requested)
         if not path.is_absolute():
             raise InvalidInputError(f"directory must be an absolute path, got {requested!r}")
+        resolved, root_resolved, is_dir = await asyncio.to_thread(
+            lambda: (path.resolve(), root.resolve(), path.is_dir())
+        )
+        if not is_dir:
+            raise InvalidInputError(f"directory {requested!r} does not exist or is not a directory")
+        if not resolved.is_relative_to(root_resolved):
+            raise InvalidInputError(
+                f"directory {requested!r} is outside the server's workspace {root_resolved}"
+            )
         return path
 
     async def update(self, session_id: str, body: SessionUpdateInput) -> Session:
