@@ -171,3 +171,38 @@ todo = Table(
     Column("data", Text, nullable=False),
     Column("time_updated", BigInteger, nullable=False),
 )
+
+# An API key (issue: identity). The secret is never stored: only its SHA-256 (keys are 256-bit random,
+# so a fast hash suffices). `roles` is a JSON list. A revoked key keeps its row (audit), with
+# `time_revoked` set. The token a client sends names the tenant and this id (see identity/apikeys.py).
+api_key = Table(
+    "api_key",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("tenant_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("roles", Text, nullable=False),
+    Column("secret_hash", Text, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("time_created", BigInteger, nullable=False),
+    Column("time_revoked", BigInteger, nullable=True),
+    Index("ix_api_key_tenant_id", "tenant_id"),
+)
+
+# The audit log: one append-only hash chain per tenant. `seq` counts from 1 within a tenant;
+# `row_hash = sha256(prev_hash || canonical_json(entry))` (RFC 8785), hex; the first row's
+# `prev_hash` is 64 zeros. The primary key makes a forked chain (two rows with one seq) impossible.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("id", Text, nullable=False),
+    Column("time", BigInteger, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("session_id", Text, nullable=True),
+    Column("data", Text, nullable=False),
+    Column("prev_hash", Text, nullable=False),
+    Column("row_hash", Text, nullable=False),
+)
