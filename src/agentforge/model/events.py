@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentforge.model import ids
 
 DEFAULT_TENANT: Final = "default"
+SYSTEM_ACTOR: Final = "system"
+
+# Who a change is made for: the HTTP layer sets the authenticated user here for the request's task
+# (tasks it starts, such as a turn's runner, inherit it); the audit log records it with each entry.
+CURRENT_ACTOR: ContextVar[str] = ContextVar("agentforge_actor", default=SYSTEM_ACTOR)
+
+
+def current_actor() -> str:
+    return CURRENT_ACTOR.get()
+
 
 # Durable events: applied by the store's projector, appended to the event log with the
 # session's next `seq`, and published only after they commit.
@@ -58,6 +69,8 @@ class Event:
     session_id: str | None = None
     tenant_id: str = DEFAULT_TENANT
     seq: int | None = None
+    # Not part of the wire shape or the event log: read by the audit log when the event is written.
+    actor: str = field(default_factory=current_actor)
     id: str = field(default_factory=lambda: ids.ascending("evt"))
 
     @property

@@ -15,6 +15,19 @@ from agentforge.session.service import InvalidInputError, NotFoundError
 log = logging.getLogger(__name__)
 
 
+class ApiError(Exception):
+    """An answer decided by the HTTP layer itself (authentication, authorisation): status, error name,
+    a message saying what is missing, and extra response headers (e.g. WWW-Authenticate)."""
+
+    def __init__(
+        self, status: int, name: str, message: str, *, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.name = name
+        self.headers = headers or {}
+
+
 def _describe(errors: list[dict[str, object]]) -> str:
     parts = []
     for error in errors:
@@ -24,6 +37,10 @@ def _describe(errors: list[dict[str, object]]) -> str:
 
 
 def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> WireResponse:
+        return WireResponse(error_body(exc.name, str(exc)), status_code=exc.status, headers=exc.headers)
+
     @app.exception_handler(NotFoundError)
     async def not_found(_request: Request, exc: NotFoundError) -> WireResponse:
         return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)

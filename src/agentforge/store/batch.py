@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import Connection, Insert, bindparam, func, select
@@ -31,8 +32,29 @@ class StoreWriteError(Exception):
 
 SEQ_CACHE_SIZE: Final = 10_000
 
-# Per event: the committed seq, or why it was dropped.
-Outcome = int | StoreWriteError
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """A change that is not a session event (API keys, audit entries of their own): `apply(conn)` runs
+    inside the writer's transaction, in submission order with the events, on behalf of `tenant_id`.
+    It must only touch that tenant's rows; what it returns resolves the submitter's future."""
+
+    tenant_id: str
+    label: str
+    apply: Callable[[Connection], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A mutation committed; `value` is what its `apply` returned."""
+
+    value: Any
+
+
+Item = Event | Mutation
+
+# Per item: an event's committed seq, a mutation's result, or why the item was dropped.
+Outcome = int | Applied | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
 _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
@@ -72,7 +94,7 @@ class BatchApplier:
     def __init__(self, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
         self._last_seq = SeqCache(seq_cache_size)
 
-    def write_batch(self, conn: Connection, events: Sequence[Event]) -> list[Outcome]:
+    def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         """Commit what can be committed; return one outcome per event, in order.
 
         Raises only when the transaction itself cannot be committed (then nothing was written).
@@ -84,32 +106,42 @@ class BatchApplier:
             log.debug("batch of %d failed as a whole (%s); retrying event by event", len(events), exc)
         # The cached seqs of these sessions may be what failed (another process wrote): reload them.
         for item in events:
-            self._last_seq.forget(session_of(item))
+            if isinstance(item, Event):
+                self._last_seq.forget(session_of(item))
         return self._write_one_by_one(conn, events)
 
-    def _write_together(self, conn: Connection, events: Sequence[Event]) -> list[int]:
+    def _write_together(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
         rows: list[dict[str, Any]] = []
+        outcomes: list[Outcome] = []
         with conn.begin():
             writes = Writes(conn)
             for item in events:
+                if isinstance(item, Mutation):
+                    writes.flush()
+                    outcomes.append(Applied(item.apply(conn)))
+                    continue
                 seq = self._next_seq(conn, draft, session_of(item))
                 apply_event(writes, item)
                 draft[session_of(item)] = seq
                 rows.append(event_row(item, seq))
+                outcomes.append(seq)
             writes.flush()
-            conn.execute(_INSERT_EVENT, rows)
+            if rows:
+                conn.execute(_INSERT_EVENT, rows)
         self._last_seq.update(draft)
-        return [row["seq"] for row in rows]
+        return outcomes
 
-    def _write_one_by_one(self, conn: Connection, events: Sequence[Event]) -> list[Outcome]:
+    def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
         with conn.begin():
             outcomes = [self._write_isolated(conn, draft, item) for item in events]
         self._last_seq.update(draft)
         return outcomes
 
-    def _write_isolated(self, conn: Connection, draft: dict[str, int], item: Event) -> Outcome:
+    def _write_isolated(self, conn: Connection, draft: dict[str, int], item: Item) -> Outcome:
+        if isinstance(item, Mutation):
+            return _apply_isolated(conn, item)
         session_id = session_of(item)
         try:
             with conn.begin_nested():
@@ -135,6 +167,15 @@ class BatchApplier:
         if last is None:
             last = conn.execute(_MAX_SEQ, {"session_id": session_id}).scalar() or 0
         return last + 1
+
+
+def _apply_isolated(conn: Connection, item: Mutation) -> Outcome:
+    try:
+        with conn.begin_nested():
+            return Applied(item.apply(conn))
+    except Exception as exc:
+        log.warning("mutation %s for tenant %s failed: %s", item.label, item.tenant_id, _short(exc))
+        return StoreWriteError(f"{item.label} failed: {_short(exc)}")
 
 
 def session_of(item: Event) -> str:

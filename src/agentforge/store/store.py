@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from agentforge.model.events import Event
 from agentforge.model.message import WithParts
@@ -14,6 +14,7 @@ from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
 from agentforge.store import queries
+from agentforge.store.batch import Mutation
 from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
 from agentforge.store.migrate import upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
@@ -21,6 +22,8 @@ from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
 from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
 
 DEFAULT_READERS: Final = 4
+
+T = TypeVar("T")
 
 
 def _publish_nowhere(_events: list[Event]) -> None:
@@ -119,6 +122,14 @@ class Store:
         """Write a durable event and wait until it has committed (and been published)."""
         # Shielded: a cancelled caller does not un-submit an event the writer may already be committing.
         return await asyncio.shield(self._writer.submit(event))
+
+    async def mutate(self, tenant_id: str, label: str, apply: Callable[[Connection], T]) -> T:
+        """Run `apply(conn)` in the writer's next transaction, ordered with the events, for `tenant_id`;
+        return its result once committed. For changes that are not session events (API keys, audit
+        entries of their own). `apply` is sync code that runs off the event loop on SQLite."""
+        future = self._writer.submit_mutation(Mutation(tenant_id, label, apply))
+        result: T = await asyncio.shield(future)
+        return result
 
     async def close(self) -> None:
         """Write everything already submitted, stop the writer, release connections."""

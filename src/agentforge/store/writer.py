@@ -21,13 +21,13 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentforge.model.events import Event
-from agentforge.store.batch import BatchApplier, Outcome, StoreWriteError
+from agentforge.store.batch import Applied, BatchApplier, Item, Mutation, Outcome, StoreWriteError
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ Publish = Callable[[list[Event]], None]
 
 @dataclass(slots=True)
 class _Pending:
-    event: Event
-    future: asyncio.Future[Event]
+    event: Item
+    future: asyncio.Future[Any]
 
 
 # Marks the end of the queue: everything submitted before close() is written, then the writer stops.
@@ -71,7 +71,16 @@ class OrderedWriter(ABC):
         if self._closing:
             raise StoreWriteError("the store is closed")
         _check_durable(event)
-        pending = _Pending(event, self._loop.create_future())
+        return self._queue_item(event)
+
+    def submit_mutation(self, mutation: Mutation) -> asyncio.Future[Any]:
+        """Queue a mutation; the future resolves with what its `apply` returned once committed."""
+        if self._closing:
+            raise StoreWriteError("the store is closed")
+        return self._queue_item(mutation)
+
+    def _queue_item(self, item: Item) -> asyncio.Future[Any]:
+        pending = _Pending(item, self._loop.create_future())
         self._submitted += 1
         self._enqueue(pending)
         return pending.future
@@ -122,7 +131,7 @@ class OrderedWriter(ABC):
         ordered: list[Event] = []
         for pending, outcome in zip(batch, outcomes, strict=True):
             self._delivered += 1
-            if isinstance(outcome, int):
+            if isinstance(outcome, int) and isinstance(pending.event, Event):
                 pending.event.seq = outcome
                 ordered.append(pending.event)
             while self._trailing and self._trailing[0][0] <= self._delivered:
@@ -136,7 +145,9 @@ class OrderedWriter(ABC):
         for pending, outcome in zip(batch, outcomes, strict=True):
             if pending.future.done():
                 continue
-            if isinstance(outcome, int):
+            if isinstance(outcome, Applied):
+                pending.future.set_result(outcome.value)
+            elif isinstance(outcome, int):
                 pending.future.set_result(pending.event)
             else:
                 pending.future.set_exception(outcome)
