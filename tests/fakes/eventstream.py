@@ -49,16 +49,22 @@ def encode_message(headers: dict[str, HeaderValue] | bytes, payload: bytes) -> b
     return body + struct.pack(">I", zlib.crc32(body))
 
 
-def chunk_message(event: dict[str, Any] | str) -> bytes:
-    """A Bedrock `chunk` event carrying one Anthropic stream event (its JSON, base64 in `bytes`)."""
-    data = event if isinstance(event, str) else json.dumps(event)
-    payload = json.dumps({"bytes": base64.b64encode(data.encode()).decode(), "p": "abcdefgh"})
-    headers: dict[str, HeaderValue] = {
+CHUNK_HEADERS = b"".join(
+    encode_header(name, value)
+    for name, value in {
         ":event-type": "chunk",
         ":content-type": "application/json",
         ":message-type": "event",
-    }
-    return encode_message(headers, payload.encode())
+    }.items()
+)
+
+
+def chunk_message(event: dict[str, Any] | str) -> bytes:
+    """A Bedrock `chunk` event carrying one Anthropic stream event (its JSON, base64 in `bytes`; `p`
+    is the padding Bedrock adds)."""
+    data = event if isinstance(event, str) else json.dumps(event)
+    payload = b'{"bytes":"%s","p":"abcdefgh"}' % base64.b64encode(data.encode())
+    return encode_message(CHUNK_HEADERS, payload)
 
 
 def exception_message(exception_type: str, message: str) -> bytes:

@@ -170,3 +170,12 @@ def test_error_message_raises_with_its_code() -> None:
 def test_event_message_does_not_raise() -> None:
     [message] = EventStreamDecoder().feed(chunk_message({"type": "ping"}))
     raise_for_exception(message)
+
+
+def test_each_message_gets_its_own_headers_when_blocks_repeat_or_change() -> None:
+    body = chunk_message({"type": "a"}) + exception_message("throttlingException", "slow") + chunk_message({})
+    first, exception, last = EventStreamDecoder().feed(body)
+    assert (first.message_type, exception.message_type, last.message_type) == ("event", "exception", "event")
+    assert exception.header(":exception-type") == "throttlingException"
+    first.headers[":event-type"] = "changed"
+    assert last.event_type == "chunk"

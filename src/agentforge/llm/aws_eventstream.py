@@ -81,6 +81,9 @@ class EventStreamDecoder:
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        # Services repeat one header block on every event (Bedrock: `chunk`, JSON, `event`): the last
+        # block is kept parsed instead of being parsed again.
+        self._last_headers: tuple[bytes, dict[str, HeaderValue]] = (b"", {})
 
     def feed(self, data: bytes) -> list[EventStreamMessage]:
         self._buffer += data
@@ -91,7 +94,7 @@ class EventStreamDecoder:
             if len(self._buffer) - offset < total_length:
                 break  # the rest of this message is still on its way
             frame = bytes(self._buffer[offset : offset + total_length])
-            messages.append(_read_message(frame, headers_length))
+            messages.append(self._read_message(frame, headers_length))
             offset += total_length
         if offset:
             del self._buffer[:offset]
@@ -101,6 +104,18 @@ class EventStreamDecoder:
         """The body ended: anything still buffered is a message cut short."""
         if self._buffer:
             raise EventStreamError(f"Event stream ended inside a message ({len(self._buffer)} bytes left)")
+
+    def _read_message(self, frame: bytes, headers_length: int) -> EventStreamMessage:
+        (message_crc,) = _UINT32.unpack_from(frame, len(frame) - CRC_LENGTH)
+        if zlib.crc32(memoryview(frame)[:-CRC_LENGTH]) != message_crc:
+            raise EventStreamError("Event stream message checksum mismatch")
+        headers_end = PRELUDE_LENGTH + headers_length
+        raw_headers = frame[PRELUDE_LENGTH:headers_end]
+        last_raw, last_headers = self._last_headers
+        if raw_headers != last_raw:
+            last_headers = _read_headers(raw_headers)
+            self._last_headers = (raw_headers, last_headers)
+        return EventStreamMessage(dict(last_headers), frame[headers_end:-CRC_LENGTH])
 
 
 async def messages(chunks: AsyncIterator[bytes]) -> AsyncIterator[EventStreamMessage]:
@@ -151,15 +166,6 @@ def _read_prelude(buffer: bytearray, offset: int) -> tuple[int, int]:
     if payload_length > MAX_PAYLOAD_LENGTH:
         raise EventStreamError(f"Event stream payload too long: {payload_length} bytes")
     return total_length, headers_length
-
-
-def _read_message(frame: bytes, headers_length: int) -> EventStreamMessage:
-    (message_crc,) = _UINT32.unpack_from(frame, len(frame) - CRC_LENGTH)
-    if zlib.crc32(memoryview(frame)[:-CRC_LENGTH]) != message_crc:
-        raise EventStreamError("Event stream message checksum mismatch")
-    headers_end = PRELUDE_LENGTH + headers_length
-    headers = _read_headers(frame[PRELUDE_LENGTH:headers_end])
-    return EventStreamMessage(headers, frame[headers_end:-CRC_LENGTH])
 
 
 def _read_headers(data: bytes) -> dict[str, HeaderValue]:
