@@ -3,8 +3,9 @@
 For each adapter the fake streams `--chunks` text chunks; we time
 - `adapter_chunks_per_s`: the whole call through `agentforge.llm.adapter.stream` (SDK transport, our
   decoding into stream events), and
-- `raw_chunks_per_s`: the same request with a bare httpx2 client that only reads the body's lines,
-the floor the adapter's own cost sits on. `adapter_over_raw` is their time ratio. Each figure is the
+- `raw_chunks_per_s`: the same request with a bare httpx2 client that only reads the body's lines
+(Bedrock: its bytes, as the body is binary event-stream frames, and the request is unsigned), the floor
+the adapter's own cost sits on. `adapter_over_raw` is their time ratio. Each figure is the
 median of `--rounds` rounds (one warm-up round first).
 
 Usage: python bench/adapters.py [--chunks N] [--rounds R]
@@ -19,7 +20,7 @@ import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,12 @@ import orjson
 from agentforge.llm import anthropic_messages, azure_openai, google_gemini, openai_chat
 from agentforge.llm.adapter import stream
 from agentforge.llm.messages import ModelRequest, TextContent, UserModelMessage
-from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.provider import CloudOptions, ResolvedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fakes.anthropic_server import AnthropicScript, FakeAnthropic
+from tests.fakes.bedrock_server import FakeBedrock
 from tests.fakes.gemini_server import FakeGemini, GeminiScript
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.fakes.responses_server import FakeResponses, ResponsesScript
@@ -51,6 +53,7 @@ class Endpoint:
     raw_body: dict[str, Any]
     raw_headers: dict[str, str]
     enqueue: Callable[[int], None]
+    raw_binary: bool = False  # read the raw body as bytes, not lines
 
 
 def resolved(api: str, base_url: str, **fields: Any) -> ResolvedModel:
@@ -138,12 +141,36 @@ async def anthropic_endpoint() -> AsyncIterator[Endpoint]:
         )
 
 
+@contextlib.asynccontextmanager
+async def bedrock_endpoint() -> AsyncIterator[Endpoint]:
+    async with FakeBedrock() as fake:
+        aws = CloudOptions(region="us-east-1", access_key_id="AKIDBENCH", secret_access_key="bench-secret")
+        # The fake checks only that a SigV4 header is present; the raw client sends a placeholder.
+        signed = {
+            "authorization": "AWS4-HMAC-SHA256 Credential=AKIDBENCH/20260101/us-east-1/bedrock/aws4_request",
+            "x-amz-date": "20260101T000000Z",
+        }
+        yield Endpoint(
+            replace(resolved("anthropic-bedrock", fake.base_url, cloud=aws), api_key=""),
+            f"{fake.base_url}/model/{MODEL}/invoke-with-response-stream",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 4096,
+                "messages": [{"role": "user", "content": "go"}],
+            },
+            signed,
+            lambda n: fake.enqueue(AnthropicScript().text("abcd" * n).usage(10, n)),
+            raw_binary=True,
+        )
+
+
 CASES: dict[str, Callable[[], contextlib.AbstractAsyncContextManager[Endpoint]]] = {
     "openai": openai_endpoint,
     "azure": azure_endpoint,
     "openai-responses": responses_endpoint,
     "google": gemini_endpoint,
     "anthropic": anthropic_endpoint,
+    "anthropic-bedrock": bedrock_endpoint,
 }
 
 
@@ -163,7 +190,8 @@ async def time_raw(client: httpx2.AsyncClient, endpoint: Endpoint, chunks: int) 
         "POST", endpoint.raw_url, json=endpoint.raw_body, headers=endpoint.raw_headers
     ) as r:
         r.raise_for_status()
-        async for _ in r.aiter_lines():
+        body = r.aiter_bytes() if endpoint.raw_binary else r.aiter_lines()
+        async for _ in body:
             pass
     return time.perf_counter() - started
 

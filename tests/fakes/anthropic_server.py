@@ -187,18 +187,21 @@ class FakeAnthropic(FakeServer[AnthropicScript]):
 
     async def _respond(self, conn: Connection, request: Request) -> bool:
         """Answer one request; False when the connection must be closed afterwards."""
-        if request.method != "POST" or request.path != "/v1/messages":
-            await conn.send_json(404, error_body(f"fake: no route {request.method} {request.path}"))
+        if not self._routed(request):
+            await self._send_error(conn, 404, f"fake: no route {request.method} {request.path}")
             return True
         try:
             body = json.loads(request.body)
         except ValueError:
-            await conn.send_json(400, error_body("fake: request body is not JSON"))
+            await self._send_error(conn, 400, "fake: request body is not JSON")
             return True
         self.requests.append(body)
         self.request_headers.append(request.headers)
+        model = self._model(request, body)
+        if not await self._authorized(conn, request):
+            return True
         if not self._scripts:
-            await conn.send_json(500, error_body("fake: no script left"))
+            await self._send_error(conn, 500, "fake: no script left")
             return True
         script = self._scripts.popleft()
         if script._http_error is not None:
@@ -206,25 +209,43 @@ class FakeAnthropic(FakeServer[AnthropicScript]):
             await conn.send_json(error.status, error.body, error.headers)
             return True
         try:
-            return await self._stream(conn, script, str(body.get("model", "claude-fake")))
+            return await self._stream(conn, script, model)
         except PeerGone:
             self.disconnects += 1
             return False
 
+    # Hooks for the same API behind another route and framing (Bedrock, Vertex).
+
+    def _routed(self, request: Request) -> bool:
+        return request.method == "POST" and request.path == "/v1/messages"
+
+    def _model(self, request: Request, body: dict[str, Any]) -> str:
+        return str(body.get("model", "claude-fake"))
+
+    async def _authorized(self, conn: Connection, request: Request) -> bool:
+        """Checked after the request is recorded; False once a rejection has been sent."""
+        return True
+
+    async def _send_error(self, conn: Connection, status: int, message: str) -> None:
+        await conn.send_json(status, error_body(message))
+
+    def _writer(self, conn: Connection) -> _EventWriter:
+        return _EventWriter(conn, self.chunk_delay)
+
     async def _stream(self, conn: Connection, script: AnthropicScript, model: str) -> bool:
-        writer = _EventWriter(conn, self.chunk_delay)
-        await conn.start_stream()
+        writer = self._writer(conn)
+        await writer.start()
         await writer.send("message_start", {"message": _message(script, model)})
         for step in script._steps:
             match step:
                 case _Event(name="error", data=data):
-                    await writer.send("error", data)
+                    await writer.send_error(data)
                     await conn.end_stream()
                     return True
                 case _Event(name=name, data=data):
                     await writer.send(name, data)
                 case _Raw(data):
-                    await conn.send_event(data)
+                    await writer.send_raw(data)
                 case _Pause(gate):
                     await conn.wait(asyncio.ensure_future(gate.wait()), None)
                 case _Sleep(seconds):
@@ -256,16 +277,30 @@ def _message(script: AnthropicScript, model: str) -> dict[str, Any]:
 class _EventWriter:
     """Writes `event:` + `data:` frames (the event's `type` repeated in the data, as Anthropic does)."""
 
+    content_type = "text/event-stream; charset=utf-8"
+
     def __init__(self, conn: Connection, delay: float) -> None:
         self._conn = conn
         self._delay = delay
         self._sent = 0
 
+    async def start(self) -> None:
+        await self._conn.start_stream(self.content_type)
+
     async def send(self, name: str, data: dict[str, Any]) -> None:
         if self._sent and self._delay > 0:
             await self._conn.wait(None, self._delay)
         self._sent += 1
-        await self._conn.send_event(json.dumps({"type": name, **data}), event=name)
+        await self._write(name, json.dumps({"type": name, **data}))
+
+    async def send_error(self, data: dict[str, Any]) -> None:
+        await self.send("error", data)
+
+    async def send_raw(self, data: str) -> None:
+        await self._conn.send_event(data)
+
+    async def _write(self, name: str, data: str) -> None:
+        await self._conn.send_event(data, event=name)
 
 
 __all__ = ["AnthropicScript", "FakeAnthropic", "error_body"]

@@ -78,9 +78,9 @@ class Connection:
         self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
         await self.writer.drain()
 
-    async def start_stream(self) -> None:
+    async def start_stream(self, content_type: str = "text/event-stream; charset=utf-8") -> None:
         head = (
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n"
             "cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
         )
         self.writer.write(head.encode())
@@ -89,10 +89,14 @@ class Connection:
         self._eof_watch = asyncio.ensure_future(self.reader.read(1))
 
     async def send_event(self, data: str, *, event: str | None = None) -> None:
+        frame = (f"event: {event}\n" if event else "").encode() + f"data: {data}\n\n".encode()
+        await self.send_chunk(frame)
+
+    async def send_chunk(self, data: bytes) -> None:
+        """One chunk of a streamed body (`start_stream` first)."""
         if self.peer_gone:
             raise PeerGone
-        frame = (f"event: {event}\n" if event else "").encode() + f"data: {data}\n\n".encode()
-        self.writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+        self.writer.write(b"%x\r\n%s\r\n" % (len(data), data))
         await self._drain()
 
     async def end_stream(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentforge.config import Config, ConfigError
-from agentforge.llm.provider import BUILTIN_MODELS, Cost, ProviderCatalog, UnknownModelError
+from agentforge.llm.provider import BUILTIN_MODELS, CloudOptions, Cost, ProviderCatalog, UnknownModelError
 
 LOCAL: dict[str, Any] = {
     "provider": {
@@ -176,6 +176,31 @@ def test_default_model_order() -> None:
 def test_custom_provider_without_base_url_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="baseURL"):
         catalog({"provider": {"p": {"models": {"m": {}}}}}).resolve("p", "m")
+
+
+def test_cloud_provider_takes_region_and_credentials_from_options_and_needs_no_base_url() -> None:
+    options = {"region": "us-east-1", "accessKeyId": "AKID", "secretAccessKey": "s3cr3t", "profile": ""}
+    config = {"provider": {"aws": {"api": "anthropic-bedrock", "options": options, "models": {"m": {}}}}}
+    model = catalog(config).resolve("aws", "m")
+    assert model.base_url == ""  # the SDK derives the endpoint from the region
+    assert model.cloud == CloudOptions(region="us-east-1", access_key_id="AKID", secret_access_key="s3cr3t")
+    assert "s3cr3t" not in repr(model)
+    vertex = {
+        "api": "anthropic-vertex",
+        "options": {"region": "europe-west1", "project": "p1"},
+        "models": {"m": {}},
+    }
+    assert catalog({"provider": {"gcp": vertex}}).resolve("gcp", "m").cloud == CloudOptions(
+        region="europe-west1", project="p1"
+    )
+
+
+def test_cloud_option_that_is_not_a_string_is_a_config_error() -> None:
+    config = {
+        "provider": {"aws": {"api": "anthropic-bedrock", "options": {"region": 1}, "models": {"m": {}}}}
+    }
+    with pytest.raises(ConfigError, match=r"options\.region must be a string"):
+        catalog(config)
 
 
 def test_suggestions_cross_providers_same_provider_first() -> None:

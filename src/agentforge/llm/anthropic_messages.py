@@ -1,13 +1,17 @@
 """The Anthropic Messages adapter (`api: "anthropic"`, also through Bedrock and Vertex).
 
-As in the Chat Completions adapter, the official SDK does transport, auth and error types while the
-streamed body is read as raw SSE lines (`event:` + `data:`) decoded with orjson: the SDK's parsed stream
-costs several times more per event. Request conversion lives in `anthropic_request.py`.
+As in the Chat Completions adapter, the official SDK does transport, auth (API key, AWS SigV4, Google
+tokens) and error types while the streamed body is decoded here with orjson: the SDK's parsed stream
+costs several times more per event. Anthropic and Vertex stream SSE (`event:` + `data:` lines); Bedrock
+streams AWS event-stream frames whose `chunk` events carry the same event JSON, base64-encoded. Both feed
+one `EventDecoder`. Request conversion lives in `anthropic_request.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import os
 import re
@@ -21,6 +25,8 @@ import orjson
 from anthropic import AsyncAnthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex, not_given
 
 from agentforge import __version__
+from agentforge.config import ConfigError
+from agentforge.llm import aws_eventstream
 from agentforge.llm.anthropic_request import request_body
 from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError
 from agentforge.llm.events import (
@@ -40,7 +46,7 @@ from agentforge.llm.events import (
     Usage,
 )
 from agentforge.llm.messages import ModelRequest
-from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.provider import CloudOptions, ResolvedModel
 from agentforge.llm.stall import idle_timeout
 
 ANTHROPIC_APIS = ("anthropic", "anthropic-bedrock", "anthropic-vertex")
@@ -56,21 +62,23 @@ DRAIN_TIMEOUT = 0.1  # seconds; after `message_stop` only the end of the body is
 _VERSION_SUFFIX = re.compile(r"/v1/?$")  # the SDK appends `/v1/messages` itself
 _VERTEX_HOST_REGION = re.compile(r"^https?://([a-z0-9-]+)-aiplatform\.googleapis\.com")
 VERTEX_DEFAULT_REGION = "global"
+_BEDROCK_HOST_REGION = re.compile(r"^https?://bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
 
 AnthropicClient = AsyncAnthropic | AsyncAnthropicBedrock | AsyncAnthropicVertex
 
-# One client per (api, base URL, key) so connections are pooled; per event loop, because a pooled
-# connection belongs to the loop that opened it.
-_clients: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str, str], AnthropicClient]
-] = weakref.WeakKeyDictionary()
+# One client per (api, base URL, key, cloud options) so connections are pooled; per event loop, because
+# a pooled connection belongs to the loop that opened it.
+_ClientKey = tuple[str, str, str, CloudOptions]
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ClientKey, AnthropicClient]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def client_for(model: ResolvedModel) -> AnthropicClient:
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (model.api, model.base_url, model.api_key)
+    key = (model.api, model.base_url, model.api_key, model.cloud)
     client = per_loop.get(key)
     if client is None:
         client = new_client(model)
@@ -79,20 +87,16 @@ def client_for(model: ResolvedModel) -> AnthropicClient:
 
 
 def new_client(model: ResolvedModel) -> AnthropicClient:
-    """The SDK client for the model's API. Bedrock and Vertex take their cloud credentials the SDK's
-    usual way (AWS / Google environment and config files); only the construction differs."""
+    """The SDK client for the model's API. Bedrock and Vertex take region and credentials from the
+    provider options, else the SDK's usual way (AWS / Google environment and config files)."""
     headers = {"User-Agent": f"agentforge/{__version__}"}
     # The processor retries, with its own policy and status events.
     if model.api == "anthropic-bedrock":
-        return AsyncAnthropicBedrock(
-            base_url=model.base_url or None,
-            api_key=model.api_key or None,  # a Bedrock API key; else AWS credentials
-            max_retries=0,
-            default_headers=headers,
-        )
+        return _bedrock_client(model, headers)
     if model.api == "anthropic-vertex":
         return AsyncAnthropicVertex(
-            region=vertex_region(model.base_url),
+            region=model.cloud.region or vertex_region(model.base_url),
+            project_id=model.cloud.project or not_given,  # else ANTHROPIC_VERTEX_PROJECT_ID / credentials
             base_url=model.base_url or None,
             access_token=model.api_key or None,  # else Google application-default credentials
             max_retries=0,
@@ -104,6 +108,41 @@ def new_client(model: ResolvedModel) -> AnthropicClient:
         max_retries=0,
         default_headers=headers,
     )
+
+
+def _bedrock_client(model: ResolvedModel, headers: dict[str, str]) -> AsyncAnthropicBedrock:
+    cloud = model.cloud
+    if model.api_key and cloud.has_aws_credentials:
+        raise ConfigError(
+            f"provider {model.provider_id!r}: set either apiKey (a Bedrock API key) or AWS credentials "
+            "(accessKeyId, secretAccessKey, sessionToken, profile), not both"
+        )
+    region = cloud.region or bedrock_region(model.base_url)
+    if region is None and not cloud.profile:
+        raise ConfigError(
+            f"provider {model.provider_id!r}: no AWS region; set options.region, AWS_REGION, or a "
+            "baseURL like https://bedrock-runtime.<region>.amazonaws.com"
+        )
+    return AsyncAnthropicBedrock(
+        aws_region=region,  # None: the profile's region
+        aws_access_key=cloud.access_key_id,
+        aws_secret_key=cloud.secret_access_key,
+        aws_session_token=cloud.session_token,
+        aws_profile=cloud.profile,
+        base_url=model.base_url or None,
+        api_key=model.api_key or None,  # a Bedrock API key; else SigV4 with AWS credentials
+        max_retries=0,
+        default_headers=headers,
+    )
+
+
+def bedrock_region(base_url: str) -> str | None:
+    """The region of a regional endpoint (`https://bedrock-runtime.us-east-1.amazonaws.com`), else
+    `AWS_REGION` / `AWS_DEFAULT_REGION`."""
+    match = _BEDROCK_HOST_REGION.match(base_url)
+    if match:
+        return match.group(1)
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
 def vertex_region(base_url: str) -> str:
@@ -140,7 +179,10 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
         yield StreamStart()
         yield StepStart()
         decoder = EventDecoder()
-        events = sse_events(idle_timeout(response.iter_lines(), model.chunk_timeout))
+        if model.api == "anthropic-bedrock":
+            events = bedrock_events(idle_timeout(response.iter_bytes(), model.chunk_timeout))
+        else:
+            events = sse_events(idle_timeout(response.iter_lines(), model.chunk_timeout))
         async for name, data in events:
             for event in decoder.feed(_decode_event(name, data)):
                 yield event
@@ -151,7 +193,7 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
             yield event
 
 
-async def _drain(events: AsyncIterator[tuple[str, str]]) -> None:
+async def _drain(events: AsyncIterator[tuple[str, str | bytes]]) -> None:
     """Read the body to its end so the connection goes back to the pool instead of being closed."""
     with contextlib.suppress(TimeoutError, httpx2.HTTPError):
         async with asyncio.timeout(DRAIN_TIMEOUT):
@@ -159,7 +201,7 @@ async def _drain(events: AsyncIterator[tuple[str, str]]) -> None:
                 pass
 
 
-async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str | bytes]]:
     """`(event name, data)` of each server-sent event; multi-line data joined with newlines."""
     name = ""
     pending: list[str] = []
@@ -176,13 +218,31 @@ async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]
         yield name, "\n".join(pending)
 
 
-def _decode_event(name: str, data: str) -> dict[str, Any]:
+async def bedrock_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, str | bytes]]:
+    """`("", event JSON)` of each `chunk` event of a Bedrock event-stream body (its `bytes` field,
+    base64-decoded); an exception message raises `AwsStreamException`."""
+    async for message in aws_eventstream.messages(chunks):
+        aws_eventstream.raise_for_exception(message)
+        if message.event_type == "chunk":
+            yield "", _chunk_bytes(message.payload)
+
+
+def _chunk_bytes(payload: bytes) -> bytes:
+    try:
+        chunk = orjson.loads(payload)
+        return base64.b64decode(chunk["bytes"], validate=True)
+    except (orjson.JSONDecodeError, TypeError, KeyError, binascii.Error):
+        text = payload.decode("utf-8", "replace")
+        raise ProviderStreamError("Invalid chunk in Bedrock stream", body=text) from None
+
+
+def _decode_event(name: str, data: str | bytes) -> dict[str, Any]:
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise ProviderStreamError("Invalid JSON in provider stream", body=data) from None
+        raise ProviderStreamError("Invalid JSON in provider stream", body=_text(data)) from None
     if not isinstance(event, dict):
-        raise ProviderStreamError("Invalid event in provider stream", body=data)
+        raise ProviderStreamError("Invalid event in provider stream", body=_text(data))
     kind = name or str(event.get("type") or "")
     if kind == "error":
         error = event.get("error")
@@ -190,6 +250,10 @@ def _decode_event(name: str, data: str) -> dict[str, Any]:
         raise ProviderStreamError(str(message or "Provider stream error"), body=event)
     event["type"] = kind
     return event
+
+
+def _text(data: str | bytes) -> str:
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ import openai
 import orjson
 from google.genai import errors as genai_errors
 
+from agentforge.llm.aws_eventstream import AwsStreamException, EventStreamError
 from agentforge.llm.stall import StreamStalledError
 from agentforge.model.errors import (
     ContextOverflowError,
@@ -59,6 +60,39 @@ _RETRYABLE_STREAM_ERROR = re.compile(
 )
 
 
+# AWS exception types (Bedrock's stream exception messages, and `x-amzn-ErrorType` on HTTP errors),
+# lower-cased: those worth retrying, those that mean bad credentials, and the status each stands for.
+_AWS_RETRYABLE = frozenset(
+    {
+        "throttlingexception",
+        "internalserverexception",
+        "serviceunavailableexception",
+        "modelstreamerrorexception",
+        "modeltimeoutexception",
+        "modelnotreadyexception",
+    }
+)
+_AWS_AUTH = frozenset(
+    {
+        "accessdeniedexception",
+        "unrecognizedclientexception",
+        "invalidsignatureexception",
+        "incompletesignatureexception",
+        "missingauthenticationtokenexception",
+        "expiredtokenexception",
+    }
+)
+_AWS_STATUS = {
+    "throttlingexception": 429,
+    "internalserverexception": 500,
+    "serviceunavailableexception": 503,
+    "modelstreamerrorexception": 424,
+    "modeltimeoutexception": 408,
+    "modelnotreadyexception": 429,
+    "validationexception": 400,
+}
+
+
 class ProviderStreamError(Exception):
     """The provider sent an error inside a 200 stream (`data: {"error": {...}}`), or a chunk that is not
     JSON. `body` is the error object (or the raw text of an undecodable chunk)."""
@@ -93,7 +127,7 @@ def to_named_error(exc: BaseException, *, provider_id: str, aborted: bool = Fals
     if isinstance(exc, anthropic.AuthenticationError):
         return _auth_error(provider_id, _status_message(exc))
     if isinstance(exc, anthropic.APIStatusError):
-        return _from_anthropic_status_error(exc)
+        return _from_anthropic_status_error(exc, provider_id)
     if isinstance(exc, anthropic.APIConnectionError):
         return _from_anthropic_connection_error(exc)
     if isinstance(exc, genai_errors.APIError):
@@ -108,6 +142,11 @@ def to_named_error(exc: BaseException, *, provider_id: str, aborted: bool = Fals
         return api_error(str(exc), retryable=True)
     if isinstance(exc, ProviderStreamError):
         return _from_stream_error(exc)
+    if isinstance(exc, AwsStreamException):
+        return _from_aws_exception(exc, provider_id)
+    if isinstance(exc, EventStreamError):
+        # Corrupt framing: the provider (or something in between) is broken; retrying would repeat it.
+        return api_error(str(exc))
     return unknown_error(str(exc) or type(exc).__name__)
 
 
@@ -143,8 +182,10 @@ def _from_status_error(exc: openai.APIStatusError) -> NamedError:
     )
 
 
-def _from_anthropic_status_error(exc: anthropic.APIStatusError) -> NamedError:
+def _from_anthropic_status_error(exc: anthropic.APIStatusError, provider_id: str) -> NamedError:
     message = _status_message(exc)
+    if _aws_error_type(exc) in _AWS_AUTH:  # Bedrock answers bad or missing credentials with 403
+        return _auth_error(provider_id, message)
     body = _response_text(exc)
     error = exc.body.get("error") if isinstance(exc.body, dict) else None
     kind = str(error.get("type") or "") if isinstance(error, dict) else ""
@@ -157,6 +198,26 @@ def _from_anthropic_status_error(exc: anthropic.APIStatusError) -> NamedError:
         status_code=exc.status_code,
         retryable=is_retryable_status(exc.status_code) or kind == "overloaded_error",
         response_headers=dict(exc.response.headers.items()),
+        response_body=body,
+    )
+
+
+def _aws_error_type(exc: anthropic.APIStatusError) -> str:
+    """The AWS error type of an HTTP error from an AWS endpoint (`x-amzn-ErrorType: Type:uri`)."""
+    return exc.response.headers.get("x-amzn-errortype", "").partition(":")[0].lower()
+
+
+def _from_aws_exception(exc: AwsStreamException, provider_id: str) -> NamedError:
+    kind = exc.exception_type.lower()
+    body = exc.payload.decode("utf-8", "replace")
+    if kind in _AWS_AUTH:
+        return _auth_error(provider_id, exc.message)
+    if is_context_overflow(exc.message):
+        return _overflow_error(exc.message, body)
+    return api_error(
+        exc.message,
+        status_code=_AWS_STATUS.get(kind),
+        retryable=kind in _AWS_RETRYABLE,
         response_body=body,
     )
 

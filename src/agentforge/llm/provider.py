@@ -26,6 +26,37 @@ _T = TypeVar("_T")
 SUGGESTION_CUTOFF = 0.6  # difflib similarity above which an id is offered as "Did you mean"
 
 
+# APIs whose SDK derives the endpoint from the cloud region, so `baseURL` is optional.
+CLOUD_APIS = ("anthropic-bedrock", "anthropic-vertex")
+# Provider `options` keys of `CloudOptions`, by field.
+_CLOUD_OPTION_KEYS = {
+    "region": "region",
+    "project": "project",
+    "profile": "profile",
+    "access_key_id": "accessKeyId",
+    "secret_access_key": "secretAccessKey",
+    "session_token": "sessionToken",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CloudOptions:
+    """Where and as whom to call a model hosted on a cloud platform (Anthropic on Amazon Bedrock or
+    Google Vertex AI), from provider options. Unset fields fall back to the platform's own environment
+    variables and config files; secrets never appear in `repr`."""
+
+    region: str | None = None  # AWS region / Vertex location
+    project: str | None = None  # Google Cloud project (Vertex)
+    profile: str | None = None  # AWS shared-config profile (Bedrock)
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @property
+    def has_aws_credentials(self) -> bool:
+        return any((self.access_key_id, self.secret_access_key, self.session_token, self.profile))
+
+
 class UnknownModelError(Exception):
     """A provider or model id that the catalogue does not know, with close matches when there are any."""
 
@@ -58,6 +89,7 @@ class ResolvedModel:
     chunk_timeout: float = DEFAULT_CHUNK_TIMEOUT  # seconds of stream silence before the attempt fails
     api_version: str | None = None  # provider `options.apiVersion` (Azure OpenAI's `api-version`)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> options over `options`
+    cloud: CloudOptions = field(default_factory=CloudOptions)  # Bedrock / Vertex region and credentials
 
     @property
     def request_model(self) -> str:
@@ -151,6 +183,7 @@ class _Provider:
     models: dict[str, _ModelSpec]
     chunk_timeout: float = DEFAULT_CHUNK_TIMEOUT
     api_version: str | None = None
+    cloud: CloudOptions = field(default_factory=CloudOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +261,13 @@ class ProviderCatalog:
                 f"Model not found: {provider_id}/{model_id}",
                 suggestions=self._close_models(provider_id, model_id),
             )
-        if not provider.base_url:
+        if not provider.base_url and provider.api not in CLOUD_APIS:
             raise ConfigError(f"provider {provider_id!r} has no options.baseURL")
         return ResolvedModel(
             provider_id=provider_id,
             model_id=model_id,
             api=provider.api,
-            base_url=provider.base_url,
+            base_url=provider.base_url or "",
             api_key=provider.api_key,
             headers={**provider.headers, **spec.headers},
             timeout=provider.timeout,
@@ -249,6 +282,7 @@ class ProviderCatalog:
             chunk_timeout=provider.chunk_timeout,
             api_version=provider.api_version,
             variants={name: dict(options) for name, options in spec.variants.items()},
+            cloud=provider.cloud,
         )
 
     def default_model(self) -> tuple[str, str]:
@@ -313,6 +347,7 @@ class ProviderCatalog:
             models=models,
             chunk_timeout=options.chunk_timeout or DEFAULT_CHUNK_TIMEOUT,
             api_version=_api_version(options),
+            cloud=_cloud_options(provider_id, options),
         )
 
     def _from_env(self, known: _WellKnownProvider) -> _Provider:
@@ -356,6 +391,19 @@ def _spec(builtin: CatalogModel | None, config: ModelConfig | None, *, fallback_
 def _api_version(options: ProviderOptions) -> str | None:
     value = (options.model_extra or {}).get("apiVersion")
     return str(value) if value else None
+
+
+def _cloud_options(provider_id: str, options: ProviderOptions) -> CloudOptions:
+    extra = options.model_extra or {}
+    values: dict[str, str] = {}
+    for name, key in _CLOUD_OPTION_KEYS.items():
+        value = extra.get(key)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise ConfigError(f"provider {provider_id!r}: options.{key} must be a string")
+        values[name] = value
+    return CloudOptions(**values)
 
 
 def _first(*values: _T | None) -> _T:

@@ -1,0 +1,189 @@
+"""Turns through HTTP against the fake Bedrock runtime (provider `api: "anthropic-bedrock"`): the
+event-stream body stored as parts with token counts and cost, a throttling exception retried, and a
+non-retryable failure stored as a named error with the session left idle."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from agentforge.llm import anthropic_messages
+from tests.e2e.harness import EventCollector, LiveServer, start_live_server
+from tests.fakes.anthropic_server import AnthropicScript
+from tests.fakes.bedrock_server import FakeBedrock, http_error, throttled
+from tests.fakes.openai_server import FakeOpenAI
+
+MODEL_ID = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+
+
+def bedrock_config(fake: FakeBedrock) -> dict[str, Any]:
+    return {
+        "model": "bedrock/claude",
+        "provider": {
+            "bedrock": {
+                "api": "anthropic-bedrock",
+                "options": {
+                    "baseURL": fake.base_url,
+                    "region": "us-east-2",
+                    "accessKeyId": "AKIDFAKE",
+                    "secretAccessKey": "fake-secret",
+                },
+                "models": {
+                    "claude": {
+                        "id": MODEL_ID,
+                        "limit": {"context": 200_000, "output": 8192},
+                        "cost": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75},
+                    }
+                },
+            }
+        },
+        "retry": {"max_attempts": 2},
+        "compaction": {"auto": False},  # a context overflow is stored, not compacted
+        "title": False,
+    }
+
+
+@pytest_asyncio.fixture
+async def fake_bedrock() -> AsyncIterator[FakeBedrock]:
+    async with FakeBedrock() as fake:
+        fake.frame_split = 64  # frames straddle HTTP chunks, as they may on the network
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def bedrock_live(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_bedrock: FakeBedrock, database_url: str
+) -> AsyncIterator[LiveServer]:
+    config = bedrock_config(fake_bedrock)
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as server:
+        yield server
+    await anthropic_messages.close_clients()
+
+
+def texts(message: dict[str, Any]) -> list[str]:
+    return [p["text"] for p in message["parts"] if p["type"] == "text"]
+
+
+async def test_turn_with_thinking_tool_call_and_usage(
+    bedrock_live: LiveServer, fake_bedrock: FakeBedrock
+) -> None:
+    fake_bedrock.enqueue(
+        AnthropicScript()
+        .thinking("The user wants a file.", signature="sig-bedrock")
+        .text("Writing it.")
+        .tool_use("write", {"filePath": "notes.txt", "content": "hi\n"}, call_id="toolu_w")
+        .usage(120, 60, cache_read=2000, cache_write=300),
+        AnthropicScript().text("Done: notes.txt written.").usage(40, 10, cache_read=2300),
+    )
+    session = await bedrock_live.create_session()
+    response = await bedrock_live.prompt(session["id"], "Write notes.txt with hi.")
+    assert response.status_code == 200, response.text
+    assert (bedrock_live.workspace / "notes.txt").read_text() == "hi\n"
+
+    history = (await bedrock_live.client.get(f"/session/{session['id']}/message")).json()
+    assert [m["info"]["role"] for m in history] == ["user", "assistant", "assistant"]
+    first, last = history[1], history[2]
+    reasoning = [p for p in first["parts"] if p["type"] == "reasoning"]
+    assert [p["text"] for p in reasoning] == ["The user wants a file."]
+    assert reasoning[0]["metadata"] == {"anthropic": {"signature": "sig-bedrock"}}
+    assert texts(first) == ["Writing it."]
+    tool = next(p for p in first["parts"] if p["type"] == "tool")
+    assert tool["tool"] == "write" and tool["callID"] == "toolu_w"
+    assert tool["state"]["status"] == "completed"
+    assert first["info"]["finish"] == "tool-calls"
+    assert first["info"]["tokens"]["input"] == 120 and first["info"]["tokens"]["output"] == 60
+    assert first["info"]["tokens"]["cache"] == {"read": 2000, "write": 300}
+    # USD per 1M: 120*3 + 60*15 + 2000*0.3 + 300*3.75
+    assert abs(first["info"]["cost"] - (360 + 900 + 600 + 1125) / 1_000_000) < 1e-12
+    assert texts(last) == ["Done: notes.txt written."]
+    assert last["info"]["tokens"]["cache"] == {"read": 2300, "write": 0}
+
+    # Both calls went to the configured model id, SigV4-signed for the configured region and key.
+    assert fake_bedrock.model_ids == [MODEL_ID, MODEL_ID]
+    signed = fake_bedrock.signature(1)
+    assert (signed.access_key_id, signed.region, signed.service) == ("AKIDFAKE", "us-east-2", "bedrock")
+    second = fake_bedrock.requests[1]["messages"]
+    assert second[1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "The user wants a file.",
+        "signature": "sig-bedrock",
+    }
+    assert second[2]["content"][0]["tool_use_id"] == "toolu_w"
+
+
+async def test_throttling_exception_is_retried_into_the_same_message(
+    bedrock_live: LiveServer, fake_bedrock: FakeBedrock
+) -> None:
+    fake_bedrock.enqueue(throttled(), AnthropicScript().text("Recovered.").usage(30, 5))
+    sid = (await bedrock_live.create_session())["id"]
+    events = EventCollector()
+    await events.start(bedrock_live.client, f"/event?sessionID={sid}")
+    response = await bedrock_live.prompt(sid, "hello")
+    await events.stop()
+
+    assert response.status_code == 200
+    body = response.json()
+    assert "error" not in body["info"]
+    assert texts(body) == ["Recovered."]
+    assert body["info"]["tokens"]["input"] == 30 and body["info"]["tokens"]["output"] == 5
+    [retry] = [f for f in events.of_type("session.status") if f.properties["status"]["type"] == "retry"]
+    assert retry.properties["status"]["message"] == "Too many requests, please wait before trying again."
+    assert len(fake_bedrock.requests) == 2
+    assert (await bedrock_live.client.get("/session/status")).json() == {}
+
+
+@pytest.mark.parametrize(
+    ("script", "name", "message", "kept"),
+    [
+        (
+            lambda: (
+                AnthropicScript()
+                .text("Starting")
+                .error_event("You don't have access to the model.", type="accessDeniedException")
+            ),
+            "ProviderAuthError",
+            "You don't have access to the model.",
+            ["Starting"],
+        ),
+        (
+            lambda: http_error(400, "ValidationException", "Input is too long for requested model."),
+            "ContextOverflowError",
+            "Input is too long",
+            [],
+        ),
+    ],
+    ids=["access-denied-exception", "input-too-long"],
+)
+async def test_non_retryable_failure_is_stored_and_the_session_goes_idle(
+    bedrock_live: LiveServer,
+    fake_bedrock: FakeBedrock,
+    script: Any,
+    name: str,
+    message: str,
+    kept: list[str],
+) -> None:
+    fake_bedrock.enqueue(script())
+    sid = (await bedrock_live.create_session())["id"]
+    events = EventCollector()
+    await events.start(bedrock_live.client, f"/event?sessionID={sid}")
+    response = await bedrock_live.prompt(sid, "hello")
+    await events.wait_for(lambda f: f.type == "session.idle")
+    await events.stop()
+
+    assert response.status_code == 200
+    error = response.json()["info"]["error"]
+    assert error["name"] == name and message in error["data"]["message"]
+    stored = (await bedrock_live.client.get(f"/session/{sid}/message")).json()[-1]
+    assert stored["info"]["error"]["name"] == name
+    assert texts(stored) == kept
+    assert events.of_type("session.error")[0].properties["error"]["name"] == name
+    assert len(fake_bedrock.requests) == 1, "not retried"
+    assert (await bedrock_live.client.get("/session/status")).json() == {}
+
+    fake_bedrock.enqueue(AnthropicScript().text("Still here."))
+    again = await bedrock_live.prompt(sid, "are you there?")
+    assert again.status_code == 200 and texts(again.json()) == ["Still here."]
