@@ -160,7 +160,7 @@ class TenancyConfig(BaseModel):
         for tenant_id, overlay in value.items():
             try:
                 validate_tenant_id(tenant_id)
-                check_overlay(overlay, where=f"overlays.{tenant_id}")
+                check_overlay(overlay, where=tenant_id)
             except (InvalidTenantId, ConfigError) as exc:
                 raise ValueError(str(exc)) from None
         return value
@@ -370,7 +370,10 @@ def _validate(raw: Mapping[str, Any], *, path: Path | None) -> Config:
 
 
 def _describe(exc: ValidationError) -> str:
-    problems = [f"{_location(error['loc'])}: {error['msg']}" for error in exc.errors()]
+    # Our own validators' messages are complete sentences: drop pydantic's "Value error, " before them.
+    problems = [
+        f"{_location(error['loc'])}: {error['msg'].removeprefix('Value error, ')}" for error in exc.errors()
+    ]
     return "invalid config: " + "; ".join(problems)
 
 
