@@ -201,7 +201,7 @@ async def test_a_tenants_sessions_must_lie_in_its_own_workspace(
         inside = await service.create(SessionCreateInput(directory=str(root / "project")))
         assert inside.directory == str(root / "project")
 
-        with pytest.raises(InvalidInputError, match="outside this tenant's workspace"):
+        with pytest.raises(InvalidInputError, match="outside the server's workspace for this tenant"):
             await service.create(SessionCreateInput(directory=str(live.workspace)))
         stored = await live.runtime.store.list_sessions(TENANT)
         assert sorted(s.directory for s in stored) == sorted([str(root), str(root / "project")])
@@ -209,7 +209,7 @@ async def test_a_tenants_sessions_must_lie_in_its_own_workspace(
         # Over HTTP the default tenant cannot open a session in B's workspace either.
         response = await live.client.post("/session", json={"directory": str(root)})
         assert response.status_code == 400
-        assert "outside this tenant's workspace" in response.json()["data"]["message"]
+        assert "outside the server's workspace for this tenant" in response.json()["data"]["message"]
         assert (await live.client.get("/session")).json() == []
 
 

@@ -116,7 +116,7 @@ class SessionService:
             raise InvalidInputError(f"directory {requested!r} does not exist or is not a directory")
         if not resolved.is_relative_to(root_resolved):
             raise InvalidInputError(
-                f"directory {requested!r} is outside this tenant's workspace {root_resolved}"
+                f"directory {requested!r} is outside the server's workspace for this tenant, {root_resolved}"
             )
         return path
 
