@@ -91,6 +91,13 @@ async def test_a_tenant_root_inside_the_default_workspace_is_refused(tmp_path: P
     assert not (tmp_path / "workspace" / "tenants").exists()
 
 
+async def test_a_root_that_cannot_be_created_is_a_config_error(tmp_path: Path) -> None:
+    server = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "roots")})
+    (tmp_path / "roots").write_text("a file where the tenants' directories should go")
+    with pytest.raises(ConfigError, match=r"cannot create .*roots/acme"):
+        await open_scope(server, "acme", BuiltinTools())
+
+
 # --- config overlays ------------------------------------------------------------------------------
 
 

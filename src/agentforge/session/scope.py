@@ -90,9 +90,10 @@ def _check_apart(server: Settings, tenant_id: str, roots: TenantRoots) -> None:
 
 
 def _make_private_dir(path: Path) -> None:
-    path.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
-    if not path.is_dir():
-        raise ConfigError(f"{path} is not a directory")
+    try:
+        path.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, no permission, ...
+        raise ConfigError(f"cannot create {path}: {exc.strerror or exc}") from exc
 
 
 def _effective_config(server: Settings, tenant_id: str) -> Config:
