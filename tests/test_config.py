@@ -9,11 +9,14 @@ from typing import Any
 import pytest
 
 from agentforge.config import (
+    Config,
     ConfigError,
     config_files,
     deep_merge,
     load_config,
     load_settings,
+    read_overlay_file,
+    tenant_config,
 )
 
 
@@ -278,3 +281,61 @@ def test_config_override_is_merged_last(dirs: dict[str, Path]) -> None:
     assert settings.config.retry.max_attempts == 3
     assert settings.config.provider["fake"].options.base_url == "http://127.0.0.1:1/v1"
     assert settings.config_sources == (dirs["workspace"] / "agentforge.json",)
+
+
+# --- tenancy -------------------------------------------------------------------------------------
+
+
+def test_a_tenant_config_is_the_base_with_its_overlays_deep_merged_in_order() -> None:
+    base = Config.model_validate(
+        {
+            "model": "a/base",
+            "provider": {"a": {"options": {"baseURL": "http://a", "timeout": 5}}},
+            "tenancy": {"overlays": {"acme": {"model": "a/acme"}}},
+        }
+    )
+    merged = tenant_config(
+        base,
+        ({"model": "a/acme", "provider": {"a": {"options": {"timeout": 9}}}}, "tenancy.overlays.acme"),
+        ({"model": "a/file"}, "acme.json"),
+    )
+    assert merged.model == "a/file"
+    assert merged.provider["a"].options.base_url == "http://a"
+    assert merged.provider["a"].options.timeout == 9
+    assert merged.tenancy.overlays == {}  # other tenants' overlays never reach a tenant's config
+    assert base.model == "a/base"
+
+
+def test_a_tenant_overlay_that_breaks_the_schema_names_its_source() -> None:
+    with pytest.raises(ConfigError, match=r"acme.json: invalid config: retry.max_attempts"):
+        tenant_config(Config(), ({"retry": {"max_attempts": 0}}, "acme.json"))
+
+
+@pytest.mark.parametrize("key", ["server", "plugin", "tenancy", "auth", "permission_timeout"])
+def test_a_tenant_overlay_may_not_set_server_wide_keys(key: str) -> None:
+    with pytest.raises(ConfigError, match=f"tenancy.overlays: acme: {key} cannot be set per tenant"):
+        load_config(override={"tenancy": {"overlays": {"acme": {key: {}}}}}, env={})
+    with pytest.raises(ConfigError, match=f"acme.json: {key} cannot be set per tenant"):
+        tenant_config(Config(), ({key: {}}, "acme.json"))
+
+
+def test_tenant_overlays_are_keyed_by_valid_tenant_ids() -> None:
+    with pytest.raises(ConfigError, match="invalid tenant id 'Acme Corp'"):
+        load_config(override={"tenancy": {"overlays": {"Acme Corp": {}}}}, env={})
+
+
+def test_the_tenancy_section_refuses_unknown_keys_and_relative_roots() -> None:
+    with pytest.raises(ConfigError, match=r"tenancy\.workspace-root"):
+        load_config(override={"tenancy": {"workspace-root": "/srv"}}, env={})
+    with pytest.raises(ConfigError, match="must be an absolute path"):
+        load_config(override={"tenancy": {"workspace_root": "tenants/{tenant}"}}, env={})
+
+
+def test_a_tenant_overlay_file_is_read_without_substitution(tmp_path: Path) -> None:
+    path = tmp_path / "agentforge.json"
+    assert read_overlay_file(path) is None
+    path.write_text(json.dumps({"model": "a/{tenant}"}))
+    assert read_overlay_file(path) == {"model": "a/{tenant}"}
+    path.write_text(json.dumps({"provider": {"a": {"options": {"apiKey": "{file:/etc/hostname}"}}}}))
+    with pytest.raises(ConfigError, match="not allowed in a tenant overlay file"):
+        read_overlay_file(path)

@@ -6,6 +6,22 @@ Config files are merged, later winning (deep merge of objects): the user config 
 (missing variable → "") and `{file:path}` (relative to the config file, `~` expanded, stripped).
 
 Loading happens once at start-up, before the event loop serves anything, so plain file IO is fine here.
+
+Tenancy (the optional `tenancy` section) gives each tenant its own workspace and config:
+
+    "tenancy": {
+      "workspace_root": "/srv/forge/{tenant}/workspace",
+      "overlays": {"acme": {"model": "anthropic/claude-sonnet-4", "agent": {...}, "mcp": {...}}}
+    }
+
+- `workspace_root` (absolute, `~` expanded): where a tenant's tools work. `{tenant}` is replaced by the
+  tenant id; without it each tenant gets `<workspace_root>/<tenant>`. Unset: `<data_dir>/tenants/<tenant>/
+  workspace`. The tenant `default` (local mode) always works in the server's own directory.
+- `overlays`: per tenant id, a partial config deep-merged over this one for that tenant only. Keys that
+  configure the process rather than a tenant (`SERVER_WIDE_KEYS`) are refused.
+- `<data_dir>/tenants/<tenant>/agentforge.json`, when it exists, is merged over that tenant's overlay
+  when the tenant is first served. It is read as is: no `{env:}`/`{file:}` substitution, so a tenant
+  overlay can never pull the server's environment or files into a tenant's config.
 """
 
 from __future__ import annotations
@@ -19,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentforge.identity.model import InvalidTenantId, validate_tenant_id
 
 APP_NAME = "agentforge"
 CONFIG_FILENAME = "agentforge.json"
@@ -32,6 +50,13 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4096
 
 _SUBSTITUTION = re.compile(r"\{(env|file):([^}]*)\}")
+
+TENANT_PLACEHOLDER = "{tenant}"
+# Settings of the process, not of a tenant: one server, one database, one identity setup, one set of
+# in-process plugins, one permission deadline timer.
+SERVER_WIDE_KEYS = frozenset(
+    {"server", "database", "auth", "tenancy", "plugin", "permission_timeout", "permission_default"}
+)
 
 
 class ConfigError(Exception):
@@ -104,6 +129,52 @@ class ServerConfig(_Section):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
 
 
+def check_overlay(overlay: Mapping[str, Any], *, where: str) -> None:
+    """Refuse the keys a tenant overlay may not set (ConfigError naming them and `where` they are)."""
+    refused = sorted(SERVER_WIDE_KEYS.intersection(overlay))
+    if refused:
+        raise ConfigError(
+            f"{where}: {', '.join(refused)} cannot be set per tenant (server-wide: "
+            f"{', '.join(sorted(SERVER_WIDE_KEYS))})"
+        )
+
+
+class TenancyConfig(BaseModel):
+    # Unlike other sections, unknown keys are refused: a mistyped key here would silently put every
+    # tenant in the wrong place.
+    model_config = ConfigDict(extra="forbid")
+
+    workspace_root: str | None = None
+    overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("workspace_root")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_absolute():
+            raise ValueError(f"must be an absolute path, got {value!r}")
+        return value
+
+    @field_validator("overlays")
+    @classmethod
+    def _tenant_overlays(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for tenant_id, overlay in value.items():
+            try:
+                validate_tenant_id(tenant_id)
+                check_overlay(overlay, where=tenant_id)
+            except (InvalidTenantId, ConfigError) as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    def workspace_for(self, tenant_id: str, data_dir: Path) -> Path:
+        """The workspace root of a tenant other than `default`."""
+        if self.workspace_root is None:
+            return data_dir / "tenants" / tenant_id / "workspace"
+        root = Path(self.workspace_root).expanduser()
+        if TENANT_PLACEHOLDER in self.workspace_root:
+            return Path(str(root).replace(TENANT_PLACEHOLDER, tenant_id))
+        return root / tenant_id
+
+
 class Config(_Section):
     """The merged config file. Unknown top-level keys (permission, agent, mcp, ...) are kept."""
 
@@ -114,6 +185,7 @@ class Config(_Section):
     tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    tenancy: TenancyConfig = Field(default_factory=TenancyConfig)
 
 
 @dataclass(slots=True)
@@ -208,6 +280,45 @@ def load_settings(
     )
 
 
+def tenant_config(base: Config, *overlays: tuple[Mapping[str, Any], str]) -> Config:
+    """`base` with each `(overlay, where)` deep-merged over it in turn, validated; `where` names the
+    overlay in errors. The `tenancy` section is left out: it is the server's, not the tenant's."""
+    merged: dict[str, Any] = base.model_dump(exclude_unset=True, exclude={"tenancy"})
+    for overlay, where in overlays:
+        check_overlay(overlay, where=where)
+        merged = deep_merge(merged, overlay)
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as exc:
+        sources = ", ".join(where for _, where in overlays) or "config"
+        raise ConfigError(f"{sources}: {_describe(exc)}") from exc
+
+
+def read_overlay_file(path: Path) -> dict[str, Any] | None:
+    """A tenant's overlay file, None when there is none. Blocking file IO. No substitution: see the
+    module docstring."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read tenant overlay: {exc.strerror or exc}", path=path) from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise ConfigError(f"invalid JSON at {where}: {exc.msg}", path=path) from exc
+    if not isinstance(raw, dict):
+        raise ConfigError("a tenant overlay must be a JSON object", path=path)
+    if _SUBSTITUTION.search(text):
+        raise ConfigError(
+            "{env:...} and {file:...} are not allowed in a tenant overlay file; "
+            "put such values in the server config's tenancy.overlays",
+            path=path,
+        )
+    return raw
+
+
 def _read_config_file(path: Path, env: Mapping[str, str]) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -259,7 +370,10 @@ def _validate(raw: Mapping[str, Any], *, path: Path | None) -> Config:
 
 
 def _describe(exc: ValidationError) -> str:
-    problems = [f"{_location(error['loc'])}: {error['msg']}" for error in exc.errors()]
+    # Our own validators' messages are complete sentences: drop pydantic's "Value error, " before them.
+    problems = [
+        f"{_location(error['loc'])}: {error['msg'].removeprefix('Value error, ')}" for error in exc.errors()
+    ]
     return "invalid config: " + "; ".join(problems)
 
 

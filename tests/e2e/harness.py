@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from fastapi import FastAPI
 
 from agentforge.client.sse import aiter_events
 from agentforge.config import Settings, load_settings
 from agentforge.server.app import create_app
 from agentforge.server.serve import ForgeServer
+from agentforge.session.runtime import Runtime
 from tests.fakes.openai_server import FakeOpenAI
 
 
@@ -42,6 +44,13 @@ class LiveServer:
     fake: FakeOpenAI
     client: httpx2.AsyncClient
     workspace: Path
+    app: FastAPI
+
+    @property
+    def runtime(self) -> Runtime:
+        """The server's runtime, to drive a tenant in-process that HTTP cannot pick (yet)."""
+        rt: Runtime = self.app.state.runtime
+        return rt
 
     async def create_session(self, **body: Any) -> dict[str, Any]:
         response = await self.client.post("/session", json=body or None)
@@ -80,7 +89,9 @@ async def start_live_server(
     url = f"http://127.0.0.1:{server.bound_port}"
     async with httpx2.AsyncClient(base_url=url, timeout=30) as client:
         try:
-            yield LiveServer(url=url, settings=settings, fake=fake, client=client, workspace=workspace)
+            yield LiveServer(
+                url=url, settings=settings, fake=fake, client=client, workspace=workspace, app=app
+            )
         finally:
             server.should_exit = True
             await task

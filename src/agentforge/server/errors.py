@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentforge.server.responses import WireResponse, error_body
 from agentforge.session.runner import SessionBusyError
+from agentforge.session.scope import TenantScopeError
 from agentforge.session.service import InvalidInputError, NotFoundError
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,11 @@ def install(app: FastAPI) -> None:
     async def busy(_request: Request, exc: SessionBusyError) -> WireResponse:
         body = error_body("SessionBusyError", str(exc), sessionID=exc.session_id)
         return WireResponse(body, status_code=409)
+
+    @app.exception_handler(TenantScopeError)
+    async def tenant_unavailable(_request: Request, exc: TenantScopeError) -> WireResponse:
+        # The tenant's own config (overlay, roots) is broken: the server's fault, said plainly.
+        return WireResponse(error_body("TenantConfigError", str(exc)), status_code=500)
 
     @app.exception_handler(RequestValidationError)
     async def validation(_request: Request, exc: RequestValidationError) -> WireResponse:

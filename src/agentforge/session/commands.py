@@ -30,6 +30,7 @@ from agentforge.model.part import ModelRef
 from agentforge.plugins.calls import shell_env
 from agentforge.session.inputs import FilePartInput, ModelInput, PartInput, PromptInput, SubtaskPartInput
 from agentforge.session.references import prompt_parts
+from agentforge.session.scope import TenantScope
 from agentforge.session.service import InvalidInputError, SessionService
 from agentforge.tools.builtin.bash import default_shell
 from agentforge.tools.process import run_process_group
@@ -216,18 +217,19 @@ class CommandRunner:
 
     async def run(self, session_id: str, body: CommandInput) -> WithParts:
         session = await self.sessions.get(session_id)
+        scope = await self.sessions.scope()
         workspace = Path(session.directory)
-        command = await self._find(session_id, body.command, workspace)
-        agent = self._agent(command.agent or body.agent or self.rt.agents.default_name)
+        command = await self._find(scope, session_id, body.command, workspace)
+        agent = self._agent(scope, command.agent or body.agent or scope.agents.default_name)
         env = {
             **os.environ,
             **await shell_env(self.rt.plugins, cwd=workspace, session_id=session_id, call_id=None),
         }
         text = await run_shell_snippets(expand(command.template, body.arguments), cwd=workspace, env=env)
-        model = self._model(command, agent, body)
-        agent_names = [a.name for a in self.rt.agents.list()]
+        model = self._model(scope.catalog, command, agent, body)
+        agent_names = [a.name for a in scope.agents.list()]
         if (agent.mode == "subagent" and command.subtask is not False) or command.subtask is True:
-            prompt = self._subtask_prompt(command, agent, text, model, body)
+            prompt = self._subtask_prompt(scope.catalog, command, agent, text, model, body)
         else:
             parts: list[PartInput] = [
                 *await prompt_parts(text, directory=workspace, agents=agent_names),
@@ -240,9 +242,9 @@ class CommandRunner:
         self._published(command, session_id, body.arguments, reply.info.id)
         return reply
 
-    async def _find(self, session_id: str, name: str, workspace: Path) -> Command:
+    async def _find(self, scope: TenantScope, session_id: str, name: str, workspace: Path) -> Command:
         commands = {
-            command.name: command for command in await list_commands(self.rt.settings.config, workspace)
+            command.name: command for command in await list_commands(scope.settings.config, workspace)
         }
         command = commands.get(name)
         if command is None:
@@ -252,25 +254,33 @@ class CommandRunner:
             raise InvalidInputError(message)
         return command
 
-    def _agent(self, name: str) -> Agent:
+    def _agent(self, scope: TenantScope, name: str) -> Agent:
         try:
-            return self.rt.agents.get(name)
+            return scope.agents.get(name)
         except UnknownAgentError as exc:
             raise InvalidInputError(str(exc)) from None
 
-    def _model(self, command: Command, agent: Agent, body: CommandInput) -> ModelInput | None:
+    def _model(
+        self, catalog: ProviderCatalog, command: Command, agent: Agent, body: CommandInput
+    ) -> ModelInput | None:
         """The command's model, else its agent's, else the request's; None leaves the choice to the
         prompt (the session's last model)."""
         if command.model:
-            return _model_input(self.rt.catalog, command.model)
+            return _model_input(catalog, command.model)
         if command.agent and agent.model:
-            return _model_input(self.rt.catalog, agent.model)
+            return _model_input(catalog, agent.model)
         if body.model:
-            return _model_input(self.rt.catalog, body.model)
+            return _model_input(catalog, body.model)
         return None
 
     def _subtask_prompt(
-        self, command: Command, agent: Agent, text: str, model: ModelInput | None, body: CommandInput
+        self,
+        catalog: ProviderCatalog,
+        command: Command,
+        agent: Agent,
+        text: str,
+        model: ModelInput | None,
+        body: CommandInput,
     ) -> PromptInput:
         """The whole template goes to the subagent; the user message keeps the caller's agent and model."""
         subtask = SubtaskPartInput(
@@ -281,7 +291,7 @@ class CommandRunner:
             model=ModelRef(provider_id=model.provider_id, model_id=model.model_id) if model else None,
             prompt=text,
         )
-        caller_model = _model_input(self.rt.catalog, body.model) if body.model else None
+        caller_model = _model_input(catalog, body.model) if body.model else None
         return PromptInput(
             message_id=body.message_id,
             model=caller_model,

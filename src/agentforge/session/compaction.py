@@ -37,6 +37,7 @@ from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.history import is_compaction_request, to_model_messages
 from agentforge.session.processor import Outcome, Processor, ProcessorDeps
 from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScope
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.turn_tools import TurnTools
 
@@ -170,13 +171,17 @@ class Compactor:
     """Compaction for one session's loop."""
 
     rt: Runtime
-    tenant_id: str
+    scope: TenantScope
     session: Session
     config: CompactionConfig
 
     @classmethod
-    def for_session(cls, rt: Runtime, tenant_id: str, session: Session) -> Compactor:
-        return cls(rt, tenant_id, session, CompactionConfig.of(rt.settings.config))
+    def for_session(cls, rt: Runtime, scope: TenantScope, session: Session) -> Compactor:
+        return cls(rt, scope, session, CompactionConfig.of(scope.settings.config))
+
+    @property
+    def tenant_id(self) -> str:
+        return self.scope.tenant_id
 
     @property
     def events(self) -> SessionEvents:
@@ -246,14 +251,14 @@ class Compactor:
 
     def _agent(self) -> Agent:
         try:
-            return self.rt.agents.get(COMPACTION_AGENT)
+            return self.scope.agents.get(COMPACTION_AGENT)
         except UnknownAgentError:
             return Agent(
                 name=COMPACTION_AGENT, mode="primary", native=True, hidden=True, prompt=FALLBACK_PROMPT
             )
 
     def _model(self, agent: Agent, parent: UserMessage) -> ResolvedModel:
-        catalog = self.rt.catalog
+        catalog = self.scope.catalog
         if agent.model:
             try:
                 return catalog.resolve(*catalog.parse(agent.model))
@@ -313,9 +318,9 @@ class Compactor:
             events=events,
             status=self.rt.status,
             stream=self.rt.stream,
-            limits=self.rt.limits,
-            data_dir=self.rt.settings.data_dir,
-            max_retries=self.rt.max_retries,
+            limits=self.scope.limits,
+            data_dir=self.scope.settings.data_dir,
+            max_retries=self.scope.max_retries,
             # A summary that overflows must come back as "compact", to be stored as its own error.
             compaction=True,
         )
@@ -324,7 +329,7 @@ class Compactor:
         return TurnTools(
             tools={},
             directory=Path(self.session.directory),
-            data_dir=self.rt.settings.data_dir,
+            data_dir=self.scope.settings.data_dir,
             agent=agent.name,
         )
 

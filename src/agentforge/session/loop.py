@@ -40,6 +40,7 @@ from agentforge.session.history import (
 from agentforge.session.processor import Processor, ProcessorDeps
 from agentforge.session.reminders import with_reminders
 from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScope
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.subtask import SessionSubagents, caller_model, describe_task_tool, run_subtask
 from agentforge.session.todos import StoreTodos
@@ -73,14 +74,15 @@ def turn_is_over(found: Bindings) -> bool:
 
 
 class TurnLoop:
-    def __init__(self, rt: Runtime, tenant_id: str, session: Session) -> None:
+    def __init__(self, rt: Runtime, scope: TenantScope, session: Session) -> None:
         self.rt = rt
-        self.tenant_id = tenant_id
+        self.scope = scope
+        self.tenant_id = scope.tenant_id
         self.session = session
-        self.events: SessionEvents = rt.events(tenant_id)
+        self.events: SessionEvents = rt.events(self.tenant_id)
         self.step = 0
         self.final: WithParts | None = None
-        self.compactor = Compactor.for_session(rt, tenant_id, session)
+        self.compactor = Compactor.for_session(rt, scope, session)
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
@@ -99,14 +101,14 @@ class TurnLoop:
                 return self.final
             self.step += 1
             if self.step == 1:
-                title.maybe_generate(self.rt, self.tenant_id, self.session, history)
+                title.maybe_generate(self.rt, self.scope, self.session, history)
             resolved = self._resolve(found.last_user)
             if resolved is None:
                 return self.final
             agent, model = resolved
             task = found.tasks.pop() if found.tasks else None
             if isinstance(task, SubtaskPart):
-                await run_subtask(self.rt, self.tenant_id, self.session, found.last_user, task)
+                await run_subtask(self.rt, self.scope, self.session, found.last_user, task)
                 continue
             if isinstance(task, CompactionPart):
                 if not await self._compact(task, history):
@@ -119,8 +121,8 @@ class TurnLoop:
 
     def _resolve(self, user: UserMessage) -> tuple[Agent, ResolvedModel] | None:
         try:
-            agent = self.rt.agents.get(user.agent)
-            model = self.rt.catalog.resolve(user.model.provider_id, user.model.model_id)
+            agent = self.scope.agents.get(user.agent)
+            model = self.scope.catalog.resolve(user.model.provider_id, user.model.model_id)
         except (UnknownAgentError, UnknownModelError) as exc:
             self.events.session_error(self.session.id, unknown_error(str(exc)).wire())
             return None
@@ -209,20 +211,20 @@ class TurnLoop:
         available = (
             {}
             if is_last_step
-            else {tool.id: tool for tool in self.rt.tools.for_model(model.provider_id, model.model_id)}
+            else {tool.id: tool for tool in self.scope.tools.for_model(model.provider_id, model.model_id)}
         )
         # KERNEL 5.6: tools the user switched off for this turn, and tools the rules deny outright.
         switched_off = {name for name, enabled in (user.tools or {}).items() if not enabled}
         for name in switched_off | permissions.disabled(available):
             available.pop(name, None)
-        describe_task_tool(available, self.rt.agents, permissions.ruleset)
-        invalid = self.rt.tools.get(INVALID_TOOL)
+        describe_task_tool(available, self.scope.agents, permissions.ruleset)
+        invalid = self.scope.tools.get(INVALID_TOOL)
         if invalid is not None:
             available[INVALID_TOOL] = invalid
         return TurnTools(
             tools=available,
             directory=Path(self.session.directory),
-            data_dir=self.rt.settings.data_dir,
+            data_dir=self.scope.settings.data_dir,
             agent=agent.name,
             permissions=permissions,
             earlier_calls=calls_since(history, user.id),
@@ -231,7 +233,7 @@ class TurnLoop:
                 QUESTIONS_EXTRA: self.rt.questions.for_tenant(self.tenant_id),
                 PLUGINS_EXTRA: self.rt.plugins,
                 SHELL_ENV_EXTRA: hooks.shell_env_for,
-                SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.tenant_id, caller_model(model)),
+                SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.scope, caller_model(model)),
             },
         )
 
@@ -269,16 +271,16 @@ class TurnLoop:
         )
 
     def _system_context(self) -> system.SystemContext:
-        return system.context_for(self.rt.settings, self.session.directory)
+        return system.context_for(self.scope.settings, self.session.directory)
 
     def _deps(self) -> ProcessorDeps:
         return ProcessorDeps(
             events=self.events,
             status=self.rt.status,
             stream=self.rt.stream,
-            limits=self.rt.limits,
-            data_dir=self.rt.settings.data_dir,
-            max_retries=self.rt.max_retries,
+            limits=self.scope.limits,
+            data_dir=self.scope.settings.data_dir,
+            max_retries=self.scope.max_retries,
             compaction=self.compactor.config.auto,
             overflow=self.compactor.overflows,
         )

@@ -16,6 +16,7 @@ from agentforge.model.part import CompletedTime, ToolPart, ToolStateCompleted
 from agentforge.session.compaction import CompactionConfig, estimate_tokens
 from agentforge.session.events import now_ms
 from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScope
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +66,11 @@ def mark_pruned(part: ToolPart, when: int) -> ToolPart:
     return part.model_copy(update={"state": state.model_copy(update={"time": time})})
 
 
-async def prune(rt: Runtime, tenant_id: str, session_id: str) -> int:
+async def prune(rt: Runtime, scope: TenantScope, session_id: str) -> int:
     """Mark the session's prunable tool outputs; returns how many were marked."""
-    if not CompactionConfig.of(rt.settings.config).prune:
+    if not CompactionConfig.of(scope.settings.config).prune:
         return 0
+    tenant_id = scope.tenant_id
     # Pruning stops at a summary, so what lies before the last compaction is never needed.
     history = await rt.store.history_since_compaction(tenant_id, session_id)
     parts = prunable_parts(history)
@@ -83,12 +85,12 @@ async def prune(rt: Runtime, tenant_id: str, session_id: str) -> int:
     return len(parts)
 
 
-def schedule_prune(rt: Runtime, tenant_id: str, session_id: str) -> None:
+def schedule_prune(rt: Runtime, scope: TenantScope, session_id: str) -> None:
     """Prune in the background; a failure is logged, never raised into the turn."""
 
     async def run() -> None:
         try:
-            await prune(rt, tenant_id, session_id)
+            await prune(rt, scope, session_id)
         except Exception:
             log.exception("session %s: pruning failed", session_id)
 

@@ -30,6 +30,7 @@ from agentforge.session.inputs import PromptInput, SessionCreateInput, SessionUp
 from agentforge.session.loop import TurnLoop
 from agentforge.session.prune import schedule_prune
 from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScope
 from agentforge.session.structured import schema_problem
 from agentforge.session.user_parts import PartContext, resolve_parts
 
@@ -67,6 +68,10 @@ class SessionService:
         self.tenant_id = tenant_id
         self.events = rt.events(tenant_id)
 
+    async def scope(self) -> TenantScope:
+        """The caller's tenant scope: its workspace, config, agents, models and tools."""
+        return await self.rt.scope(self.tenant_id)
+
     # -- sessions ---------------------------------------------------------------------------
 
     async def get(self, session_id: str) -> Session:
@@ -96,9 +101,9 @@ class SessionService:
         return session
 
     async def _directory(self, requested: str | None) -> Path:
-        """The session's working directory: the server's workspace or a directory inside it, since
-        tools treat it as the boundary they may not leave without permission."""
-        root = self.rt.settings.directory
+        """The session's working directory: the tenant's workspace root or a directory inside it,
+        since tools treat it as the boundary they may not leave without permission."""
+        root = (await self.scope()).settings.directory
         if requested is None:
             return root
         path = Path(requested)
@@ -111,7 +116,7 @@ class SessionService:
             raise InvalidInputError(f"directory {requested!r} does not exist or is not a directory")
         if not resolved.is_relative_to(root_resolved):
             raise InvalidInputError(
-                f"directory {requested!r} is outside the server's workspace {root_resolved}"
+                f"directory {requested!r} is outside the server's workspace for this tenant, {root_resolved}"
             )
         return path
 
@@ -175,11 +180,12 @@ class SessionService:
 
     async def create_user_message(self, session: Session, body: PromptInput) -> WithParts:
         """Validate the agent and model, then persist the user message and its parts (KERNEL 4.2)."""
+        scope = await self.scope()
         try:
-            agent = self.rt.agents.get(body.agent or self.rt.agents.default_name)
+            agent = scope.agents.get(body.agent or scope.agents.default_name)
         except Exception as exc:
             raise InvalidInputError(str(exc)) from exc
-        model = self._pick_model(session, body, agent.model)
+        model = self._pick_model(scope, session, body, agent.model)
         if body.variant is None:  # KERNEL 4.2: the agent's variant goes with the agent's model
             model.variant = agent.variant_for(model.provider_id, model.model_id)
         if (problem := schema_problem(body.format)) is not None:
@@ -202,9 +208,9 @@ class SessionService:
             message_id=message_id,
             agent=agent.name,
             directory=Path(session.directory),
-            data_dir=self.rt.settings.data_dir,
-            read_tool=self.rt.tools.get("read"),
-            limits=self.rt.limits,
+            data_dir=scope.settings.data_dir,
+            read_tool=scope.tools.get("read"),
+            limits=scope.limits,
         )
         parts, errors = await resolve_parts(context, body.parts)
         for error in errors:
@@ -219,8 +225,10 @@ class SessionService:
         await self._touch(session, model)
         return WithParts(info=info, parts=parts)
 
-    def _pick_model(self, session: Session, body: PromptInput, agent_model: str | None) -> ModelRef:
-        catalog = self.rt.catalog
+    def _pick_model(
+        self, scope: TenantScope, session: Session, body: PromptInput, agent_model: str | None
+    ) -> ModelRef:
+        catalog = scope.catalog
         try:
             if body.model is not None:
                 provider_id, model_id = body.model.provider_id, body.model.model_id
@@ -275,8 +283,9 @@ class SessionService:
         return reply
 
     async def _loop_then_prune(self, session: Session) -> WithParts | None:
-        reply = await TurnLoop(self.rt, self.tenant_id, session).run()
-        schedule_prune(self.rt, self.tenant_id, session.id)  # KERNEL 6.6: after each loop exit
+        scope = await self.scope()
+        reply = await TurnLoop(self.rt, scope, session).run()
+        schedule_prune(self.rt, scope, session.id)  # KERNEL 6.6: after each loop exit
         return reply
 
     async def _report_crash(self, session_id: str, exc: BaseException) -> None:

@@ -38,6 +38,7 @@ from agentforge.plugins.calls import shell_env
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.inputs import ModelInput
 from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScope
 from agentforge.session.service import InvalidInputError
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.tools.builtin.bash import default_shell
@@ -59,13 +60,16 @@ class ShellInput(Wire):
 
 
 class _ShellRun:
-    def __init__(self, rt: Runtime, tenant_id: str, session: Session, agent: Agent, model: ModelRef) -> None:
+    def __init__(
+        self, rt: Runtime, scope: TenantScope, session: Session, agent: Agent, model: ModelRef
+    ) -> None:
         self.rt = rt
-        self.tenant_id = tenant_id
+        self.scope = scope
+        self.tenant_id = scope.tenant_id
         self.session = session
         self.agent = agent
         self.model = model
-        self.events: SessionEvents = rt.events(tenant_id)
+        self.events: SessionEvents = rt.events(scope.tenant_id)
 
     async def __call__(self, body: ShellInput, abort: asyncio.Event) -> WithParts:
         self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
@@ -136,7 +140,7 @@ class _ShellRun:
         extra_env = await shell_env(
             self.rt.plugins, cwd=cwd, session_id=self.session.id, call_id=part.call_id
         )
-        output = ShellOutput(self.rt.settings.data_dir, self.rt.limits)
+        output = ShellOutput(self.scope.settings.data_dir, self.scope.limits)
         preview = asyncio.create_task(self._preview(part, output))
         try:
             outcome = await run_process_group(
@@ -170,37 +174,39 @@ class _ShellRun:
             self.events.submit_part(part)
 
 
-def _pick_agent(rt: Runtime, name: str) -> Agent:
+def _pick_agent(scope: TenantScope, name: str) -> Agent:
     try:
-        return rt.agents.get(name)
+        return scope.agents.get(name)
     except UnknownAgentError as exc:
         raise InvalidInputError(str(exc)) from None
 
 
-def _pick_model(rt: Runtime, session: Session, body: ShellInput, agent: Agent) -> ModelRef:
+def _pick_model(scope: TenantScope, session: Session, body: ShellInput, agent: Agent) -> ModelRef:
     """The request's model, else the agent's, else the session's last one, else the default."""
+    catalog = scope.catalog
     try:
         if body.model is not None:
             provider_id, model_id = body.model.provider_id, body.model.model_id
         elif agent.model:
-            provider_id, model_id = rt.catalog.parse(agent.model)
+            provider_id, model_id = catalog.parse(agent.model)
         elif session.model is not None:
             provider_id, model_id = session.model.provider_id, session.model.id
         else:
-            provider_id, model_id = rt.catalog.default_model()
-        rt.catalog.resolve(provider_id, model_id)
+            provider_id, model_id = catalog.default_model()
+        catalog.resolve(provider_id, model_id)
     except UnknownModelError as exc:
         raise InvalidInputError(str(exc)) from None
     return ModelRef(provider_id=provider_id, model_id=model_id)
 
 
-async def run_shell(rt: Runtime, tenant_id: str, session: Session, body: ShellInput) -> WithParts:
+async def run_shell(rt: Runtime, scope: TenantScope, session: Session, body: ShellInput) -> WithParts:
     """Run the command to its end (or abort); the assistant message and its `bash` part."""
     if body.message_id is not None and not ids.has_prefix(body.message_id, "msg"):
         raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
-    agent = _pick_agent(rt, body.agent)
-    model = _pick_model(rt, session, body, agent)
-    run = _ShellRun(rt, tenant_id, session, agent, model)
+    agent = _pick_agent(scope, body.agent)
+    model = _pick_model(scope, session, body, agent)
+    run = _ShellRun(rt, scope, session, agent, model)
+    tenant_id = scope.tenant_id
     return await rt.runners.run_shell(
         session.id,
         lambda abort: run(body, abort),

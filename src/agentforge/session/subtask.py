@@ -41,6 +41,7 @@ from agentforge.session.events import now_ms
 from agentforge.session.inputs import ModelInput, PromptInput, SessionCreateInput
 from agentforge.session.references import prompt_parts
 from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScope
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.builtin.task import (
@@ -95,9 +96,10 @@ def _last_text(reply: WithParts) -> str:
 class SessionSubagents:
     """Child sessions of one tenant; `caller_model` is the model of the calling assistant message."""
 
-    def __init__(self, rt: Runtime, tenant_id: str, caller_model: ModelRef) -> None:
+    def __init__(self, rt: Runtime, scope: TenantScope, caller_model: ModelRef) -> None:
         self.rt = rt
-        self.tenant_id = tenant_id
+        self.scope = scope
+        self.tenant_id = scope.tenant_id
         self.caller_model = caller_model
 
     def _service(self) -> SessionService:
@@ -108,20 +110,20 @@ class SessionSubagents:
 
     def exists(self, agent: str) -> bool:
         try:
-            self.rt.agents.get(agent)
+            self.scope.agents.get(agent)
         except UnknownAgentError:
             return False
         return True
 
     def _model_for(self, agent: Agent) -> tuple[str, str]:
         if agent.model:
-            return self.rt.catalog.parse(agent.model)
+            return self.scope.catalog.parse(agent.model)
         return self.caller_model.provider_id, self.caller_model.model_id
 
     async def open_child(
         self, *, parent_id: str, task_id: str | None, description: str, agent: str
     ) -> ChildSession:
-        subagent = self.rt.agents.get(agent)
+        subagent = self.scope.agents.get(agent)
         provider_id, model_id = self._model_for(subagent)
         if task_id:
             existing = await self.rt.store.get_session(self.tenant_id, task_id)
@@ -144,7 +146,7 @@ class SessionSubagents:
     async def run(self, child: ChildSession, *, agent: str, prompt: str) -> str:
         service = self._service()
         session = await service.get(child.id)
-        agent_names = [a.name for a in self.rt.agents.list()]
+        agent_names = [a.name for a in self.scope.agents.list()]
         parts = await prompt_parts(prompt, directory=Path(session.directory), agents=agent_names)
         body = PromptInput(
             model=ModelInput(provider_id=child.provider_id, model_id=child.model_id),
@@ -165,14 +167,15 @@ class _SubtaskRun:
     """One subtask part executed as a `task` call on a synthetic assistant message."""
 
     def __init__(
-        self, rt: Runtime, tenant_id: str, session: Session, user: UserMessage, task: SubtaskPart
+        self, rt: Runtime, scope: TenantScope, session: Session, user: UserMessage, task: SubtaskPart
     ) -> None:
         self.rt = rt
-        self.tenant_id = tenant_id
+        self.scope = scope
+        self.tenant_id = scope.tenant_id
         self.session = session
         self.user = user
         self.task = task
-        self.events = rt.events(tenant_id)
+        self.events = rt.events(scope.tenant_id)
         self.model = task.model or user.model
         self.message = assistant_skeleton(
             session_id=session.id,
@@ -214,13 +217,13 @@ class _SubtaskRun:
 
     async def _execute(self) -> ToolResult:
         try:
-            agent = self.rt.agents.get(self.task.agent)
+            agent = self.scope.agents.get(self.task.agent)
         except UnknownAgentError as exc:
             self.events.session_error(self.session.id, unknown_error(str(exc)).wire())
             raise ToolError(str(exc)) from None
-        tool = self.rt.tools.get(TASK_TOOL) or TaskTool()
+        tool = self.scope.tools.get(TASK_TOOL) or TaskTool()
         return await run_tool_with_hooks(
-            self.rt.plugins, tool, dict(self.part.state.input), self._context(agent), limits=self.rt.limits
+            self.rt.plugins, tool, dict(self.part.state.input), self._context(agent), limits=self.scope.limits
         )
 
     def _context(self, agent: Agent) -> ToolContext:
@@ -232,9 +235,9 @@ class _SubtaskRun:
             call_id=self.part.call_id,
             agent=agent.name,
             directory=Path(self.session.directory),
-            data_dir=self.rt.settings.data_dir,
+            data_dir=self.scope.settings.data_dir,
             extra={
-                SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.tenant_id, self.model),
+                SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.scope, self.model),
                 BYPASS_AGENT_CHECK: True,
                 PLUGINS_EXTRA: self.rt.plugins,
             },
@@ -295,10 +298,10 @@ class _SubtaskRun:
 
 
 async def run_subtask(
-    rt: Runtime, tenant_id: str, session: Session, user: UserMessage, task: SubtaskPart
+    rt: Runtime, scope: TenantScope, session: Session, user: UserMessage, task: SubtaskPart
 ) -> None:
     """KERNEL 4.7: run the subtask part `task` of the user message `user`."""
-    await _SubtaskRun(rt, tenant_id, session, user, task).run()
+    await _SubtaskRun(rt, scope, session, user, task).run()
 
 
 def caller_model(model: ResolvedModel) -> ModelRef:

@@ -9,6 +9,7 @@ from agentforge.model.base import Wire
 from agentforge.model.message import UserMessage
 from agentforge.model.part import ModelRef
 from agentforge.session.compaction import Compactor
+from agentforge.session.scope import TenantScope
 from agentforge.session.service import InvalidInputError, SessionService
 
 # How far back to look for the agent of the newest user message.
@@ -26,23 +27,22 @@ async def summarize(sessions: SessionService, session_id: str, body: SummarizeIn
     been handled. With `auto`, the loop goes on after the summary as an automatic compaction would."""
     session = await sessions.get(session_id)
     rt = sessions.rt
+    scope = await sessions.scope()
     try:
-        rt.catalog.resolve(body.provider_id, body.model_id)
+        scope.catalog.resolve(body.provider_id, body.model_id)
     except UnknownModelError as exc:
         raise InvalidInputError(str(exc)) from exc
-    agent = await _current_agent(sessions, session_id)
+    agent = await _current_agent(sessions, scope, session_id)
     model = ModelRef(provider_id=body.provider_id, model_id=body.model_id)
-    request = await Compactor.for_session(rt, sessions.tenant_id, session).create(
-        agent=agent, model=model, auto=body.auto
-    )
+    request = await Compactor.for_session(rt, scope, session).create(agent=agent, model=model, auto=body.auto)
     rt.runners.note_input(session.id)  # a loop already running must see the request
     await sessions.run(session, request.info.id)
 
 
-async def _current_agent(sessions: SessionService, session_id: str) -> str:
+async def _current_agent(sessions: SessionService, scope: TenantScope, session_id: str) -> str:
     """The agent of the newest user message, else the default agent."""
     page, _ = await sessions.rt.store.list_messages(sessions.tenant_id, session_id, limit=_RECENT_MESSAGES)
     for item in reversed(page):
         if isinstance(item.info, UserMessage):
             return item.info.agent
-    return sessions.rt.agents.default_name
+    return scope.agents.default_name

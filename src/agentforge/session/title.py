@@ -21,6 +21,7 @@ from agentforge.model.message import UserMessage, WithParts
 from agentforge.model.part import SubtaskPart, TextPart
 from agentforge.model.session import Session
 from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScope
 
 log = logging.getLogger(__name__)
 
@@ -76,33 +77,33 @@ def should_generate(config: Config, session: Session, history: list[WithParts]) 
     )
 
 
-def maybe_generate(rt: Runtime, tenant_id: str, session: Session, history: list[WithParts]) -> None:
+def maybe_generate(rt: Runtime, scope: TenantScope, session: Session, history: list[WithParts]) -> None:
     """Fire-and-forget: start title generation when the session qualifies (call on step 1)."""
-    if not should_generate(rt.settings.config, session, history):
+    if not should_generate(scope.settings.config, session, history):
         return
     first = real_user_messages(history)[0]
-    rt.spawn(_generate_logged(rt, tenant_id, session.id, first))
+    rt.spawn(_generate_logged(rt, scope, session.id, first))
 
 
-async def _generate_logged(rt: Runtime, tenant_id: str, session_id: str, first: WithParts) -> None:
+async def _generate_logged(rt: Runtime, scope: TenantScope, session_id: str, first: WithParts) -> None:
     try:
-        await generate(rt, tenant_id, session_id, first)
+        await generate(rt, scope, session_id, first)
     except Exception:
         log.exception("session %s: title generation failed", session_id)
 
 
-async def generate(rt: Runtime, tenant_id: str, session_id: str, first: WithParts) -> str | None:
+async def generate(rt: Runtime, scope: TenantScope, session_id: str, first: WithParts) -> str | None:
     """Ask for a title for the conversation that starts with `first` and store it; returns it (None
     when the model gave nothing usable or the session was renamed or deleted meanwhile)."""
     source = source_text(first)
     if not source:
         return None
-    agent = title_agent(rt.agents)
-    model = _title_model(rt, agent, first)
+    agent = title_agent(scope.agents)
+    model = _title_model(scope, agent, first)
     title = clean_title(await _ask(rt, model, _request(agent, model, source)))
     if not title:
         return None
-    return title if await _store_title(rt, tenant_id, session_id, title) else None
+    return title if await _store_title(rt, scope.tenant_id, session_id, title) else None
 
 
 def source_text(first: WithParts) -> str:
@@ -134,10 +135,10 @@ def system_prompt(agent: Agent | None) -> str:
     return (agent.prompt if agent is not None else None) or FALLBACK_PROMPT
 
 
-def _title_model(rt: Runtime, agent: Agent | None, first: WithParts) -> ResolvedModel:
+def _title_model(scope: TenantScope, agent: Agent | None, first: WithParts) -> ResolvedModel:
     """The title agent's model, else the config's `small_model`, else the model of the turn."""
-    catalog = rt.catalog
-    for configured in (agent.model if agent else None, rt.settings.config.small_model):
+    catalog = scope.catalog
+    for configured in (agent.model if agent else None, scope.settings.config.small_model):
         if not configured:
             continue
         try:

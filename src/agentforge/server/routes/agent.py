@@ -1,4 +1,4 @@
-"""`GET /agent` (KERNEL 1.4): every agent, the default first, then by name."""
+"""`GET /agent` (KERNEL 1.4): every agent of the caller's tenant, the default first, then by name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from agentforge.agents.agent import AgentInfo
-from agentforge.server.deps import RuntimeDep
+from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
 
 router = APIRouter(tags=["agent"])
@@ -16,5 +16,6 @@ _AGENTS: dict[int | str, dict[str, Any]] = {200: {"model": list[AgentInfo]}}
 
 
 @router.get("/agent", responses=_AGENTS, summary="List agents")
-async def list_agents(rt: RuntimeDep) -> WireResponse:
-    return WireResponse([AgentInfo.of(agent) for agent in rt.agents.list()])
+async def list_agents(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
+    scope = await rt.scope(tenant_id)
+    return WireResponse([AgentInfo.of(agent) for agent in scope.agents.list()])

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from agentforge.model.message import WithParts
-from agentforge.server.deps import RuntimeDep, SessionsDep
+from agentforge.server.deps import RuntimeDep, SessionsDep, TenantDep
 from agentforge.server.responses import WireResponse
 from agentforge.session.commands import CommandInput, CommandRunner, list_commands
 from agentforge.session.shell import ShellInput, run_shell
@@ -18,9 +18,10 @@ router = APIRouter(tags=["command"])
 _WITH_PARTS: dict[int | str, dict[str, Any]] = {200: {"model": WithParts}}
 
 
-@router.get("/command", summary="Commands available in the workspace")
-async def commands(rt: RuntimeDep) -> WireResponse:
-    found = await list_commands(rt.settings.config, rt.settings.directory)
+@router.get("/command", summary="Commands available in the caller's workspace")
+async def commands(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
+    scope = await rt.scope(tenant_id)
+    found = await list_commands(scope.settings.config, scope.settings.directory)
     return WireResponse([command.wire() for command in found])
 
 
@@ -40,4 +41,4 @@ async def run_command(session_id: str, body: CommandInput, sessions: SessionsDep
 )
 async def shell(session_id: str, body: ShellInput, sessions: SessionsDep) -> WireResponse:
     session = await sessions.get(session_id)
-    return WireResponse(await run_shell(sessions.rt, sessions.tenant_id, session, body))
+    return WireResponse(await run_shell(sessions.rt, await sessions.scope(), session, body))

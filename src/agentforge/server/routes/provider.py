@@ -1,4 +1,5 @@
-"""Provider routes (KERNEL 1.4): the model catalogue as clients see it. Never includes credentials."""
+"""Provider routes (KERNEL 1.4): the model catalogue of the caller's tenant as clients see it. Never
+includes credentials."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pydantic import Field
 
 from agentforge.llm.provider import ProviderInfo
 from agentforge.model.base import Wire
-from agentforge.server.deps import RuntimeDep
+from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
 
 router = APIRouter(tags=["provider"])
@@ -31,19 +32,19 @@ _CONFIG_PROVIDERS: dict[int | str, dict[str, Any]] = {200: {"model": ConfigProvi
 
 
 @router.get("/provider", responses=_PROVIDER_LIST, summary="List all known providers")
-async def list_providers(rt: RuntimeDep) -> WireResponse:
-    connected = rt.catalog.providers()
+async def list_providers(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
+    catalog = (await rt.scope(tenant_id)).catalog
+    connected = catalog.providers()
     return WireResponse(
         ProviderList(
-            all=rt.catalog.all_providers(),
-            default=rt.catalog.default_models(),
+            all=catalog.all_providers(),
+            default=catalog.default_models(),
             connected=[provider.id for provider in connected],
         )
     )
 
 
 @router.get("/config/providers", responses=_CONFIG_PROVIDERS, summary="List connected providers")
-async def config_providers(rt: RuntimeDep) -> WireResponse:
-    return WireResponse(
-        ConfigProviders(providers=rt.catalog.providers(), default=rt.catalog.default_models())
-    )
+async def config_providers(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
+    catalog = (await rt.scope(tenant_id)).catalog
+    return WireResponse(ConfigProviders(providers=catalog.providers(), default=catalog.default_models()))

@@ -1,0 +1,251 @@
+"""What one tenant runs with (ARCHITECTURE "Tenancy"): its effective settings, models, agents, tools
+and MCP servers.
+
+A tenant's settings are the server's with the tenant's config overlays merged in (config.py,
+`tenancy`), its workspace root as `directory` and its own data directory as `data_dir` (tool-output
+spill files, plans). The tenant `default` (local mode) keeps the server's own directory and data
+directory, so a single-tenant server behaves exactly as before tenancy existed. Other tenants' roots
+are created on first use, private to the server's user (0700).
+
+Everything here is derived from config and files; the services every tenant shares (store, bus,
+permissions, plugins, runners) stay on the Runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from agentforge.agents.registry import AgentRegistry, load_agents
+from agentforge.config import (
+    CONFIG_FILENAME,
+    Config,
+    ConfigError,
+    Settings,
+    read_overlay_file,
+    tenant_config,
+)
+from agentforge.identity.model import InvalidTenantId, validate_tenant_id
+from agentforge.llm.provider import ProviderCatalog
+from agentforge.model.events import DEFAULT_TENANT
+from agentforge.tools.mcp import McpManager
+from agentforge.tools.registry import ToolRegistry, ToolSource
+from agentforge.tools.truncation import TruncationLimits
+
+log = logging.getLogger(__name__)
+
+TENANTS_DIR = "tenants"
+PRIVATE_MODE = 0o700
+
+
+class TenantScopeError(Exception):
+    """A tenant's scope cannot be built: its config overlay or roots are unusable."""
+
+    def __init__(self, tenant_id: str, reason: str) -> None:
+        super().__init__(f"tenant {tenant_id!r} cannot be served: {reason}")
+        self.tenant_id = tenant_id
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRoots:
+    workspace: Path  # where the tenant's sessions, tools and MCP servers work
+    data_dir: Path  # tool-output spill files, plans, the overlay file
+
+
+def tenant_data_dir(server: Settings, tenant_id: str) -> Path:
+    return server.data_dir / TENANTS_DIR / tenant_id
+
+
+def overlay_path(server: Settings, tenant_id: str) -> Path:
+    """The tenant's optional overlay file (for `default` too)."""
+    return tenant_data_dir(server, tenant_id) / CONFIG_FILENAME
+
+
+def tenant_roots(server: Settings, tenant_id: str) -> TenantRoots:
+    """The tenant's workspace and data directory (not created here)."""
+    validate_tenant_id(tenant_id)
+    if tenant_id == DEFAULT_TENANT:
+        return TenantRoots(workspace=server.directory, data_dir=server.data_dir)
+    workspace = server.config.tenancy.workspace_for(tenant_id, server.data_dir)
+    return TenantRoots(workspace=workspace, data_dir=tenant_data_dir(server, tenant_id))
+
+
+def _overlapping(a: Path, b: Path) -> bool:
+    return a == b or a.is_relative_to(b) or b.is_relative_to(a)
+
+
+def _check_apart(server: Settings, tenant_id: str, roots: TenantRoots) -> None:
+    """A tenant's roots must not overlap the default tenant's workspace: the default tenant's tools
+    would reach the other tenant's files without any permission ask (or the other way round)."""
+    shared = server.directory.resolve()
+    for path in (roots.workspace, roots.data_dir):
+        if _overlapping(path.resolve(), shared):
+            raise ConfigError(
+                f"{path} overlaps the default tenant's workspace {shared}; "
+                "set tenancy.workspace_root (and the data directory) outside it"
+            )
+
+
+def _make_private_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, no permission, ...
+        raise ConfigError(f"cannot create {path}: {exc.strerror or exc}") from exc
+
+
+def _effective_config(server: Settings, tenant_id: str) -> Config:
+    """The server's config with the tenant's overlays: the config section, then the overlay file."""
+    overlays: list[tuple[dict[str, Any], str]] = []
+    configured = server.config.tenancy.overlays.get(tenant_id)
+    if configured is not None:
+        overlays.append((configured, f"tenancy.overlays.{tenant_id}"))
+    path = overlay_path(server, tenant_id)
+    from_file = read_overlay_file(path)
+    if from_file is not None:
+        overlays.append((from_file, str(path)))
+    return tenant_config(server.config, *overlays)
+
+
+def tenant_settings(server: Settings, tenant_id: str) -> Settings:
+    """The tenant's effective settings, its roots created. Blocking file IO: run it in a thread."""
+    roots = tenant_roots(server, tenant_id)
+    if tenant_id != DEFAULT_TENANT:
+        _check_apart(server, tenant_id, roots)
+        _make_private_dir(roots.data_dir)
+        _make_private_dir(roots.workspace)
+    config = _effective_config(server, tenant_id)
+    return replace(server, config=config, directory=roots.workspace, data_dir=roots.data_dir)
+
+
+def check_configured_overlays(server: Settings) -> None:
+    """Fail at start-up on an overlay in the server config that could never be served: its merged
+    config and its agents must be valid (agent files and overlay files are read per tenant later)."""
+    for tenant_id, overlay in server.config.tenancy.overlays.items():
+        AgentRegistry(tenant_config(server.config, (overlay, f"tenancy.overlays.{tenant_id}")))
+
+
+@dataclass(slots=True)
+class TenantScope:
+    tenant_id: str
+    settings: Settings
+    catalog: ProviderCatalog
+    agents: AgentRegistry
+    tools: ToolRegistry  # built-ins, plugin tools, then the tenant's MCP tools
+    mcp: McpManager | None = None
+
+    @property
+    def limits(self) -> TruncationLimits:
+        output = self.settings.config.tool_output
+        return TruncationLimits(max_lines=output.max_lines, max_bytes=output.max_bytes)
+
+    @property
+    def max_retries(self) -> int:
+        return self.settings.config.retry.max_attempts
+
+    async def _start_mcp(self) -> None:
+        """Connect the tenant's MCP servers (working in its workspace); their tools join its registry
+        as `<server>_<tool>`. A server that is down is reported in its status and by its tools, never
+        fatal."""
+        servers = (self.settings.config.model_extra or {}).get("mcp")
+        if not servers:
+            return
+        self.mcp = McpManager(servers, directory=self.settings.directory)
+        await self.mcp.start()
+        for name, status in self.mcp.status().items():
+            if status["status"] == "failed":
+                error = status.get("error")
+                log.warning("MCP server %s of tenant %s failed to start: %s", name, self.tenant_id, error)
+        for tool in self.mcp.tools():
+            if self.tools.get(tool.id) is None:  # never let a server shadow a built-in
+                self.tools.register(tool)
+
+    async def close(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.close()
+
+
+def _prepare(server: Settings, tenant_id: str) -> tuple[Settings, AgentRegistry]:
+    settings = tenant_settings(server, tenant_id)
+    return settings, load_agents(settings)
+
+
+async def open_scope(server: Settings, tenant_id: str, tools: ToolSource) -> TenantScope:
+    """Build the tenant's scope and start its MCP servers. Raises ConfigError (or InvalidTenantId)
+    when the tenant's config or roots are unusable."""
+    # Creating roots, reading the overlay and agent files: off the event loop.
+    settings, agents = await asyncio.to_thread(_prepare, server, tenant_id)
+    scope = TenantScope(
+        tenant_id=tenant_id,
+        settings=settings,
+        catalog=ProviderCatalog(settings.config),
+        agents=agents,
+        tools=ToolRegistry.from_plugins(tools),
+    )
+    try:
+        await scope._start_mcp()
+    except BaseException:
+        await scope.close()
+        raise
+    return scope
+
+
+class ScopeCache:
+    """Each tenant's scope, built on first use and kept until `close`. Concurrent first calls share
+    one build; a failed build is not kept, so fixing a tenant's overlay file needs no restart."""
+
+    def __init__(self, server: Settings, tools: ToolSource) -> None:
+        self._server = server
+        self._tools = tools
+        self._scopes: dict[str, TenantScope] = {}
+        self._building: dict[str, asyncio.Task[TenantScope]] = {}
+        self._closed = False
+
+    def add(self, scope: TenantScope) -> None:
+        self._scopes[scope.tenant_id] = scope
+
+    async def get(self, tenant_id: str) -> TenantScope:
+        found = self._scopes.get(tenant_id)
+        if found is not None:
+            return found
+        if self._closed:
+            raise TenantScopeError(tenant_id, "the server is shutting down")
+        building = self._building.get(tenant_id)
+        if building is None:
+            building = asyncio.create_task(self._build(tenant_id))
+            building.add_done_callback(_retrieve_failure)
+            self._building[tenant_id] = building
+        # Shielded: a caller that goes away must not cancel the build other callers wait for.
+        return await asyncio.shield(building)
+
+    async def _build(self, tenant_id: str) -> TenantScope:
+        try:
+            scope = await open_scope(self._server, tenant_id, self._tools)
+        except (ConfigError, InvalidTenantId) as exc:
+            log.warning("Tenant %s cannot be served: %s", tenant_id, exc)
+            raise TenantScopeError(tenant_id, str(exc)) from exc
+        finally:
+            self._building.pop(tenant_id, None)
+        if self._closed:  # closed while building: nobody would close this one
+            await scope.close()
+            raise TenantScopeError(tenant_id, "the server is shutting down")
+        self._scopes[tenant_id] = scope
+        log.info("Tenant %s served from %s", tenant_id, scope.settings.directory)
+        return scope
+
+    async def close(self) -> None:
+        self._closed = True
+        builds = list(self._building.values())
+        for build in builds:
+            build.cancel()
+        await asyncio.gather(*builds, return_exceptions=True)
+        scopes, self._scopes = list(self._scopes.values()), {}
+        await asyncio.gather(*(scope.close() for scope in scopes))
+
+
+def _retrieve_failure(task: asyncio.Task[TenantScope]) -> None:
+    """Every waiter may have gone: mark the failure seen so asyncio does not log it as lost."""
+    if not task.cancelled():
+        task.exception()

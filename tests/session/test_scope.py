@@ -1,0 +1,194 @@
+"""Tenant scopes: where each tenant works, which config it gets, and how scopes are built and cached."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentforge.config import ConfigError, Settings, load_settings
+from agentforge.identity.model import InvalidTenantId
+from agentforge.session.runtime import Runtime
+from agentforge.session.scope import TenantScopeError, open_scope, overlay_path, tenant_roots
+from agentforge.tools.registry import ToolRegistry
+from agentforge.tools.truncation import output_dir
+
+
+class BuiltinTools:
+    """The tool source a runtime gets from its plugin manager, reduced to the built-ins."""
+
+    def tools(self) -> list[Any]:
+        return ToolRegistry.builtin().all()
+
+
+def settings(tmp_path: Path, **config: Any) -> Settings:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    return load_settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'forge.db'}",
+        directory=workspace,
+        config_override={"model": "fake/m", "provider": {"fake": {"options": {"baseURL": "http://x"}}}}
+        | config,
+    )
+
+
+def write_overlay(server: Settings, tenant_id: str, overlay: dict[str, Any] | str) -> Path:
+    path = overlay_path(server, tenant_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(overlay if isinstance(overlay, str) else json.dumps(overlay))
+    return path
+
+
+# --- roots ---------------------------------------------------------------------------------------
+
+
+def test_the_default_tenant_keeps_the_servers_directory_and_data(tmp_path: Path) -> None:
+    server = settings(tmp_path)
+    roots = tenant_roots(server, "default")
+    assert roots.workspace == server.directory
+    assert roots.data_dir == server.data_dir
+
+
+def test_other_tenants_work_under_the_data_directory_unless_a_workspace_root_is_set(tmp_path: Path) -> None:
+    server = settings(tmp_path)
+    roots = tenant_roots(server, "acme")
+    assert roots.workspace == tmp_path / "data" / "tenants" / "acme" / "workspace"
+    assert roots.data_dir == tmp_path / "data" / "tenants" / "acme"
+
+
+def test_the_workspace_root_places_the_tenant_where_the_placeholder_says(tmp_path: Path) -> None:
+    placed = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "t" / "{tenant}" / "ws")})
+    assert tenant_roots(placed, "acme").workspace == tmp_path / "t" / "acme" / "ws"
+    # Without the placeholder every tenant still gets its own directory under the root.
+    shared = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "t")})
+    assert tenant_roots(shared, "acme").workspace == tmp_path / "t" / "acme"
+    assert tenant_roots(shared, "beta").workspace == tmp_path / "t" / "beta"
+
+
+def test_a_tenant_id_that_could_escape_its_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidTenantId):
+        tenant_roots(settings(tmp_path), "../default")
+
+
+async def test_a_tenants_roots_are_created_private_on_first_use(tmp_path: Path) -> None:
+    server = settings(tmp_path)
+    scope = await open_scope(server, "acme", BuiltinTools())
+    for path in (scope.settings.directory, scope.settings.data_dir):
+        assert path.is_dir()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert scope.settings.directory == tmp_path / "data" / "tenants" / "acme" / "workspace"
+
+
+async def test_a_tenant_root_inside_the_default_workspace_is_refused(tmp_path: Path) -> None:
+    server = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "workspace" / "tenants")})
+    with pytest.raises(ConfigError, match="overlaps the default tenant's workspace"):
+        await open_scope(server, "acme", BuiltinTools())
+    assert not (tmp_path / "workspace" / "tenants").exists()
+
+
+async def test_a_root_that_cannot_be_created_is_a_config_error(tmp_path: Path) -> None:
+    server = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "roots")})
+    (tmp_path / "roots").write_text("a file where the tenants' directories should go")
+    with pytest.raises(ConfigError, match=r"cannot create .*roots/acme"):
+        await open_scope(server, "acme", BuiltinTools())
+
+
+# --- config overlays ------------------------------------------------------------------------------
+
+
+async def test_overlays_apply_to_their_tenant_only_the_file_last(tmp_path: Path) -> None:
+    server = settings(
+        tmp_path,
+        small_model="fake/base-small",
+        tool_output={"max_lines": 100},
+        tenancy={"overlays": {"acme": {"small_model": "fake/acme-small", "retry": {"max_attempts": 9}}}},
+    )
+    write_overlay(server, "acme", {"retry": {"max_attempts": 3}, "agent": {"build": {"prompt": "acme"}}})
+    acme = await open_scope(server, "acme", BuiltinTools())
+    beta = await open_scope(server, "beta", BuiltinTools())
+    assert acme.settings.config.small_model == "fake/acme-small"
+    assert acme.max_retries == 3  # the overlay file wins over the config's overlay
+    assert acme.limits.max_lines == 100  # what no overlay sets comes from the server's config
+    assert acme.agents.get("build").prompt == "acme"
+    assert beta.settings.config.small_model == "fake/base-small"
+    assert beta.agents.get("build").prompt is None
+    # A tenant's config never carries the tenancy section (other tenants' overlays).
+    assert acme.settings.config.tenancy.overlays == {}
+
+
+async def test_a_tenants_truncation_directory_is_its_own(tmp_path: Path) -> None:
+    server = settings(tmp_path)
+    acme = await open_scope(server, "acme", BuiltinTools())
+    default = await open_scope(server, "default", BuiltinTools())
+    acme_rules = {(r.permission, r.pattern, r.action) for r in acme.agents.get("build").permission.rules}
+    own = f"{output_dir(tmp_path / 'data' / 'tenants' / 'acme').as_posix()}/*"
+    assert ("external_directory", own, "allow") in acme_rules
+    default_rules = {(r.permission, r.pattern) for r in default.agents.get("build").permission.rules}
+    assert ("external_directory", own) not in default_rules
+
+
+@pytest.mark.parametrize(
+    ("overlay", "message"),
+    [
+        ('{"model": ', "invalid JSON at line 1"),
+        ("[1, 2]", "must be a JSON object"),
+        ({"provider": {"x": {"options": {"apiKey": "{env:HOME}"}}}}, r"\{env:\.\.\.\} and \{file:\.\.\.\}"),
+        ({"server": {"port": 1}}, "server cannot be set per tenant"),
+        ({"retry": {"max_attempts": 0}}, "retry.max_attempts"),
+    ],
+)
+async def test_a_bad_overlay_file_names_the_file_and_the_problem(
+    tmp_path: Path, overlay: dict[str, Any] | str, message: str
+) -> None:
+    server = settings(tmp_path)
+    path = write_overlay(server, "acme", overlay)
+    with pytest.raises(ConfigError, match=message) as caught:
+        await open_scope(server, "acme", BuiltinTools())
+    assert str(path) in str(caught.value)
+
+
+# --- the runtime's cache ----------------------------------------------------------------------------
+
+
+async def test_concurrent_first_uses_build_one_scope_and_later_uses_reuse_it(tmp_path: Path) -> None:
+    rt = await Runtime.open(settings(tmp_path))
+    try:
+        first, second = await asyncio.gather(rt.scope("acme"), rt.scope("acme"))
+        assert first is second
+        assert await rt.scope("acme") is first
+        assert (await rt.scope("default")).settings.directory == tmp_path / "workspace"
+    finally:
+        await rt.close()
+
+
+async def test_a_failed_build_is_reported_and_retried_once_the_overlay_is_fixed(tmp_path: Path) -> None:
+    server = settings(tmp_path)
+    rt = await Runtime.open(server)
+    try:
+        path = write_overlay(server, "acme", {"default_agent": "nobody"})
+        with pytest.raises(TenantScopeError, match=r"tenant 'acme' cannot be served: .*nobody"):
+            await rt.scope("acme")
+        path.write_text(json.dumps({"default_agent": "plan"}))
+        assert (await rt.scope("acme")).agents.default_name == "plan"
+        with pytest.raises(TenantScopeError, match="invalid tenant id"):
+            await rt.scope("_system")
+    finally:
+        await rt.close()
+
+
+async def test_start_up_fails_on_a_configured_overlay_that_could_never_be_served(tmp_path: Path) -> None:
+    server = settings(tmp_path, tenancy={"overlays": {"acme": {"default_agent": "nobody"}}})
+    with pytest.raises(ConfigError, match='default_agent "nobody" is not an agent'):
+        await Runtime.open(server)
+
+
+async def test_a_scope_requested_after_close_is_refused(tmp_path: Path) -> None:
+    rt = await Runtime.open(settings(tmp_path))
+    await rt.close()
+    with pytest.raises(TenantScopeError, match="shutting down"):
+        await rt.scope("acme")
