@@ -182,9 +182,22 @@ class JwtConfig(_AuthSection):
             raise ValueError(
                 f"auth.jwt.{sources[0]} verifies {wanted} tokens: set algorithms to [{wanted!r}]"
             )
+        if self.public_key is not None:
+            _check_rsa_public_key(self.public_key)
         if self.jwks_url is not None and not self.jwks_url.startswith(("https://", "http://")):
             raise ValueError("auth.jwt.jwks_url must be an http(s) URL")
         return self
+
+
+def _check_rsa_public_key(pem: str) -> None:
+    # Imported here: only a config with an RSA public key pays for loading the crypto backend.
+    from jwt.algorithms import RSAAlgorithm
+    from jwt.exceptions import PyJWTError
+
+    try:
+        RSAAlgorithm(RSAAlgorithm.SHA256).prepare_key(pem)
+    except (PyJWTError, ValueError, TypeError):
+        raise ValueError("auth.jwt.public_key is not an RSA public key in PEM form") from None
 
 
 class GatewayConfig(_AuthSection):
