@@ -74,7 +74,15 @@ def test_a_record_of_another_tenant_or_id_never_matches() -> None:
 
 @pytest.mark.parametrize(
     "token",
-    ["afk", "afk.acme", "afk.acme.key_1", "afk.acme.key_1.", "afk..key_1.s", "afk.ACME.key_1.s", "afk.a.b.c.d"],
+    [
+        "afk",
+        "afk.acme",
+        "afk.acme.key_1",
+        "afk.acme.key_1.",
+        "afk..key_1.s",
+        "afk.ACME.key_1.s",
+        "afk.a.b.c.d",
+    ],
 )
 def test_malformed_tokens_get_the_same_answer(token: str) -> None:
     with pytest.raises(AuthFailure) as caught:

@@ -31,7 +31,9 @@ async def _find_key(tenant: str, key_id: str) -> StoredApiKey | None:
     return stored if (stored.key.tenant, stored.key.id) == (tenant, key_id) else None
 
 
-def _authenticator(auth: dict[str, Any] | None = None, *, host: str = "127.0.0.1") -> tuple[Authenticator, Recorder]:
+def _authenticator(
+    auth: dict[str, Any] | None = None, *, host: str = "127.0.0.1"
+) -> tuple[Authenticator, Recorder]:
     settings = Settings(
         config=Config.model_validate({"auth": auth or {}}),
         data_dir=Path("unused"),  # not read by the authenticator

@@ -19,7 +19,9 @@ def _verifier(**options: Any) -> GatewayVerifier:
     return GatewayVerifier(GatewayConfig.model_validate({"secret": GATEWAY_SECRET, **options}))
 
 
-def _facts(headers: dict[str, str], *, method: str = "GET", target: str = "/session", peer: str = "10.0.0.5") -> RequestFacts:
+def _facts(
+    headers: dict[str, str], *, method: str = "GET", target: str = "/session", peer: str = "10.0.0.5"
+) -> RequestFacts:
     path, _, query = target.partition("?")
     return RequestFacts.of(method, path, query, headers.items(), peer)
 
@@ -70,7 +72,9 @@ def test_a_signature_for_another_request_or_key_is_refused() -> None:
     assert _refused(_verifier(), _facts(other_key)).message == "invalid gateway signature"
 
 
-@pytest.mark.parametrize("missing", ["X-Forge-Signature", "X-Forge-Timestamp", "X-Forge-Nonce", "X-Forge-User"])
+@pytest.mark.parametrize(
+    "missing", ["X-Forge-Signature", "X-Forge-Timestamp", "X-Forge-Nonce", "X-Forge-User"]
+)
 def test_unsigned_or_incomplete_headers_say_what_is_missing(missing: str) -> None:
     headers = gateway_headers("GET", "/session")
     del headers[missing]
@@ -110,12 +114,16 @@ def test_an_invalid_tenant_is_refused_even_when_signed() -> None:
 
 
 def test_malformed_timestamp_and_nonce() -> None:
-    assert "unix seconds" in _refused(
-        _verifier(), _facts({**gateway_headers("GET", "/session"), "X-Forge-Timestamp": "yesterday"})
-    ).message
-    assert "X-Forge-Nonce must be" in _refused(
-        _verifier(), _facts(gateway_headers("GET", "/session", nonce="short"))
-    ).message
+    assert (
+        "unix seconds"
+        in _refused(
+            _verifier(), _facts({**gateway_headers("GET", "/session"), "X-Forge-Timestamp": "yesterday"})
+        ).message
+    )
+    assert (
+        "X-Forge-Nonce must be"
+        in _refused(_verifier(), _facts(gateway_headers("GET", "/session", nonce="short"))).message
+    )
 
 
 def test_the_nonce_window_forgets_expired_nonces_and_stays_bounded() -> None:
