@@ -142,8 +142,10 @@ def _key_json(key: ApiKey) -> dict[str, object]:
 
 def _keys_table(keys: Sequence[ApiKey]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("ID", "NAME", "ROLES", "CREATED", "CREATED BY", "REVOKED"):
-        table.add_column(column)
+    # The id is what `keys revoke` needs: never shortened.
+    table.add_column("ID", no_wrap=True, min_width=len(keys[0].id) if keys else None)
+    for column in ("NAME", "ROLES", "CREATED", "CREATED BY", "REVOKED"):
+        table.add_column(column, overflow="fold")
     for key in keys:
         roles = ", ".join(sorted(key.roles))
         revoked = format_time(key.time_revoked) if key.revoked else "-"
