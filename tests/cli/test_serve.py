@@ -1,8 +1,9 @@
-"""`agentforge serve`: refuses public addresses; serves on loopback."""
+"""`agentforge serve`: refuses public addresses unless authentication is on; serves on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentforge.cli.serve import is_loopback
-from agentforge.client import AsyncAgentForge
+from agentforge.client import AgentForgeError, AsyncAgentForge
 from tests.cli.conftest import Cli
 
 
@@ -64,3 +65,58 @@ async def test_serve_prints_its_url_and_answers(cli: Cli, tmp_path: Path) -> Non
         process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 30)
     assert (cli.data_dir / "agentforge.db").exists()
+
+
+async def test_serve_binds_a_public_address_with_authentication_on(cli: Cli, tmp_path: Path) -> None:
+    config = json.loads(cli.config.read_text())
+    cli.config.write_text(json.dumps({**config, "auth": {"api_keys": True}}))
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentforge.cli",
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        *cli.local,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cli.workspace,
+    )
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        assert line.startswith("Agent Forge listening on http://0.0.0.0:"), line
+        url = "http://127.0.0.1:" + line.strip().rsplit(":", 1)[1]
+        async with AsyncAgentForge(url) as client:
+            assert (await client.health())["healthy"] is True
+            with pytest.raises(AgentForgeError) as refused:
+                await client.list_sessions()
+            assert refused.value.status == 401
+            assert refused.value.message.startswith("missing bearer token")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 30)
+
+
+async def test_serve_names_the_settings_that_allow_a_public_bind(cli: Cli) -> None:
+    result = await cli.invoke("serve", "--host", "0.0.0.0", *cli.local)
+    assert result.exit_code == 2
+    assert "auth.jwt, auth.gateway, auth.required or auth.api_keys" in result.stderr
+
+
+async def test_serve_refuses_a_broken_auth_config(cli: Cli) -> None:
+    config = json.loads(cli.config.read_text())
+    jwt = {
+        "issuer": "https://issuer.test",
+        "audience": "forge",
+        "algorithms": ["RS256"],
+        "public_key": "nope",
+    }
+    cli.config.write_text(json.dumps({**config, "auth": {"jwt": jwt}}))
+    result = await cli.invoke("serve", *cli.local)
+    assert result.exit_code == 2
+    assert "auth.jwt.public_key is not an RSA public key in PEM form" in result.stderr

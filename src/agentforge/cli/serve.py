@@ -1,8 +1,7 @@
-"""`agentforge serve`: run the HTTP server with uvicorn (loopback only until authentication exists)."""
+"""`agentforge serve`: run the HTTP server with uvicorn; a non-loopback bind needs authentication on."""
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from typing import Annotated
 
@@ -12,7 +11,10 @@ from fastapi import FastAPI
 
 from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
+from agentforge.config import is_loopback
 from agentforge.server.serve import ForgeServer
+
+__all__ = ["is_loopback", "serve"]
 
 
 class _AnnouncingServer(ForgeServer):
@@ -24,19 +26,12 @@ class _AnnouncingServer(ForgeServer):
             typer.echo(f"Agent Forge listening on {_bound_url(self)}")
 
 
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        # A host name other than localhost may resolve anywhere: not provably loopback.
-        return False
-
-
 def serve(
     host: Annotated[
-        str | None, typer.Option("--host", help="Address to bind [default: 127.0.0.1]; loopback only.")
+        str | None,
+        typer.Option(
+            "--host", help="Address to bind [default: 127.0.0.1]; a non-loopback one needs auth configured."
+        ),
     ] = None,
     port: Annotated[
         int | None, typer.Option("--port", help="Port to bind [default: 4096]; 0 picks one.")
@@ -50,9 +45,13 @@ def serve(
     settings = build_settings(
         Target(config_path=config, data_dir=data_dir, database_url=db), host=host, port=port
     )
-    if not is_loopback(settings.host):
-        # No authentication exists yet: anyone who can reach a public address could drive the agent.
-        typer.echo(f"error: refusing to bind {settings.host} without authentication configured", err=True)
+    if not is_loopback(settings.host) and not settings.config.auth.enabled(settings.host):
+        # Without authentication anyone who can reach a public address could drive the agent.
+        typer.echo(
+            f"error: refusing to bind {settings.host} without authentication configured"
+            " (set auth.jwt, auth.gateway, auth.required or auth.api_keys in the config)",
+            err=True,
+        )
         raise typer.Exit(2)
     from agentforge.server.app import create_app
 

@@ -22,6 +22,9 @@ T = TypeVar("T")
 class AsyncAgentForge:
     """A client for one Agent Forge server.
 
+    `token` (or its alias `api_key`) is sent as `Authorization: Bearer`: an API key or a JWT; without
+    either, AGENTFORGE_API_KEY is used unless a `transport` is given (an in-process app has its own
+    local identity and must not receive a key meant for a remote server).
     `transport` replaces the network (e.g. `StreamingASGITransport(app)` to talk to an app in-process);
     `timeout` bounds ordinary calls, while `prompt()` and `events()` wait as long as the server works.
     """
@@ -31,6 +34,7 @@ class AsyncAgentForge:
         base_url: str = routes.DEFAULT_BASE_URL,
         *,
         token: str | None = None,
+        api_key: str | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
         timeout: float | httpx2.Timeout = routes.DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
@@ -41,7 +45,9 @@ class AsyncAgentForge:
             base_url=base_url,
             transport=transport,
             timeout=self._timeout,
-            headers=routes.client_headers(token, headers),
+            headers=routes.client_headers(
+                routes.resolve_token(token, api_key, from_env=transport is None), headers
+            ),
         )
 
     async def __aenter__(self) -> Self:

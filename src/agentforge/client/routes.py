@@ -6,6 +6,7 @@ clients only execute calls, so both speak exactly the same protocol (KERNEL 1.1)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -220,6 +221,20 @@ def prompt_body(
 
 DEFAULT_BASE_URL = "http://127.0.0.1:4096"
 DEFAULT_TIMEOUT = 30.0
+
+
+ENV_API_KEY = "AGENTFORGE_API_KEY"
+
+
+def resolve_token(token: str | None, api_key: str | None, *, from_env: bool) -> str | None:
+    """The bearer token to send: `token` or its alias `api_key`, else (when `from_env`) the
+    AGENTFORGE_API_KEY environment variable, else none."""
+    if token is not None and api_key is not None and token != api_key:
+        raise ValueError("give token or api_key, not both")
+    chosen = token if token is not None else api_key
+    if chosen is None and from_env:
+        chosen = os.environ.get(ENV_API_KEY) or None
+    return chosen
 
 
 def client_headers(token: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:

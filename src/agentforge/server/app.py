@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from agentforge import __version__
 from agentforge.config import Settings
-from agentforge.server import errors
+from agentforge.identity.apikeys import StoredApiKey
+from agentforge.identity.authenticate import Authenticator, FailureHook, log_failure
+from agentforge.server import deps, errors
 from agentforge.server.routes import (
     agent,
     command,
@@ -26,7 +28,9 @@ from agentforge.server.routes import (
 from agentforge.session.runtime import Runtime
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, on_auth_failure: FailureHook = log_failure) -> FastAPI:
+    """The app. `on_auth_failure` hears of every refused request (401/403) before it is answered."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings)
@@ -36,6 +40,7 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             runtime.bus.close_all()
             await runtime.close()
+            await authenticator.aclose()
 
     app = FastAPI(
         title="Agent Forge",
@@ -43,16 +48,20 @@ def create_app(settings: Settings) -> FastAPI:
         summary="LLM agents as durable multi-turn sessions",
         lifespan=lifespan,
     )
+
+    async def find_key(tenant_id: str, key_id: str) -> StoredApiKey | None:
+        runtime: Runtime = app.state.runtime
+        return await runtime.store.find_api_key(tenant_id, key_id)
+
+    # Built here, not in the lifespan, so a broken key in the auth config stops start-up before serving.
+    authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=on_auth_failure)
+    app.state.authenticator = authenticator
     errors.install(app)
+    # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
+    # needs an identity, resolved once per request and before any response (SSE included) starts.
     app.include_router(global_.router)
-    app.include_router(agent.router)
-    app.include_router(session.router)
-    app.include_router(events.router)
-    app.include_router(permission.router)
-    app.include_router(question.router)
-    app.include_router(todo.router)
-    app.include_router(command.router)
-    app.include_router(session_edit.router)
-    app.include_router(summarize.router)
-    app.include_router(provider.router)
+    authenticated = [Depends(deps.identity)]
+    guarded = (agent, session, events, permission, question, todo, command, session_edit, summarize, provider)
+    for module in guarded:
+        app.include_router(module.router, dependencies=authenticated)
     return app

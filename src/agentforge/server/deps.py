@@ -10,7 +10,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from agentforge.identity.model import ADMIN, LOCAL_IDENTITY, Identity
+from agentforge.identity.authenticate import Authenticator
+from agentforge.identity.errors import AuthFailure
+from agentforge.identity.model import ADMIN, Identity
+from agentforge.identity.request import RequestFacts
 from agentforge.model.events import CURRENT_ACTOR
 from agentforge.server.errors import ApiError
 from agentforge.session.runtime import Runtime
@@ -22,23 +25,54 @@ async def runtime(request: Request) -> Runtime:
     return rt
 
 
+def request_facts(request: Request) -> RequestFacts:
+    # The raw path as sent, which is what a gateway signs (`path` is percent-decoded).
+    raw_path = request.scope.get("raw_path")
+    path = raw_path.decode("latin-1") if isinstance(raw_path, bytes) else request.url.path
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    peer = request.client.host if request.client is not None else None
+    return RequestFacts.of(request.method, path, query, request.headers.items(), peer)
+
+
+def _authenticator(request: Request) -> Authenticator:
+    authenticator: Authenticator = request.app.state.authenticator
+    return authenticator
+
+
+def auth_error(failure: AuthFailure) -> ApiError:
+    if failure.status == 401:
+        return ApiError(401, "UnauthorizedError", failure.message, headers={"WWW-Authenticate": "Bearer"})
+    if failure.status == 403:
+        return ApiError(403, "ForbiddenError", failure.message)
+    return ApiError(failure.status, "AuthUnavailableError", failure.message, headers={"Retry-After": "5"})
+
+
 async def identity(request: Request) -> Identity:
-    """The authenticated caller. Local mode (loopback bind, no authentication configured): one
-    tenant, `default`, whose local user may do everything."""
-    resolved = LOCAL_IDENTITY
+    """The authenticated caller (401 otherwise), resolved once per request. In local mode (loopback
+    bind, no authentication configured) a request without credentials is tenant `default`'s local
+    user, who may do everything."""
+    cached: Identity | None = getattr(request.state, "identity", None)
+    if cached is None:
+        try:
+            cached = await _authenticator(request).authenticate(request_facts(request))
+        except AuthFailure as failure:
+            raise auth_error(failure) from None
+        request.state.identity = cached
     # Events this request (and the turns it starts) writes are attributed to this user.
-    CURRENT_ACTOR.set(resolved.user)
-    return resolved
+    CURRENT_ACTOR.set(cached.user)
+    return cached
 
 
 async def tenant(caller: Annotated[Identity, Depends(identity)]) -> str:
     return caller.tenant
 
 
-async def admin(caller: Annotated[Identity, Depends(identity)]) -> Identity:
+async def admin(request: Request, caller: Annotated[Identity, Depends(identity)]) -> Identity:
     """The caller, who must hold the admin role (403 otherwise)."""
-    if not caller.has_role(ADMIN):
-        raise ApiError(403, "ForbiddenError", "this endpoint needs the admin role")
+    try:
+        await _authenticator(request).require_role(caller, ADMIN, request_facts(request))
+    except AuthFailure as failure:
+        raise auth_error(failure) from None
     return caller
 
 

@@ -8,12 +8,13 @@ from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from agentforge.identity.apikeys import ApiKey, StoredApiKey
 from agentforge.model.events import Event
 from agentforge.model.message import WithParts
 from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store import queries
+from agentforge.store import keys, queries
 from agentforge.store.batch import Mutation
 from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
 from agentforge.store.migrate import upgrade_to_head
@@ -130,6 +131,26 @@ class Store:
         future = self._writer.submit_mutation(Mutation(tenant_id, label, apply))
         result: T = await asyncio.shield(future)
         return result
+
+    # --- API keys -------------------------------------------------------------------------------
+
+    async def create_api_key(self, stored: StoredApiKey) -> ApiKey:
+        return await self.mutate(
+            stored.key.tenant, "create api key", lambda conn: keys.insert_api_key(conn, stored)
+        )
+
+    async def revoke_api_key(self, tenant_id: str, key_id: str) -> ApiKey | None:
+        """The key, now revoked (it stops authenticating at once); None if the tenant has no such key."""
+        return await self.mutate(
+            tenant_id, "revoke api key", lambda conn: keys.revoke_api_key(conn, tenant_id, key_id)
+        )
+
+    async def list_api_keys(self, tenant_id: str) -> list[ApiKey]:
+        return await self._readers.run(keys.list_api_keys, tenant_id)
+
+    async def find_api_key(self, tenant_id: str, key_id: str) -> StoredApiKey | None:
+        """Read on every authentication, never cached, so a revocation applies at once."""
+        return await self._readers.run(keys.find_api_key, tenant_id, key_id)
 
     async def close(self) -> None:
         """Write everything already submitted, stop the writer, release connections."""

@@ -1,0 +1,150 @@
+"""One `Authenticator` per server: picks the credential a request carries and resolves its Identity.
+
+Order: identity headers (any `X-Forge-*` identity or signing header) are a gateway request, verified
+only when a gateway is configured, and then any Authorization header is not consulted (a gateway may
+pass the user's own header through); otherwise `Authorization: Bearer` carries an API key (`afk.`
+prefix) or a JWT; with no credentials, local mode answers as the local user and an authenticated
+server answers 401. Presented credentials are always verified, whatever the mode.
+
+Every refusal goes to `on_failure` (the audit log's seam) before the caller sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import httpx2
+
+from agentforge.config import AuthConfig, Settings
+from agentforge.identity.apikeys import StoredApiKey, is_api_key_token, parse_token, verify_presented
+from agentforge.identity.errors import FORBIDDEN, AuthFailure
+from agentforge.identity.gateway import TENANT_HEADER, UNTRUSTED, GatewayVerifier, has_gateway_headers
+from agentforge.identity.jwt import JwtVerifier
+from agentforge.identity.model import LOCAL_IDENTITY, Identity
+from agentforge.identity.request import RequestFacts
+
+KeyLookup = Callable[[str, str], Awaitable[StoredApiKey | None]]
+FailureHook = Callable[[AuthFailure, RequestFacts], Awaitable[None]]
+
+MISSING_TOKEN: Final = "missing bearer token: send Authorization: Bearer <API key or JWT>"
+NOT_BEARER: Final = "the Authorization header must be 'Bearer <token>'"
+
+log = logging.getLogger(__name__)
+
+
+async def log_failure(failure: AuthFailure, facts: RequestFacts) -> None:
+    """The default hook: a log line with no credential in it (the query string may hold one too)."""
+    log.warning(
+        "refused %s %s from %s: %s (method=%s, tenant=%s)",
+        facts.method,
+        facts.target.split("?", 1)[0],
+        facts.peer,
+        failure.message,
+        failure.method,
+        failure.claimed_tenant,
+    )
+
+
+class Authenticator:
+    def __init__(
+        self,
+        config: AuthConfig,
+        *,
+        enabled: bool,
+        find_key: KeyLookup,
+        on_failure: FailureHook = log_failure,
+        jwt: JwtVerifier | None = None,
+        gateway: GatewayVerifier | None = None,
+    ) -> None:
+        self.enabled = enabled
+        self.on_failure = on_failure
+        self._accepts_api_keys = config.accepts_api_keys
+        self._find_key = find_key
+        self._jwt = jwt
+        self._gateway = gateway
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        find_key: KeyLookup,
+        on_failure: FailureHook = log_failure,
+        jwks_transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> Authenticator:
+        auth = settings.config.auth
+        return cls(
+            auth,
+            enabled=auth.enabled(settings.host),
+            find_key=find_key,
+            on_failure=on_failure,
+            jwt=JwtVerifier(auth.jwt, jwks_transport=jwks_transport) if auth.jwt is not None else None,
+            gateway=GatewayVerifier(auth.gateway) if auth.gateway is not None else None,
+        )
+
+    async def aclose(self) -> None:
+        if self._jwt is not None:
+            await self._jwt.aclose()
+
+    async def authenticate(self, facts: RequestFacts) -> Identity:
+        """The caller's identity, or AuthFailure (reported to `on_failure` first)."""
+        try:
+            return await self._resolve(facts)
+        except AuthFailure as failure:
+            await self._report(failure, facts)
+            raise
+
+    async def require_role(self, caller: Identity, role: str, facts: RequestFacts) -> None:
+        """403 (reported like any refusal) unless `caller` holds `role`."""
+        if caller.has_role(role):
+            return
+        failure = AuthFailure(
+            f"this endpoint needs the {role} role",
+            status=FORBIDDEN,
+            method=caller.method,
+            claimed_tenant=caller.tenant,
+        )
+        await self._report(failure, facts)
+        raise failure
+
+    async def _resolve(self, facts: RequestFacts) -> Identity:
+        if has_gateway_headers(facts):
+            if self._gateway is None:
+                raise AuthFailure(UNTRUSTED, method="gateway").claiming(facts.header(TENANT_HEADER))
+            return self._gateway.verify(facts)
+        authorization = facts.header("authorization")
+        if authorization is None:
+            if self.enabled:
+                raise AuthFailure(MISSING_TOKEN)
+            return LOCAL_IDENTITY
+        token = _bearer_token(authorization)
+        if is_api_key_token(token):
+            return await self._api_key(token)
+        if self._jwt is not None:
+            return await self._jwt.verify(token)
+        raise AuthFailure("the bearer token is not an API key, and this server accepts no JWTs")
+
+    async def _api_key(self, token: str) -> Identity:
+        if not self._accepts_api_keys:
+            raise AuthFailure("this server does not accept API keys", method="api_key")
+        presented = parse_token(token)
+        # Looked up on every request, never cached: a key revoked anywhere stops working at once.
+        stored = await self._find_key(presented.tenant, presented.key_id)
+        return verify_presented(presented, stored)
+
+    async def _report(self, failure: AuthFailure, facts: RequestFacts) -> None:
+        try:
+            await self.on_failure(failure, facts)
+        except Exception:
+            # Recording the refusal must not turn it into a 500 or let the request through.
+            log.exception("the authentication failure hook failed")
+
+
+def _bearer_token(authorization: str) -> str:
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise AuthFailure(NOT_BEARER)
+    return token
