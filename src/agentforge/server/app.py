@@ -12,6 +12,7 @@ from agentforge.config import Settings
 from agentforge.server import errors
 from agentforge.server.routes import (
     agent,
+    audit,
     command,
     events,
     global_,
@@ -55,4 +56,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(session_edit.router)
     app.include_router(summarize.router)
     app.include_router(provider.router)
+    app.include_router(audit.router)
     return app

@@ -11,8 +11,10 @@ from typing import Any
 from agentforge.agents.registry import AgentRegistry, load_agents
 from agentforge.bus import Bus
 from agentforge.config import Settings
+from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.llm.provider import ProviderCatalog
+from agentforge.model.events import SYSTEM_ACTOR
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
@@ -23,6 +25,7 @@ from agentforge.session.questions import QuestionService
 from agentforge.session.recovery import close_interrupted_turns
 from agentforge.session.runner import RunnerRegistry
 from agentforge.session.status import StatusTracker
+from agentforge.store.audit import digest
 from agentforge.store.store import Store
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry
@@ -72,6 +75,13 @@ class Runtime:
             await runtime._start_mcp()
             # Before serving: a turn the last process left running would otherwise stay open forever.
             closed = await close_interrupted_turns(runtime)
+            # Audit: the effective config's digest (never its values: they hold secrets), when changed.
+            await store.record_config_loaded(
+                SYSTEM_TENANT,
+                digest(settings.config.model_dump(mode="json")),
+                [str(path) for path in settings.config_sources],
+                actor=SYSTEM_ACTOR,
+            )
         except BaseException:
             if "runtime" in locals() and runtime.mcp is not None:
                 await runtime.mcp.close()

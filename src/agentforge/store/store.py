@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -13,7 +13,8 @@ from agentforge.model.message import WithParts
 from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store import queries
+from agentforge.store import audit, queries
+from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
 from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
 from agentforge.store.migrate import upgrade_to_head
@@ -131,6 +132,32 @@ class Store:
         result: T = await asyncio.shield(future)
         return result
 
+    async def record_audit(
+        self,
+        tenant_id: str,
+        action: str,
+        *,
+        actor: str,
+        session_id: str | None = None,
+        data: Mapping[str, Any],
+    ) -> AuditRecord:
+        """Append an entry of its own (not derived from a session event) to the tenant's audit chain,
+        through the ordered writer; returns the chained row once committed."""
+        entry = AuditEntry(tenant_id, action, actor, data, session_id=session_id)
+        [record] = await self.mutate(tenant_id, f"audit {action}", lambda conn: audit.append(conn, [entry]))
+        return record
+
+    async def record_config_loaded(
+        self, tenant_id: str, config_digest: str, sources: Sequence[str], *, actor: str
+    ) -> AuditRecord | None:
+        """Record `config.loaded` with the effective config's digest in `tenant_id`'s chain unless the
+        last one recorded there has the same digest; the new row, or None when nothing changed."""
+        return await self.mutate(
+            tenant_id,
+            "audit config.loaded",
+            lambda conn: audit.record_config_loaded(conn, tenant_id, config_digest, sources, actor=actor),
+        )
+
     async def close(self) -> None:
         """Write everything already submitted, stop the writer, release connections."""
         if self._closed:
@@ -223,6 +250,12 @@ class Store:
     async def pending_permission_requests(self, limit: int = 1000) -> list[tuple[str, PermissionRequestInfo]]:
         """Undecided permission requests of every tenant (start-up recovery), oldest first."""
         return await self._readers.run(queries.pending_permission_requests, limit)
+
+    async def audit_entries(
+        self, tenant_id: str, *, after: int = 0, limit: int = 100
+    ) -> tuple[list[AuditRecord], int | None]:
+        """A page of the tenant's audit chain oldest first (seq > `after`), and the next page's `after`."""
+        return await self._readers.run(audit.entries_page, tenant_id, after=after, limit=limit)
 
     async def todos(self, tenant_id: str, session_id: str) -> list[dict[str, Any]]:
         """The session's todo list as last written by a `todo.updated` event ([] when none)."""
