@@ -78,23 +78,21 @@ def now_ms() -> int:
 
 
 def canonical_json(value: Any) -> bytes:
-    """RFC 8785 canonical JSON. Integers beyond 2**53 become doubles first, as a JSON parser
-    following the RFC (e.g. JavaScript's) would read them, so any JSON a model sends has a form."""
-    return rfc8785.dumps(_as_json_numbers(value))
+    """RFC 8785 canonical JSON. RFC 8785 numbers are IEEE-754 doubles, so an integer beyond 2**53
+    (which a model may well send) is written as its decimal string: exact, and stored data then has
+    a canonical form in every RFC 8785 implementation, so anyone can recompute the hashes."""
+    return rfc8785.dumps(_exact_integers(value))
 
 
-def _as_json_numbers(value: Any) -> Any:
+def _exact_integers(value: Any) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and abs(value) > _SAFE_INTEGER:
-        try:
-            return float(value)
-        except OverflowError:  # beyond any double: no JSON parser reads it as a number
-            return str(value)
+        return str(value)
     if isinstance(value, Mapping):
-        return {key: _as_json_numbers(item) for key, item in value.items()}
+        return {key: _exact_integers(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_as_json_numbers(item) for item in value]
+        return [_exact_integers(item) for item in value]
     return value
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Connection, distinct, inspect, select, text
+from sqlalchemy import Connection, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from agentforge.store.audit import GENESIS_HASH, hashed_entry, record_from_row, row_hash, rows_after
@@ -58,7 +58,7 @@ def verify(conn: Connection, tenant: str | None = None, *, page: int = PAGE) -> 
 
 
 def _tenants(conn: Connection) -> list[str]:
-    query = select(distinct(audit_log.c.tenant_id)).order_by(audit_log.c.tenant_id)
+    query = select(audit_log.c.tenant_id).distinct().order_by(audit_log.c.tenant_id)
     return [str(tenant_id) for tenant_id in conn.execute(query).scalars()]
 
 
