@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from typing import Any
 
 import pytest
@@ -336,7 +337,10 @@ async def test_verify_walks_long_chains_in_pages(store: Store, database_url: str
 # --- concurrency and config ---------------------------------------------------------------------------
 
 
-async def test_two_writers_of_one_tenant_never_fork_the_chain(store: Store, database_url: str) -> None:
+async def test_two_writers_of_one_tenant_never_fork_the_chain(
+    store: Store, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentforge.store.batch")
     second = await Store.open(database_url)
     try:
         sessions = [new_session() for _ in range(4)]
@@ -357,6 +361,8 @@ async def test_two_writers_of_one_tenant_never_fork_the_chain(store: Store, data
     assert sorted(row["actor"] for row in rows).count("a") == 42
     [report] = await verify(database_url)
     assert report.ok and report.length == 84
+    # Serialised, not merely rescued: no writer ever had to redo a batch over a clashing seq.
+    assert not [r.getMessage() for r in caplog.records if r.name == "agentforge.store.batch"]
 
 
 async def test_config_loaded_is_recorded_when_the_digest_changes(store: Store) -> None:
