@@ -195,7 +195,10 @@ async def test_a_turn_is_recorded_on_transitions_only(store: Store, database_url
     args = {"command": "ls -la", "description": "List", "timeout": 2**60}
     events, session_id = scripted_turn(args)
     if batched:  # submitted together: the writer commits them as one group
+        before = store.committed_batches
         await asyncio.gather(*(store.submit(event) for event in events))
+        if store.dialect == "postgresql":  # its writer task cannot start between these submits
+            assert store.committed_batches == before + 1
     else:
         for event in events:
             await store.write(event)
