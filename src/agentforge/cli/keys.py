@@ -121,7 +121,7 @@ def revoke(
 ) -> None:
     """Revoke a key: it stops working at once."""
     target = Target(config_path=config, data_dir=data_dir, database_url=db)
-    key = _with_store(target, lambda store: store.revoke_api_key(tenant, key_id))
+    key = _with_store(target, lambda store: store.revoke_api_key(tenant, key_id, actor=_creator()))
     if key is None:
         typer.echo(f"error: tenant {tenant} has no API key {key_id}", err=True)
         raise typer.Exit(1)

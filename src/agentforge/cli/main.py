@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from agentforge import __version__
+from agentforge.cli.audit import audit_app
 from agentforge.cli.keys import keys_app
 from agentforge.cli.run import run
 from agentforge.cli.serve import serve
@@ -23,6 +24,7 @@ app.command("serve")(serve)
 app.command("run")(run)
 app.add_typer(session_app, name="session")
 app.add_typer(keys_app, name="keys")
+app.add_typer(audit_app, name="audit")
 
 
 def _print_version(requested: bool) -> None:

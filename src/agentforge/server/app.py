@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,9 +12,13 @@ from agentforge import __version__
 from agentforge.config import Settings
 from agentforge.identity.apikeys import StoredApiKey
 from agentforge.identity.authenticate import Authenticator, FailureHook, log_failure
+from agentforge.identity.errors import AuthFailure
+from agentforge.identity.model import SYSTEM_TENANT
+from agentforge.identity.request import RequestFacts
 from agentforge.server import deps, errors
 from agentforge.server.routes import (
     agent,
+    audit,
     command,
     events,
     global_,
@@ -26,6 +31,9 @@ from agentforge.server.routes import (
     todo,
 )
 from agentforge.session.runtime import Runtime
+from agentforge.store.audit import AUTH_FAILED
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings, *, on_auth_failure: FailureHook = log_failure) -> FastAPI:
@@ -53,15 +61,50 @@ def create_app(settings: Settings, *, on_auth_failure: FailureHook = log_failure
         runtime: Runtime = app.state.runtime
         return await runtime.store.find_api_key(tenant_id, key_id)
 
+    async def record_failure(failure: AuthFailure, facts: RequestFacts) -> None:
+        await on_auth_failure(failure, facts)
+        runtime: Runtime | None = getattr(app.state, "runtime", None)
+        if runtime is not None:
+            await record_auth_failure(runtime, failure, facts)
+
     # Built here, not in the lifespan, so a broken key in the auth config stops start-up before serving.
-    authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=on_auth_failure)
+    authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=record_failure)
     app.state.authenticator = authenticator
     errors.install(app)
     # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
     # needs an identity, resolved once per request and before any response (SSE included) starts.
     app.include_router(global_.router)
     authenticated = [Depends(deps.identity)]
-    guarded = (agent, session, events, permission, question, todo, command, session_edit, summarize, provider)
+    guarded = (
+        agent,
+        session,
+        events,
+        permission,
+        question,
+        todo,
+        command,
+        session_edit,
+        summarize,
+        provider,
+        audit,
+    )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
     return app
+
+
+async def record_auth_failure(runtime: Runtime, failure: AuthFailure, facts: RequestFacts) -> None:
+    """Audit a refused request in the chain of the tenant it claimed (`_system` when none): what was
+    tried and why it failed, never the credential (nor the query string, which may carry one)."""
+    data = {
+        "status": failure.status,
+        "reason": failure.message,
+        "method": failure.method,
+        "request": f"{facts.method} {facts.target.split('?', 1)[0]}",
+        "peer": facts.peer,
+    }
+    tenant = failure.claimed_tenant or SYSTEM_TENANT
+    try:
+        await runtime.store.record_audit(tenant, AUTH_FAILED, actor="anonymous", data=data)
+    except Exception:
+        log.exception("could not record an authentication failure in the audit log")

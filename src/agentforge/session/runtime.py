@@ -15,8 +15,9 @@ from typing import Any
 
 from agentforge.bus import Bus
 from agentforge.config import Settings
+from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.llm.adapter import stream as provider_stream
-from agentforge.model.events import DEFAULT_TENANT
+from agentforge.model.events import DEFAULT_TENANT, SYSTEM_ACTOR
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
@@ -28,6 +29,7 @@ from agentforge.session.recovery import close_interrupted_turns
 from agentforge.session.runner import RunnerRegistry
 from agentforge.session.scope import ScopeCache, TenantScope, check_configured_overlays, open_scope
 from agentforge.session.status import StatusTracker
+from agentforge.store.audit import digest
 from agentforge.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,13 @@ class Runtime:
             runtime.permissions.policies.append(plugin_policy(plugins))
             # Before serving: a turn the last process left running would otherwise stay open forever.
             closed = await close_interrupted_turns(runtime)
+            # Audit: the effective config's digest (never its values: they hold secrets), when changed.
+            await store.record_config_loaded(
+                SYSTEM_TENANT,
+                digest(settings.config.model_dump(mode="json")),
+                [str(path) for path in settings.config_sources],
+                actor=SYSTEM_ACTOR,
+            )
         except BaseException:
             await scopes.close()
             await store.close()

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Insert, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
+from agentforge.store.audit_events import record_event
 from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
 from agentforge.store.schema import event as event_table
 
@@ -122,6 +123,7 @@ class BatchApplier:
                     outcomes.append(Applied(item.apply(conn)))
                     continue
                 seq = self._next_seq(conn, draft, session_of(item))
+                record_event(writes, item)
                 apply_event(writes, item)
                 draft[session_of(item)] = seq
                 rows.append(event_row(item, seq))
@@ -147,6 +149,7 @@ class BatchApplier:
             with conn.begin_nested():
                 seq = self._next_seq(conn, draft, session_id)
                 writes = Writes(conn)
+                record_event(writes, item)
                 apply_event(writes, item)
                 writes.defer(_INSERT_EVENT, event_row(item, seq))
                 writes.flush()

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
 
 from agentforge.identity.apikeys import ApiKey, StoredApiKey
-from agentforge.model.events import Event
+from agentforge.model.events import SYSTEM_ACTOR, Event
 from agentforge.model.message import WithParts
 from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store import keys, queries
+from agentforge.store import audit, keys, queries
+from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
 from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
 from agentforge.store.migrate import upgrade_to_head
@@ -135,15 +136,28 @@ class Store:
     # --- API keys -------------------------------------------------------------------------------
 
     async def create_api_key(self, stored: StoredApiKey) -> ApiKey:
-        return await self.mutate(
-            stored.key.tenant, "create api key", lambda conn: keys.insert_api_key(conn, stored)
-        )
+        """Store a key; its `key.created` audit entry commits in the same transaction."""
 
-    async def revoke_api_key(self, tenant_id: str, key_id: str) -> ApiKey | None:
-        """The key, now revoked (it stops authenticating at once); None if the tenant has no such key."""
-        return await self.mutate(
-            tenant_id, "revoke api key", lambda conn: keys.revoke_api_key(conn, tenant_id, key_id)
-        )
+        def create(conn: Connection) -> ApiKey:
+            key = keys.insert_api_key(conn, stored)
+            audit.append(conn, [AuditEntry(key.tenant, audit.KEY_CREATED, key.created_by, _key_facts(key))])
+            return key
+
+        return await self.mutate(stored.key.tenant, "create api key", create)
+
+    async def revoke_api_key(
+        self, tenant_id: str, key_id: str, *, actor: str = SYSTEM_ACTOR
+    ) -> ApiKey | None:
+        """The key, now revoked (it stops authenticating at once); None if the tenant has no such key.
+        The `key.revoked` audit entry commits with the revocation."""
+
+        def revoke(conn: Connection) -> ApiKey | None:
+            key = keys.revoke_api_key(conn, tenant_id, key_id)
+            if key is not None:
+                audit.append(conn, [AuditEntry(tenant_id, audit.KEY_REVOKED, actor, _key_facts(key))])
+            return key
+
+        return await self.mutate(tenant_id, "revoke api key", revoke)
 
     async def list_api_keys(self, tenant_id: str) -> list[ApiKey]:
         return await self._readers.run(keys.list_api_keys, tenant_id)
@@ -151,6 +165,32 @@ class Store:
     async def find_api_key(self, tenant_id: str, key_id: str) -> StoredApiKey | None:
         """Read on every authentication, never cached, so a revocation applies at once."""
         return await self._readers.run(keys.find_api_key, tenant_id, key_id)
+
+    async def record_audit(
+        self,
+        tenant_id: str,
+        action: str,
+        *,
+        actor: str,
+        session_id: str | None = None,
+        data: Mapping[str, Any],
+    ) -> AuditRecord:
+        """Append an entry of its own (not derived from a session event) to the tenant's audit chain,
+        through the ordered writer; returns the chained row once committed."""
+        entry = AuditEntry(tenant_id, action, actor, data, session_id=session_id)
+        [record] = await self.mutate(tenant_id, f"audit {action}", lambda conn: audit.append(conn, [entry]))
+        return record
+
+    async def record_config_loaded(
+        self, tenant_id: str, config_digest: str, sources: Sequence[str], *, actor: str
+    ) -> AuditRecord | None:
+        """Record `config.loaded` with the effective config's digest in `tenant_id`'s chain unless the
+        last one recorded there has the same digest; the new row, or None when nothing changed."""
+        return await self.mutate(
+            tenant_id,
+            "audit config.loaded",
+            lambda conn: audit.record_config_loaded(conn, tenant_id, config_digest, sources, actor=actor),
+        )
 
     async def close(self) -> None:
         """Write everything already submitted, stop the writer, release connections."""
@@ -245,6 +285,17 @@ class Store:
         """Undecided permission requests of every tenant (start-up recovery), oldest first."""
         return await self._readers.run(queries.pending_permission_requests, limit)
 
+    async def audit_entries(
+        self, tenant_id: str, *, after: int = 0, limit: int = 100
+    ) -> tuple[list[AuditRecord], int | None]:
+        """A page of the tenant's audit chain oldest first (seq > `after`), and the next page's `after`."""
+        return await self._readers.run(audit.entries_page, tenant_id, after=after, limit=limit)
+
     async def todos(self, tenant_id: str, session_id: str) -> list[dict[str, Any]]:
         """The session's todo list as last written by a `todo.updated` event ([] when none)."""
         return await self._readers.run(queries.todos, tenant_id, session_id)
+
+
+def _key_facts(key: ApiKey) -> dict[str, Any]:
+    """What the audit log keeps of a key: never its secret or hash."""
+    return {"keyID": key.id, "name": key.name, "roles": sorted(key.roles)}
