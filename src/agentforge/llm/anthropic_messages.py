@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import re
-import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +39,7 @@ from agentforge.llm.events import (
     Usage,
 )
 from agentforge.llm.messages import ModelRequest
+from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.stall import idle_timeout
 
@@ -59,23 +59,14 @@ VERTEX_DEFAULT_REGION = "global"
 
 AnthropicClient = AsyncAnthropic | AsyncAnthropicBedrock | AsyncAnthropicVertex
 
-# One client per (api, base URL, key) so connections are pooled; per event loop, because a pooled
-# connection belongs to the loop that opened it.
-_clients: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str, str], AnthropicClient]
-] = weakref.WeakKeyDictionary()
+# One client per (api, base URL, key) so connections are pooled (per event loop: see pool.py).
+_clients: ClientPool[AnthropicClient] = ClientPool(lambda client: client.close())
 
 
 def client_for(model: ResolvedModel) -> AnthropicClient:
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (model.api, model.base_url, model.api_key)
-    client = per_loop.get(key)
-    if client is None:
-        client = new_client(model)
-        per_loop[key] = client
-    return client
+    return _clients.get((model.api, model.base_url, model.api_key), lambda: new_client(model))
 
 
 def new_client(model: ResolvedModel) -> AnthropicClient:
@@ -116,9 +107,8 @@ def vertex_region(base_url: str) -> str:
 
 
 async def close_clients() -> None:
-    """Close the pooled clients of the running loop (at shutdown)."""
-    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await client.close()
+    """Close the pooled clients of the running loop."""
+    await _clients.close()
 
 
 async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:

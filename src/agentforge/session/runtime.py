@@ -12,6 +12,7 @@ from agentforge.agents.registry import AgentRegistry, load_agents
 from agentforge.bus import Bus
 from agentforge.config import Settings
 from agentforge.llm.adapter import stream as provider_stream
+from agentforge.llm.pool import ClientLease, acquire_clients
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
@@ -47,6 +48,7 @@ class Runtime:
     runners: RunnerRegistry = field(default_factory=RunnerRegistry)
     stream: StreamFn = provider_stream
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -81,6 +83,7 @@ class Runtime:
             log.warning("Closed %d turn(s) left running when the server last stopped", closed)
         else:
             log.info("No turn was left running when the server last stopped")
+        runtime.clients = acquire_clients()
         return runtime
 
     async def _start_mcp(self) -> None:
@@ -106,8 +109,10 @@ class Runtime:
             await asyncio.gather(*self.background, return_exceptions=True)
         if self.mcp is not None:
             await self.mcp.close()
-        # Provider SDK clients are pooled per event loop and shared by every runtime on it, so they
-        # are not closed here: another runtime (tests, the CLI beside a server) may be streaming.
+        # Nothing of ours streams any more. The pooled provider clients are shared by every runtime on
+        # the loop: the last runtime to let go closes them.
+        if self.clients is not None:
+            await self.clients.release()
         await self.store.close()
 
     def events(self, tenant_id: str) -> SessionEvents:
