@@ -86,9 +86,9 @@ def acquire_clients() -> ClientLease:
     return ClientLease(loop)
 
 
-def lease_count() -> int:
-    """How many leases the running loop's clients have."""
-    return _leases.get(asyncio.get_running_loop(), 0)
+def pooled_clients() -> list[Any]:
+    """Every adapter's clients of the running loop."""
+    return [client for pool in _pools for client in pool.clients()]
 
 
 async def close_all_clients() -> None:
