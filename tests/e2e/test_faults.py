@@ -16,6 +16,7 @@ import pytest_asyncio
 from tests.e2e.harness import EventCollector, Frame, LiveServer, start_live_server
 from tests.fakes import faults
 from tests.fakes.faults import KITS, FaultKit
+from tests.fakes.gemini_server import GeminiScript
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 RETRY_MS = 150
@@ -124,6 +125,7 @@ async def test_retryable_fault_is_retried_after_the_requested_delay_into_the_sam
     assert status["attempt"] == 1 and status["message"].startswith(kit.messages[fault])
     # `next` is the retry time the server asked for, counted from when the fault arrived.
     assert sent_at_ms + RETRY_MS <= status["next"] <= time.time() * 1000
+    assert status["next"] - _arrived_ms(retry) <= RETRY_MS, "the requested delay, not the 2 s backoff"
     statuses = events.of_type("session.status")
     retry_index = statuses.index(retry)
     resumed = statuses[retry_index + 1]
@@ -133,6 +135,27 @@ async def test_retryable_fault_is_retried_after_the_requested_delay_into_the_sam
     history = (await live.client.get(f"/session/{sid}/message")).json()
     assert [m["info"]["role"] for m in history] == ["user", "assistant"], "re-run into the same message"
     await _assert_idle_and_usable(served, sid)
+
+
+@pytest.mark.parametrize(("protocol", "database_url"), [("google", "sqlite")], indirect=["database_url"])
+async def test_gemini_rate_limit_waits_for_the_retry_info_delay_in_the_error_body(served: Served) -> None:
+    """Google sends no retry header; its 429 body carries a `google.rpc.RetryInfo` detail instead."""
+    retry_info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{RETRY_MS / 1000}s"}
+    quota = GeminiScript().error(429, "Quota exceeded", "RESOURCE_EXHAUSTED", details=[retry_info])
+    served.enqueue(quota, served.kit.reply("recovered"))
+    live = served.live
+    sid = (await live.create_session())["id"]
+    events = EventCollector()
+    await events.start(live.client, f"/event?sessionID={sid}")
+    sent_at_ms = time.time() * 1000
+    result = await live.prompt(sid, "hello")
+    await events.stop()
+
+    assert _texts(result.json()) == ["recovered"]
+    [retry] = _retry_frames(events)
+    assert sent_at_ms + RETRY_MS <= retry.properties["status"]["next"] <= time.time() * 1000
+    assert retry.properties["status"]["next"] - _arrived_ms(retry) <= RETRY_MS
+    assert served.requests == 2
 
 
 @PROTOCOLS
@@ -176,6 +199,11 @@ async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_atte
 def _since(frame: Frame) -> float:
     """Milliseconds since the frame arrived."""
     return (asyncio.get_running_loop().time() - frame.received_at) * 1000
+
+
+def _arrived_ms(frame: Frame) -> float:
+    """When the frame arrived, in epoch milliseconds (the clock of `next`)."""
+    return time.time() * 1000 - _since(frame)
 
 
 @PROTOCOLS
