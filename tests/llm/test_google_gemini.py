@@ -269,10 +269,12 @@ async def test_files_go_as_inline_base64_data(fake: FakeGemini) -> None:
 
 
 async def test_closing_the_pool_closes_the_sdk_clients_connections(fake: FakeGemini) -> None:
-    fake.enqueue(GeminiScript().text("ok"))
+    fake.enqueue(GeminiScript().text("ok"), GeminiScript().text("again"))
     await collect(model_for(fake))
+    await collect(model_for(fake))
+    assert fake.connections == 1, "the SDK sends through the pooled httpx client, keeping the connection"
     [client] = pooled_clients()
-    transport = client.aio._api_client._async_httpx_client
-    assert transport is not None and not transport.is_closed
+    assert client.sdk.aio._api_client._async_httpx_client is client.http
+    assert not client.http.is_closed
     await google_gemini.close_clients()
-    assert transport.is_closed and pooled_clients() == []
+    assert client.http.is_closed and pooled_clients() == []

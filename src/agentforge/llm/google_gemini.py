@@ -17,6 +17,7 @@ import base64
 import secrets
 import urllib.parse
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -75,21 +76,39 @@ _FINISH_REASONS = {
 }
 _TOOL_CHOICE = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 
+
+@dataclass(frozen=True, slots=True)
+class GeminiClient:
+    """The SDK client and the httpx client it sends through. Ours, not the SDK's default: that one
+    switches to aiohttp whenever aiohttp is installed, and the raw body is read here as httpx's."""
+
+    sdk: genai.Client
+    http: httpx2.AsyncClient
+
+    async def close(self) -> None:
+        await self.sdk.aio.aclose()
+        await self.http.aclose()  # the SDK leaves a client it was given open
+
+
 # One client per (base URL, key) so connections are pooled (per event loop: see pool.py).
-_clients: ClientPool[genai.Client] = ClientPool(lambda client: client.aio.aclose())
+_clients: ClientPool[GeminiClient] = ClientPool(lambda client: client.close())
 
 
-def client_for(model: ResolvedModel) -> genai.Client:
+def client_for(model: ResolvedModel) -> GeminiClient:
     if not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
+    return _clients.get((model.base_url, model.api_key), lambda: _new_client(model.base_url, model.api_key))
+
+
+def _new_client(base_url: str, api_key: str) -> GeminiClient:
+    http = httpx2.AsyncClient(timeout=None)  # timeouts come per request, from the model's config
     options = types.HttpOptions(
-        base_url=model.base_url,
+        base_url=base_url,
         api_version=API_VERSION,
         headers={"User-Agent": f"agentforge/{__version__}"},
+        httpx_async_client=http,
     )
-    return _clients.get(
-        (model.base_url, model.api_key), lambda: genai.Client(api_key=model.api_key, http_options=options)
-    )
+    return GeminiClient(genai.Client(api_key=api_key, http_options=options), http)
 
 
 async def close_clients() -> None:
@@ -101,7 +120,7 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
     """Stream one `streamGenerateContent` call as our events. SDK errors (`google.genai.errors.APIError`,
     also for an error sent inside the stream) and transport errors propagate unchanged; an undecodable
     chunk raises `ProviderStreamError`. `to_named_error` maps them all."""
-    api = client_for(model).aio._api_client
+    api = client_for(model).sdk.aio._api_client
     config = generation_config(model, request)
     path = f"{transformers.t_model(api, model.request_model)}:streamGenerateContent?alt=sse"
     http_request = api._build_request("post", path, request_body(api, request, config), config.http_options)
@@ -109,8 +128,7 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
     # No SDK retries (the client has none configured, and none implicit): the processor retries.
     response = await api._async_request_once(http_request, stream=True, implicit_retry=False)
     body = response.response_stream
-    if not isinstance(body, httpx2.Response):
-        raise TypeError(f"google-genai streamed through {type(body).__name__}; only httpx2 is supported")
+    assert isinstance(body, httpx2.Response)  # sent through our httpx client (see `GeminiClient`)
     try:
         yield StreamStart()
         yield StepStart()
