@@ -47,7 +47,7 @@ class Served:
         self.provider.enqueue(*scripts)
 
     @property
-    def requests(self) -> int:
+    def request_count(self) -> int:
         return len(self.provider.requests)
 
 
@@ -131,7 +131,7 @@ async def test_retryable_fault_is_retried_after_the_requested_delay_into_the_sam
     resumed = statuses[retry_index + 1]
     assert resumed.properties["status"]["type"] == "busy"
     assert resumed.received_at - retry.received_at >= (RETRY_MS - 30) / 1000
-    assert served.requests == 2
+    assert served.request_count == 2
     history = (await live.client.get(f"/session/{sid}/message")).json()
     assert [m["info"]["role"] for m in history] == ["user", "assistant"], "re-run into the same message"
     await _assert_idle_and_usable(served, sid)
@@ -155,7 +155,7 @@ async def test_gemini_rate_limit_waits_for_the_retry_info_delay_in_the_error_bod
     [retry] = _retry_frames(events)
     assert sent_at_ms + RETRY_MS <= retry.properties["status"]["next"] <= time.time() * 1000
     assert retry.properties["status"]["next"] - _arrived_ms(retry) <= RETRY_MS
-    assert served.requests == 2
+    assert served.request_count == 2
 
 
 @PROTOCOLS
@@ -192,7 +192,7 @@ async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_atte
     assert status["attempt"] == 1 and status["message"].startswith(message or kit.messages[fault])
     # No retry-after header: the first backoff is 2 s ± 10 % jitter.
     assert 1800 - 100 <= status["next"] - time.time() * 1000 + _since(retry) <= 2200
-    assert served.requests == 2
+    assert served.request_count == 2
     await _assert_idle_and_usable(served, sid)
 
 
@@ -237,7 +237,7 @@ async def test_fault_ends_in_a_named_error_on_the_message_and_keeps_earlier_part
     assert result.status_code == 200
     error = result.json()["info"]["error"]
     assert error["name"] == name and message in error["data"]["message"]
-    assert served.requests == 1, "not retried"
+    assert served.request_count == 1, "not retried"
     stored = (await live.client.get(f"/session/{sid}/message")).json()[-1]
     assert stored["info"]["error"]["name"] == name
     assert stored["info"]["time"]["completed"] is not None

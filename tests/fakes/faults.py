@@ -115,7 +115,7 @@ class FaultKit:
     messages: dict[str, str]
 
 
-STALL_SECONDS = 30.0  # the fakes give up early when the client leaves
+SILENCE_SECONDS = 30.0  # how long a stalled fake stays silent (it gives up once the client leaves)
 
 
 def _openai_kit() -> FaultKit:
@@ -172,7 +172,7 @@ def _anthropic_kit() -> FaultKit:
         invalid_api_key=lambda: status(401, "authentication_error", "invalid x-api-key"),
         dropped_after=lambda text: AnthropicScript().text(text).drop(),
         malformed_after=lambda text: AnthropicScript().text(text).raw('{"type": "content_block_delta", "ind'),
-        stalled_after=lambda text: AnthropicScript().text(text).sleep(STALL_SECONDS).text(" never sent"),
+        stalled_after=lambda text: AnthropicScript().text(text).sleep(SILENCE_SECONDS).text(" never sent"),
         error_event_after=lambda text: AnthropicScript().text(text).error_event("Overloaded"),
         messages={
             "429": "This request would exceed the rate limit",
@@ -224,7 +224,7 @@ def _responses_kit() -> FaultKit:
         ),
         dropped_after=lambda text: ResponsesScript().text(text).drop(),
         malformed_after=lambda text: ResponsesScript().text(text).raw('{"type": "response.output_text.de'),
-        stalled_after=lambda text: ResponsesScript().text(text).sleep(STALL_SECONDS).text(" never sent"),
+        stalled_after=lambda text: ResponsesScript().text(text).sleep(SILENCE_SECONDS).text(" never sent"),
         error_event_after=lambda text: (
             ResponsesScript().text(text).error_event("Rate limit reached for requests")
         ),
@@ -269,7 +269,7 @@ def _gemini_kit() -> FaultKit:
         ),
         dropped_after=lambda text: GeminiScript().text(text).drop(),
         malformed_after=lambda text: GeminiScript().text(text).raw('{"candidates": [{"content": {"par'),
-        stalled_after=lambda text: GeminiScript().text(text).sleep(STALL_SECONDS).text(" never sent"),
+        stalled_after=lambda text: GeminiScript().text(text).sleep(SILENCE_SECONDS).text(" never sent"),
         error_event_after=lambda text: (
             GeminiScript()
             .text(text)

@@ -1,12 +1,12 @@
 """The Google Gemini adapter (`api: "google"`): our `ModelRequest` as `streamGenerateContent` in, our
 stream events out.
 
-As in the other adapters, the SDK (`google-genai`) does transport, auth (API key, or Vertex credentials)
-and error types, while the streamed body (`?alt=sse`) is read as raw bytes and each `data:` payload
-decoded with orjson: the SDK's typed stream re-encodes every chunk and validates it into pydantic models,
-several times the cost of the raw decoding (bench/adapters.py). The SDK's public streaming call offers no
-raw body, so its own api client builds and sends the request (`_build_request`, `_async_request_once`:
-base URL, version, auth headers, per-request options) and we read the httpx response it returns.
+As in the other adapters, the SDK (`google-genai`) does transport, auth and error types, while the
+streamed body (`?alt=sse`) is read as raw bytes and each `data:` payload decoded with orjson: the SDK's
+typed stream re-encodes every chunk and validates it into pydantic models, several times the cost of the
+raw decoding (bench/adapters.py). The SDK's public streaming call offers no raw body, so its own api
+client builds and sends the request (`_build_request`, `_async_request_once`: base URL, API version,
+auth headers or Vertex credentials, per-request options) and we read the httpx response it returns.
 The conversation goes out in wire form; only the generation config goes through the SDK's converter,
 so options keep the SDK's field names and validation.
 """
