@@ -1,59 +1,116 @@
-"""Every provider fault through HTTP ends in a transparent retry or a named error on the message, the
-session back to idle and usable (issue 5, KERNEL 3.3 and 5.4)."""
+"""Every provider fault through HTTP, on every wire protocol, ends in a transparent retry or a named error
+on the message, the session back to idle and usable (issue 5, KERNEL 3.3 and 5.4)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
-from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
+from tests.e2e.harness import EventCollector, Frame, LiveServer, start_live_server
 from tests.fakes import faults
-from tests.fakes.openai_server import FakeOpenAI, Script, reply
+from tests.fakes.faults import KITS, FaultKit
+from tests.fakes.gemini_server import GeminiScript
+from tests.fakes.openai_server import FakeOpenAI, Script
 
 RETRY_MS = 150
 STALL_SECONDS = 0.3
+
+# A fault's storage side does not depend on the protocol: every protocol runs on SQLite, and the
+# OpenAI one on Postgres too (the backoff cases wait 2 s each, so the matrix stays this size).
+PROTOCOLS = pytest.mark.parametrize(
+    ("protocol", "database_url"),
+    [
+        pytest.param("openai", "sqlite", id="openai-sqlite"),
+        pytest.param("openai", "postgres", id="openai-postgres"),
+        pytest.param("anthropic", "sqlite", id="anthropic"),
+        pytest.param("openai-responses", "sqlite", id="responses"),
+        pytest.param("google", "sqlite", id="gemini"),
+    ],
+    indirect=["database_url"],
+)
+
+
+@dataclass
+class Served:
+    live: LiveServer
+    kit: FaultKit
+    provider: Any  # the protocol's fake server
+
+    def enqueue(self, *scripts: Any) -> None:
+        self.provider.enqueue(*scripts)
+
+    @property
+    def request_count(self) -> int:
+        return len(self.provider.requests)
+
+
+def _config(kit: FaultKit, base_url: str) -> dict[str, Any]:
+    return {
+        "model": "fake/test-model",
+        "provider": {
+            "fake": {
+                "api": kit.api,
+                "options": {"baseURL": base_url, "apiKey": "sk-test", "chunkTimeout": STALL_SECONDS},
+                "models": {"test-model": {"limit": {"context": 128_000, "output": 4096}}},
+            }
+        },
+        "retry": {"max_attempts": 2},
+        "title": False,
+        "compaction": {"auto": False},  # a context overflow is stored, not compacted
+    }
+
+
+@pytest_asyncio.fixture
+async def served(
+    tmp_path: Path, fake_openai: FakeOpenAI, protocol: str, database_url: str
+) -> AsyncIterator[Served]:
+    kit = KITS[protocol]
+    async with kit.fake() as provider:
+        config = _config(kit, provider.base_url)
+        async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
+            yield Served(live, kit, provider)
 
 
 def _texts(message: dict[str, Any]) -> list[str]:
     return [part["text"] for part in message["parts"] if part["type"] == "text"]
 
 
-def _retry_frames(events: EventCollector) -> list[dict[str, Any]]:
-    return [
-        frame.properties["status"]
-        for frame in events.of_type("session.status")
-        if frame.properties["status"]["type"] == "retry"
-    ]
+def _retry_frames(events: EventCollector) -> list[Frame]:
+    return [f for f in events.of_type("session.status") if f.properties["status"]["type"] == "retry"]
 
 
-async def _assert_idle_and_usable(live: LiveServer, sid: str) -> None:
-    assert (await live.client.get("/session/status")).json() == {}
-    live.fake.enqueue(Script().text("still here").usage(10, 5).finish())
-    after = await live.prompt(sid, "are you there?")
+async def _assert_idle_and_usable(served: Served, sid: str) -> None:
+    client = served.live.client
+    assert (await client.get("/session/status")).json() == {}
+    served.enqueue(served.kit.reply("still here"))
+    after = await served.live.prompt(sid, "are you there?")
     assert after.status_code == 200
     assert _texts(after.json()) == ["still here"]
-    assert (await live.client.get("/session/status")).json() == {}
+    assert "error" not in after.json()["info"]
+    assert (await client.get("/session/status")).json() == {}
 
 
-@pytest.mark.parametrize(
-    ("fault", "message"),
-    [
-        (lambda: faults.rate_limited(retry_after_ms=RETRY_MS), "Rate limit reached for requests"),
-        (lambda: faults.server_error(retry_after_ms=RETRY_MS), "The server had an error"),
-        (lambda: faults.overloaded(retry_after_ms=RETRY_MS), "Provider is overloaded"),
-    ],
-    ids=["429", "500", "529-overloaded"],
-)
+@PROTOCOLS
+@pytest.mark.parametrize("fault", ["429", "500", "overloaded"])
 async def test_retryable_fault_is_retried_after_the_requested_delay_into_the_same_message(
-    live: LiveServer, fault: Callable[[], Script], message: str
+    served: Served, fault: str
 ) -> None:
+    kit = served.kit
+    scripts: dict[str, Callable[[int], Any]] = {
+        "429": kit.rate_limited,
+        "500": kit.server_error,
+        "overloaded": kit.overloaded,
+    }
+    live = served.live
     sid = (await live.create_session())["id"]
-    live.fake.enqueue(fault(), reply("recovered"))
+    served.enqueue(scripts[fault](RETRY_MS), kit.reply("recovered"))
     events = EventCollector()
     await events.start(live.client, f"/event?sessionID={sid}")
     sent_at_ms = time.time() * 1000
@@ -63,20 +120,132 @@ async def test_retryable_fault_is_retried_after_the_requested_delay_into_the_sam
     assert result.status_code == 200
     body = result.json()
     assert _texts(body) == ["recovered"] and "error" not in body["info"]
-    retries = _retry_frames(events)
-    assert len(retries) == 1
-    assert retries[0]["attempt"] == 1 and retries[0]["message"].startswith(message)
+    [retry] = _retry_frames(events)
+    status = retry.properties["status"]
+    assert status["attempt"] == 1 and status["message"].startswith(kit.messages[fault])
     # `next` is the retry time the server asked for, counted from when the fault arrived.
-    assert sent_at_ms + RETRY_MS <= retries[0]["next"] <= time.time() * 1000
+    assert sent_at_ms + RETRY_MS <= status["next"] <= time.time() * 1000
+    assert status["next"] - _arrived_ms(retry) <= RETRY_MS, "the requested delay, not the 2 s backoff"
     statuses = events.of_type("session.status")
-    retry_index = next(i for i, f in enumerate(statuses) if f.properties["status"]["type"] == "retry")
+    retry_index = statuses.index(retry)
     resumed = statuses[retry_index + 1]
     assert resumed.properties["status"]["type"] == "busy"
-    assert resumed.received_at - statuses[retry_index].received_at >= (RETRY_MS - 30) / 1000
-    assert len(live.fake.requests) == 2
+    assert resumed.received_at - retry.received_at >= (RETRY_MS - 30) / 1000
+    assert served.request_count == 2
     history = (await live.client.get(f"/session/{sid}/message")).json()
     assert [m["info"]["role"] for m in history] == ["user", "assistant"], "re-run into the same message"
-    await _assert_idle_and_usable(live, sid)
+    await _assert_idle_and_usable(served, sid)
+
+
+@pytest.mark.parametrize(("protocol", "database_url"), [("google", "sqlite")], indirect=["database_url"])
+async def test_gemini_rate_limit_waits_for_the_retry_info_delay_in_the_error_body(served: Served) -> None:
+    """Google sends no retry header; its 429 body carries a `google.rpc.RetryInfo` detail instead."""
+    retry_info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{RETRY_MS / 1000}s"}
+    quota = GeminiScript().error(429, "Quota exceeded", "RESOURCE_EXHAUSTED", details=[retry_info])
+    served.enqueue(quota, served.kit.reply("recovered"))
+    live = served.live
+    sid = (await live.create_session())["id"]
+    events = EventCollector()
+    await events.start(live.client, f"/event?sessionID={sid}")
+    sent_at_ms = time.time() * 1000
+    result = await live.prompt(sid, "hello")
+    await events.stop()
+
+    assert _texts(result.json()) == ["recovered"]
+    [retry] = _retry_frames(events)
+    assert sent_at_ms + RETRY_MS <= retry.properties["status"]["next"] <= time.time() * 1000
+    assert retry.properties["status"]["next"] - _arrived_ms(retry) <= RETRY_MS
+    assert served.request_count == 2
+
+
+@PROTOCOLS
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [("dropped", "Connection"), ("stalled", "Provider stream stalled"), ("error-event", None)],
+    ids=["dropped", "stalled", "error-event"],
+)
+async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_attempts_parts(
+    served: Served, fault: str, message: str | None
+) -> None:
+    kit = served.kit
+    scripts: dict[str, Callable[[str], Any]] = {
+        "dropped": kit.dropped_after,
+        "stalled": kit.stalled_after,
+        "error-event": kit.error_event_after,
+    }
+    live = served.live
+    sid = (await live.create_session())["id"]
+    served.enqueue(scripts[fault]("before the fault"), kit.reply("recovered"))
+    events = EventCollector()
+    await events.start(live.client, f"/event?sessionID={sid}")
+    result = await live.prompt(sid, "hello")
+    await events.stop()
+
+    assert result.status_code == 200
+    body = result.json()
+    assert "error" not in body["info"]
+    # Parts written by the failed attempt stay; the retry streams into the same message.
+    assert _texts(body) == ["before the fault", "recovered"]
+    assert all(p["time"].get("end") for p in body["parts"] if p["type"] == "text")
+    [retry] = _retry_frames(events)
+    status = retry.properties["status"]
+    assert status["attempt"] == 1 and status["message"].startswith(message or kit.messages[fault])
+    # No retry-after header: the first backoff is 2 s ± 10 % jitter.
+    assert 1800 - 100 <= status["next"] - time.time() * 1000 + _since(retry) <= 2200
+    assert served.request_count == 2
+    await _assert_idle_and_usable(served, sid)
+
+
+def _since(frame: Frame) -> float:
+    """Milliseconds since the frame arrived."""
+    return (asyncio.get_running_loop().time() - frame.received_at) * 1000
+
+
+def _arrived_ms(frame: Frame) -> float:
+    """When the frame arrived, in epoch milliseconds (the clock of `next`)."""
+    return time.time() * 1000 - _since(frame)
+
+
+@PROTOCOLS
+@pytest.mark.parametrize(
+    ("fault", "name"),
+    [
+        ("invalid-key", "ProviderAuthError"),
+        ("context-overflow", "ContextOverflowError"),
+        ("malformed", "APIError"),
+    ],
+    ids=["invalid-key", "context-overflow", "malformed"],
+)
+async def test_fault_ends_in_a_named_error_on_the_message_and_keeps_earlier_parts(
+    served: Served, fault: str, name: str
+) -> None:
+    kit = served.kit
+    live = served.live
+    sid = (await live.create_session())["id"]
+    if fault == "malformed":
+        served.enqueue(kit.malformed_after("before the junk"))
+        message, kept = "Invalid JSON", ["before the junk"]
+    else:
+        served.enqueue(kit.invalid_api_key() if fault == "invalid-key" else kit.context_overflow())
+        message, kept = kit.messages[fault], []
+    events = EventCollector()
+    await events.start(live.client, f"/event?sessionID={sid}")
+    result = await live.prompt(sid, "hello")
+    await events.wait_for(lambda f: f.type == "session.error")
+    await events.stop()
+
+    assert result.status_code == 200
+    error = result.json()["info"]["error"]
+    assert error["name"] == name and message in error["data"]["message"]
+    assert served.request_count == 1, "not retried"
+    stored = (await live.client.get(f"/session/{sid}/message")).json()[-1]
+    assert stored["info"]["error"]["name"] == name
+    assert stored["info"]["time"]["completed"] is not None
+    assert _texts(stored) == kept
+    assert all(p["time"].get("end") for p in stored["parts"] if p["type"] == "text")
+    assert events.of_type("session.error")[0].properties["error"]["name"] == name
+    assert not _retry_frames(events)
+    await _assert_idle_and_usable(served, sid)
 
 
 async def test_abort_during_a_long_retry_wait_ends_the_turn_at_once(live: LiveServer) -> None:
@@ -98,94 +267,7 @@ async def test_abort_during_a_long_retry_wait_ends_the_turn_at_once(live: LiveSe
     assert result["info"]["error"]["name"] == "MessageAbortedError"
     assert result["info"]["time"]["completed"] is not None
     assert len(live.fake.requests) == 1, "no second attempt after the abort"
-    await _assert_idle_and_usable(live, sid)
-
-
-def _config(fake: FakeOpenAI) -> dict[str, Any]:
-    config = fake_provider_config(fake)
-    config["compaction"] = {"auto": False}  # a context overflow is stored, not compacted
-    config["provider"]["fake"]["options"]["chunkTimeout"] = STALL_SECONDS
-    return config
-
-
-@pytest.mark.parametrize(
-    ("fault", "message"),
-    [
-        (lambda: faults.dropped_after("before the fault"), "Connection"),
-        (lambda: faults.stalled_after("before the fault"), "Provider stream stalled"),
-    ],
-    ids=["dropped", "stalled"],
-)
-async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_attempts_parts(
-    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str, fault: Callable[[], Script], message: str
-) -> None:
-    async with start_live_server(
-        tmp_path, fake_openai, _config(fake_openai), database_url=database_url
-    ) as live:
-        sid = (await live.create_session())["id"]
-        live.fake.enqueue(fault(), reply("recovered"))
-        events = EventCollector()
-        await events.start(live.client, f"/event?sessionID={sid}")
-        result = await live.prompt(sid, "hello")
-        await events.stop()
-
-        assert result.status_code == 200
-        body = result.json()
-        assert "error" not in body["info"]
-        # Parts written by the failed attempt stay; the retry streams into the same message.
-        assert _texts(body) == ["before the fault", "recovered"]
-        assert all(p["time"].get("end") for p in body["parts"] if p["type"] == "text")
-        [retry] = [f for f in events.of_type("session.status") if f.properties["status"]["type"] == "retry"]
-        status = retry.properties["status"]
-        assert status["attempt"] == 1 and status["message"].startswith(message)
-        # No retry-after header: the first backoff is 2 s ± 10 % jitter.
-        assert 1800 - 100 <= status["next"] - time.time() * 1000 + _since(retry) <= 2200
-        assert len(live.fake.requests) == 2
-        await _assert_idle_and_usable(live, sid)
-
-
-def _since(frame: Frame) -> float:
-    """Milliseconds since the frame arrived."""
-    return (asyncio.get_running_loop().time() - frame.received_at) * 1000
-
-
-@pytest.mark.parametrize(
-    ("fault", "name", "message", "kept"),
-    [
-        (faults.invalid_api_key, "ProviderAuthError", "Incorrect API key provided", None),
-        (faults.context_overflow, "ContextOverflowError", "maximum context length", None),
-        (lambda: faults.malformed_after("before the junk"), "APIError", "Invalid JSON", "before the junk"),
-    ],
-    ids=["invalid-key", "context-overflow", "malformed"],
-)
-async def test_fault_ends_in_a_named_error_on_the_message_and_keeps_earlier_parts(
-    tmp_path: Path,
-    fake_openai: FakeOpenAI,
-    database_url: str,
-    fault: Callable[[], Script],
-    name: str,
-    message: str,
-    kept: str | None,
-) -> None:
-    async with start_live_server(
-        tmp_path, fake_openai, _config(fake_openai), database_url=database_url
-    ) as live:
-        sid = (await live.create_session())["id"]
-        live.fake.enqueue(fault())
-        events = EventCollector()
-        await events.start(live.client, f"/event?sessionID={sid}")
-        result = await live.prompt(sid, "hello")
-        await events.wait_for(lambda f: f.type == "session.error")
-        await events.stop()
-
-        assert result.status_code == 200
-        error = result.json()["info"]["error"]
-        assert error["name"] == name and message in error["data"]["message"]
-        assert len(live.fake.requests) == 1, "not retried"
-        stored = (await live.client.get(f"/session/{sid}/message")).json()[-1]
-        assert stored["info"]["error"]["name"] == name
-        assert _texts(stored) == ([kept] if kept else [])
-        assert all(p["time"].get("end") for p in stored["parts"] if p["type"] == "text")
-        assert events.of_type("session.error")[0].properties["error"]["name"] == name
-        assert not [f for f in events.of_type("session.status") if f.properties["status"]["type"] == "retry"]
-        await _assert_idle_and_usable(live, sid)
+    live.fake.enqueue(Script().text("still here").usage(10, 5).finish())
+    after = await live.prompt(sid, "are you there?")
+    assert _texts(after.json()) == ["still here"]
+    assert (await live.client.get("/session/status")).json() == {}

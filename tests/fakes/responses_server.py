@@ -3,6 +3,7 @@
 Streams scripted responses as OpenAI does: `event: <type>` + `data: {...}` frames, from
 `response.created` through output items (reasoning summary, message text, function calls) to
 `response.completed` with usage, or `response.failed` / `error`. Each request pops the next `ResponsesScript`.
+A script may instead answer with an HTTP error, or fail mid-stream (dropped, malformed, stalled).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from .http11 import Connection, FakeServer, Request
+from .http11 import Connection, FakeServer, PeerGone, Request
 
 ARGUMENT_CHUNK_SIZE = 8
 
@@ -30,15 +31,41 @@ class _Item:
     id: str = field(default_factory=lambda: secrets.token_hex(8))
 
 
+@dataclass(slots=True)
+class _HttpError:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+@dataclass(slots=True)
+class _Raw:
+    data: str
+
+
+@dataclass(slots=True)
+class _Sleep:
+    seconds: float
+
+
+@dataclass(slots=True)
+class _Drop:
+    pass
+
+
+_Step = _Item | _Raw | _Sleep | _Drop
+
+
 class ResponsesScript:
     """One scripted response: output items in the order added, then `response.completed` (or a failure)."""
 
     def __init__(self) -> None:
-        self.items: list[_Item] = []
+        self.items: list[_Step] = []  # output items and mid-stream faults, in order
         self.usage: dict[str, Any] | None = None
         self.failure: dict[str, Any] | None = None
         self.error: dict[str, Any] | None = None
         self.incomplete_reason: str | None = None
+        self.http_error: _HttpError | None = None
 
     def text(self, text: str, *, chunk_size: int = 4) -> ResponsesScript:
         self.items.append(_Item("message", _pieces(text, chunk_size), id=f"msg_{secrets.token_hex(8)}"))
@@ -80,6 +107,28 @@ class ResponsesScript:
         self.error = {"type": "error", "code": code, "message": message, "param": None}
         return self
 
+    def error_status(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> ResponsesScript:
+        """Answer with this HTTP error instead of a stream."""
+        self.http_error = _HttpError(status, body, dict(headers or {}))
+        return self
+
+    def raw(self, data: str) -> ResponsesScript:
+        """Stream `data: <data>` verbatim, without an event name (e.g. a malformed chunk)."""
+        self.items.append(_Raw(data))
+        return self
+
+    def sleep(self, seconds: float) -> ResponsesScript:
+        """Go silent for `seconds` (giving up early if the client leaves)."""
+        self.items.append(_Sleep(seconds))
+        return self
+
+    def drop(self) -> ResponsesScript:
+        """Close the connection here, mid-stream, without finishing the body."""
+        self.items.append(_Drop())
+        return self
+
 
 class FakeResponses(FakeServer[ResponsesScript]):
     """The fake provider; `base_url` (ending in `/v1`) is valid after `start()`."""
@@ -90,21 +139,28 @@ class FakeResponses(FakeServer[ResponsesScript]):
         self.frames_sent = 0
 
     async def _respond(self, conn: Connection, request: Request) -> bool:
-        await self._answer(conn, request)
-        return True
-
-    async def _answer(self, conn: Connection, request: Request) -> None:
+        """Answer one request; False when the connection must be closed afterwards."""
         if request.method != "POST" or request.path != "/v1/responses":
             await conn.send_json(404, {"error": {"message": f"no route {request.path}", "type": "not_found"}})
-            return
+            return True
         body = json.loads(request.body)
         self.requests.append(body)
         if not self._scripts:
             await conn.send_json(500, {"error": {"message": "fake: no script left", "type": "server_error"}})
-            return
+            return True
+        script = self._scripts.popleft()
+        if script.http_error is not None:
+            error = script.http_error
+            await conn.send_json(error.status, error.body, error.headers)
+            return True
         await conn.start_stream()
-        await _Writer(conn, self, str(body.get("model"))).run(self._scripts.popleft())
+        try:
+            if not await _Writer(conn, self, str(body.get("model"))).run(script):
+                return False
+        except PeerGone:
+            return False
         await conn.end_stream()
+        return True
 
 
 class _Writer:
@@ -129,10 +185,25 @@ class _Writer:
         payload = {"type": kind, "sequence_number": self._sequence, **fields}
         await self._conn.send_event(json.dumps(payload), event=kind)
 
-    async def run(self, script: ResponsesScript) -> None:
+    async def run(self, script: ResponsesScript) -> bool:
+        """Write the script; False when it drops the connection mid-stream."""
         await self.send("response.created", response=self._response)
-        for index, item in enumerate(script.items):
-            await self._item(index, item)
+        index = 0
+        for step in script.items:
+            match step:
+                case _Item():
+                    await self._item(index, step)
+                    index += 1
+                case _Raw(data):
+                    await self._conn.send_event(data)
+                case _Sleep(seconds):
+                    await self._conn.wait(None, seconds)
+                case _Drop():
+                    return False
+        await self._end(script)
+        return True
+
+    async def _end(self, script: ResponsesScript) -> None:
         if script.error is not None:
             await self.send("error", **{k: v for k, v in script.error.items() if k != "type"})
             return

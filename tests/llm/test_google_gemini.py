@@ -1,17 +1,21 @@
-"""The Google Gemini adapter (google-genai) against the wire-level Gemini fake."""
+"""The Google Gemini adapter (SDK transport, raw stream decoding) against the wire-level Gemini fake."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 
 from agentforge.llm import events as ev
 from agentforge.llm import google_gemini
+from agentforge.llm.adapter import stream
 from agentforge.llm.errors import to_named_error
 from agentforge.llm.messages import (
     AssistantModelMessage,
+    FileContent,
     ModelRequest,
     ReasoningContent,
     TextContent,
@@ -21,10 +25,11 @@ from agentforge.llm.messages import (
     ToolSpec,
     UserModelMessage,
 )
+from agentforge.llm.pool import pooled_clients
 from agentforge.llm.provider import ResolvedModel
 from agentforge.model.errors import APIError, ContextOverflowError, ProviderAuthError
 from tests.fakes.gemini_server import FakeGemini, GeminiScript
-from tests.llm.streaming import collect, failure
+from tests.llm.streaming import collect, failure, hello_request
 
 
 @pytest_asyncio.fixture
@@ -179,3 +184,97 @@ async def test_unreachable_endpoint_is_a_retryable_api_error(fake: FakeGemini) -
     )
     assert isinstance(named, APIError) and named.data.is_retryable
     assert named.data.message.startswith("Cannot connect to provider")
+
+
+async def _until_failure(model: ResolvedModel) -> tuple[list[ev.StreamEvent], BaseException]:
+    """The events streamed before the call failed, and the failure."""
+    events: list[ev.StreamEvent] = []
+    with pytest.raises(Exception) as caught:
+        async for event in stream(model, hello_request()):
+            events.append(event)
+    return events, caught.value
+
+
+async def test_error_chunk_mid_stream_is_a_named_retryable_error_after_the_parts_before_it(
+    fake: FakeGemini,
+) -> None:
+    fake.enqueue(GeminiScript().text("partial").error_chunk(503, "The model is overloaded.", "UNAVAILABLE"))
+    events, error = await _until_failure(model_for(fake))
+    assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)) == "partial"
+    named = to_named_error(error, provider_id="gemini")
+    assert isinstance(named, APIError) and named.data.is_retryable
+    assert named.data.status_code == 503 and named.data.message == "The model is overloaded."
+
+
+async def test_malformed_chunk_is_a_named_error_that_is_not_retried(fake: FakeGemini) -> None:
+    fake.enqueue(GeminiScript().text("partial").raw('{"candidates": [{"content": {"par'))
+    events, error = await _until_failure(model_for(fake))
+    assert any(isinstance(e, ev.TextDelta) for e in events)
+    named = to_named_error(error, provider_id="gemini")
+    assert isinstance(named, APIError) and not named.data.is_retryable
+    assert named.data.message == "Invalid JSON in provider stream"
+    assert named.data.response_body == '{"candidates": [{"content": {"par'
+
+
+async def test_rate_limit_keeps_the_response_headers_for_the_retry_delay(fake: FakeGemini) -> None:
+    fake.enqueue(
+        GeminiScript().error(
+            429, "Resource has been exhausted", "RESOURCE_EXHAUSTED", headers={"retry-after": "7"}
+        )
+    )
+    named = to_named_error(await failure(model_for(fake)), provider_id="gemini")
+    assert isinstance(named, APIError) and named.data.is_retryable
+    assert (named.data.response_headers or {}).get("retry-after") == "7"
+
+
+async def test_blocked_prompt_finishes_as_content_filter(fake: FakeGemini) -> None:
+    fake.enqueue(GeminiScript().blocked("PROHIBITED_CONTENT"))
+    events = await collect(model_for(fake))
+    assert [type(e).__name__ for e in events] == ["StreamStart", "StepStart", "StepFinish", "StreamFinish"]
+    assert next(e for e in events if isinstance(e, ev.StepFinish)).finish_reason == "content-filter"
+
+
+async def test_unicode_line_separators_inside_a_chunk_do_not_split_it(fake: FakeGemini) -> None:
+    # Raw, as Google may send it: U+2028 / U+2029 / U+0085 unescaped inside a JSON string.
+    text = "one\u2028two\u2029three\x85four"
+    part = json.dumps({"text": text}, ensure_ascii=False)
+    chunk = f'{{"candidates": [{{"content": {{"role": "model", "parts": [{part}]}}, "index": 0}}]}}'
+    assert "\u2028" in chunk, "sent unescaped"
+    fake.enqueue(GeminiScript().raw(chunk))
+    events = await collect(model_for(fake))
+    assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)) == text
+
+
+async def test_files_go_as_inline_base64_data(fake: FakeGemini) -> None:
+    fake.enqueue(GeminiScript().text("ok"))
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    request = ModelRequest(
+        system=[],
+        messages=[
+            UserModelMessage(
+                [
+                    TextContent("Look"),
+                    FileContent("image/png", f"data:image/png;base64,{png}"),
+                    FileContent("text/plain", "data:text/plain,hello%20there"),
+                ]
+            )
+        ],
+    )
+    await collect(model_for(fake), request)
+    assert fake.requests[0]["contents"][0]["parts"] == [
+        {"text": "Look"},
+        {"inlineData": {"mimeType": "image/png", "data": png}},
+        {"inlineData": {"mimeType": "text/plain", "data": base64.b64encode(b"hello there").decode()}},
+    ]
+
+
+async def test_closing_the_pool_closes_the_sdk_clients_connections(fake: FakeGemini) -> None:
+    fake.enqueue(GeminiScript().text("ok"), GeminiScript().text("again"))
+    await collect(model_for(fake))
+    await collect(model_for(fake))
+    assert fake.connections == 1, "the SDK sends through the pooled httpx client, keeping the connection"
+    [client] = pooled_clients()
+    assert client.sdk.aio._api_client._async_httpx_client is client.http
+    assert not client.http.is_closed
+    await google_gemini.close_clients()
+    assert client.http.is_closed and pooled_clients() == []

@@ -126,3 +126,47 @@ def test_garbage_header_falls_back_to_backoff() -> None:
 def test_requested_delay_is_capped() -> None:
     error = api_error("later", status_code=429, retryable=True, response_headers={"retry-after": "99999999"})
     assert retry_delay_ms(1, error) == RETRY_MAX_DELAY
+
+
+def _google_error(details: list[dict[str, object]]) -> str:
+    return json.dumps(
+        {
+            "error": {
+                "code": 429,
+                "message": "Quota exceeded",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": details,
+            }
+        }
+    )
+
+
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+@pytest.mark.parametrize(("delay", "expected"), [("37s", 37_000), ("0.25s", 250), ("1.0005s", 1001)])
+def test_google_retry_info_in_the_body(delay: str, expected: int) -> None:
+    body = _google_error(
+        [{"@type": "type.googleapis.com/google.rpc.QuotaFailure"}, {"@type": RETRY_INFO, "retryDelay": delay}]
+    )
+    err = api_error("Quota exceeded", status_code=429, retryable=True, response_body=body)
+    assert retry_delay_ms(1, err, rand=no_jitter) == expected
+
+
+def test_a_retry_header_wins_over_google_retry_info() -> None:
+    body = _google_error([{"@type": RETRY_INFO, "retryDelay": "37s"}])
+    err = api_error("x", retryable=True, response_headers={"retry-after-ms": "150"}, response_body=body)
+    assert retry_delay_ms(1, err, rand=no_jitter) == 150
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _google_error([{"@type": RETRY_INFO, "retryDelay": "soon"}]),
+        _google_error([{"@type": "type.googleapis.com/google.rpc.Help", "retryDelay": "3s"}]),
+        f"not json {RETRY_INFO}",
+    ],
+)
+def test_unusable_google_retry_info_falls_back_to_backoff(body: str) -> None:
+    err = api_error("x", retryable=True, response_body=body)
+    assert retry_delay_ms(1, err, rand=no_jitter) == RETRY_INITIAL_DELAY

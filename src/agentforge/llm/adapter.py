@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from agentforge.llm import anthropic_messages, azure_openai, google_gemini, openai_chat, openai_responses
 from agentforge.llm.events import StreamEvent
 from agentforge.llm.messages import ModelRequest
+from agentforge.llm.pool import close_all_clients
 from agentforge.llm.provider import ResolvedModel
 
 SUPPORTED_APIS = ("openai", "azure", "openai-responses", "google", *anthropic_messages.ANTHROPIC_APIS)
@@ -49,7 +50,6 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
 
 
 async def close_clients() -> None:
-    """Close every adapter's pooled SDK clients of the running loop (server shutdown)."""
-    # The Responses adapter shares the Chat adapter's pool.
-    for adapter in (openai_chat, azure_openai, google_gemini, anthropic_messages):
-        await adapter.close_clients()
+    """Close every adapter's pooled SDK clients of the running loop (for callers without a runtime's
+    lease; see pool.py)."""
+    await close_all_clients()

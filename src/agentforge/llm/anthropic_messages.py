@@ -15,7 +15,6 @@ import binascii
 import contextlib
 import os
 import re
-import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +45,8 @@ from agentforge.llm.events import (
     Usage,
 )
 from agentforge.llm.messages import ModelRequest
-from agentforge.llm.provider import CloudOptions, ResolvedModel
+from agentforge.llm.pool import ClientPool
+from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.stall import idle_timeout
 
 ANTHROPIC_APIS = ("anthropic", "anthropic-bedrock", "anthropic-vertex")
@@ -66,24 +66,15 @@ _BEDROCK_HOST_REGION = re.compile(r"^https?://bedrock-runtime(?:-fips)?\.([a-z0-
 
 AnthropicClient = AsyncAnthropic | AsyncAnthropicBedrock | AsyncAnthropicVertex
 
-# One client per (api, base URL, key, cloud options) so connections are pooled; per event loop, because
-# a pooled connection belongs to the loop that opened it.
-_ClientKey = tuple[str, str, str, CloudOptions]
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ClientKey, AnthropicClient]] = (
-    weakref.WeakKeyDictionary()
-)
+# One client per (api, base URL, key, cloud options) so connections are pooled (per event loop: see
+# pool.py).
+_clients: ClientPool[AnthropicClient] = ClientPool(lambda client: client.close())
 
 
 def client_for(model: ResolvedModel) -> AnthropicClient:
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (model.api, model.base_url, model.api_key, model.cloud)
-    client = per_loop.get(key)
-    if client is None:
-        client = new_client(model)
-        per_loop[key] = client
-    return client
+    return _clients.get((model.api, model.base_url, model.api_key, model.cloud), lambda: new_client(model))
 
 
 def new_client(model: ResolvedModel) -> AnthropicClient:
@@ -155,9 +146,8 @@ def vertex_region(base_url: str) -> str:
 
 
 async def close_clients() -> None:
-    """Close the pooled clients of the running loop (at shutdown)."""
-    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await client.close()
+    """Close the pooled clients of the running loop."""
+    await _clients.close()
 
 
 async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -8,8 +8,6 @@ key in an `api-key` header. The SDK's Azure client does all three, so the stream
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import AsyncIterator
 
 from openai import AsyncAzureOpenAI
@@ -20,12 +18,11 @@ from agentforge.llm import openai_chat
 from agentforge.llm.errors import MissingApiKeyError
 from agentforge.llm.events import StreamEvent
 from agentforge.llm.messages import ModelRequest
+from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
 
 # Pooled per event loop and endpoint, for the same reasons as `openai_chat`'s clients.
-_clients: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str, str], AsyncAzureOpenAI]
-] = weakref.WeakKeyDictionary()
+_clients: ClientPool[AsyncAzureOpenAI] = ClientPool(lambda client: client.close())
 
 
 def client_for(model: ResolvedModel) -> AsyncAzureOpenAI:
@@ -33,25 +30,22 @@ def client_for(model: ResolvedModel) -> AsyncAzureOpenAI:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
     if not model.api_version:
         raise ConfigError(f"provider {model.provider_id!r} (api azure) has no options.apiVersion")
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (model.base_url, model.api_version, model.api_key)
-    client = per_loop.get(key)
-    if client is None:
-        client = AsyncAzureOpenAI(
+    api_version = model.api_version
+    return _clients.get(
+        (model.base_url, api_version, model.api_key),
+        lambda: AsyncAzureOpenAI(
             azure_endpoint=model.base_url,
-            api_version=model.api_version,
+            api_version=api_version,
             api_key=model.api_key,
             max_retries=0,  # the processor retries
             default_headers={"User-Agent": f"agentforge/{__version__}"},
-        )
-        per_loop[key] = client
-    return client
+        ),
+    )
 
 
 async def close_clients() -> None:
-    """Close the pooled clients of the running loop (at shutdown)."""
-    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await client.close()
+    """Close the pooled clients of the running loop."""
+    await _clients.close()
 
 
 async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -292,6 +292,12 @@ def _from_genai_error(exc: genai_errors.APIError, provider_id: str) -> NamedErro
         return _auth_error(provider_id, message)
     if exc.code == 413 or is_context_overflow(message):
         return _overflow_error(message, body)
+    response = exc.response
+    headers = dict(response.headers.items()) if isinstance(response, httpx2.Response) else None
     return api_error(
-        message, status_code=exc.code, retryable=is_retryable_status(exc.code), response_body=body
+        message,
+        status_code=exc.code,
+        retryable=is_retryable_status(exc.code),
+        response_headers=headers,
+        response_body=body,
     )

@@ -1,27 +1,36 @@
-"""The Google Gemini adapter (`api: "google"`): our `ModelRequest` as `generateContent` contents in, our
+"""The Google Gemini adapter (`api: "google"`): our `ModelRequest` as `streamGenerateContent` in, our
 stream events out.
 
-Unlike the OpenAI adapters this one consumes the SDK's typed async stream: `google-genai` offers no raw
-response for streaming calls (it refuses `should_return_http_response` there, and even its internal
-streamed request re-encodes each line), so its per-chunk parse cost is paid here (see bench/adapters.py).
+As in the other adapters, the SDK (`google-genai`) does transport, auth and error types, while the
+streamed body (`?alt=sse`) is read as raw bytes and each `data:` payload decoded with orjson: the SDK's
+typed stream re-encodes every chunk and validates it into pydantic models, several times the cost of the
+raw decoding (bench/adapters.py). The SDK's public streaming call offers no raw body, so its own api
+client builds and sends the request (`_build_request`, `_async_request_once`: base URL, API version,
+auth headers or Vertex credentials, per-request options) and we read the httpx response it returns.
+The conversation goes out in wire form; only the generation config goes through the SDK's converter,
+so options keep the SDK's field names and validation.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import secrets
-import weakref
+import urllib.parse
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 import orjson
 from google import genai
-from google.genai import types
+from google.genai import _common, models, types
+from google.genai import _transformers as transformers
+from google.genai import errors as genai_errors
+from google.genai._api_client import BaseApiClient
 
 from agentforge import __version__
 from agentforge.config import deep_merge
-from agentforge.llm.errors import MissingApiKeyError
+from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError
 from agentforge.llm.events import (
     ReasoningDelta,
     ReasoningEnd,
@@ -49,7 +58,9 @@ from agentforge.llm.messages import (
     ToolResultContent,
     UserModelMessage,
 )
+from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
 
 API_VERSION = "v1beta"
@@ -65,51 +76,104 @@ _FINISH_REASONS = {
 }
 _TOOL_CHOICE = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], genai.Client]] = (
-    weakref.WeakKeyDictionary()
-)
+
+@dataclass(frozen=True, slots=True)
+class GeminiClient:
+    """The SDK client and the httpx client it sends through. Ours, not the SDK's default: that one
+    switches to aiohttp whenever aiohttp is installed, and the raw body is read here as httpx's."""
+
+    sdk: genai.Client
+    http: httpx2.AsyncClient
+
+    async def close(self) -> None:
+        await self.sdk.aio.aclose()
+        await self.http.aclose()  # the SDK leaves a client it was given open
 
 
-def client_for(model: ResolvedModel) -> genai.Client:
+# One client per (base URL, key) so connections are pooled (per event loop: see pool.py).
+_clients: ClientPool[GeminiClient] = ClientPool(lambda client: client.close())
+
+
+def client_for(model: ResolvedModel) -> GeminiClient:
     if not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (model.base_url, model.api_key)
-    client = per_loop.get(key)
-    if client is None:
-        options = types.HttpOptions(
-            base_url=model.base_url,
-            api_version=API_VERSION,
-            headers={"User-Agent": f"agentforge/{__version__}"},
-        )
-        client = genai.Client(api_key=model.api_key, http_options=options)
-        per_loop[key] = client
-    return client
+    return _clients.get((model.base_url, model.api_key), lambda: _new_client(model.base_url, model.api_key))
+
+
+def _new_client(base_url: str, api_key: str) -> GeminiClient:
+    http = httpx2.AsyncClient(timeout=None)  # timeouts come per request, from the model's config
+    options = types.HttpOptions(
+        base_url=base_url,
+        api_version=API_VERSION,
+        headers={"User-Agent": f"agentforge/{__version__}"},
+        httpx_async_client=http,
+    )
+    return GeminiClient(genai.Client(api_key=api_key, http_options=options), http)
 
 
 async def close_clients() -> None:
-    """Close the pooled clients of the running loop (at shutdown)."""
-    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await client.aio.aclose()
+    """Close the pooled clients of the running loop."""
+    await _clients.close()
 
 
 async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-    """Stream one `streamGenerateContent` call as our events. SDK errors (`google.genai.errors.APIError`)
-    propagate unchanged; `to_named_error` maps them."""
-    client = client_for(model)
-    chunks = await client.aio.models.generate_content_stream(
-        model=model.request_model,
-        contents=contents(request),
-        config=generation_config(model, request),
-    )
-    yield StreamStart()
-    yield StepStart()
-    decoder = GeminiDecoder()
-    async for chunk in idle_timeout(chunks, model.chunk_timeout):
-        for event in decoder.feed(chunk):
+    """Stream one `streamGenerateContent` call as our events. SDK errors (`google.genai.errors.APIError`,
+    also for an error sent inside the stream) and transport errors propagate unchanged; an undecodable
+    chunk raises `ProviderStreamError`. `to_named_error` maps them all."""
+    api = client_for(model).sdk.aio._api_client
+    config = generation_config(model, request)
+    path = f"{transformers.t_model(api, model.request_model)}:streamGenerateContent?alt=sse"
+    http_request = api._build_request("post", path, request_body(api, request, config), config.http_options)
+    http_request.data = orjson.dumps(http_request.data)  # the SDK would use the slower `json.dumps`
+    # No SDK retries (the client has none configured, and none implicit): the processor retries.
+    response = await api._async_request_once(http_request, stream=True, implicit_retry=False)
+    body = response.response_stream
+    assert isinstance(body, httpx2.Response)  # sent through our httpx client (see `GeminiClient`)
+    try:
+        yield StreamStart()
+        yield StepStart()
+        decoder = GeminiDecoder()
+        async for data in sse_data(idle_timeout(body.aiter_bytes(), model.chunk_timeout)):
+            for event in decoder.feed(_decode_chunk(data, body)):
+                yield event
+        for event in decoder.finish():
             yield event
-    for event in decoder.finish():
-        yield event
+    finally:
+        await body.aclose()
+
+
+def request_body(
+    api: BaseApiClient, request: ModelRequest, config: types.GenerateContentConfig
+) -> dict[str, Any]:
+    """The request JSON: our contents in wire form, the config through the SDK's converter (it puts the
+    system instruction, tools and tool config beside `generationConfig`)."""
+    body: dict[str, Any] = {}
+    convert = (
+        models._GenerateContentConfig_to_vertex if api.vertexai else models._GenerateContentConfig_to_mldev
+    )
+    generation = convert(api, config, body, None)
+    if generation:
+        body["generationConfig"] = generation
+    body = _common.encode_unserializable_types(_common.convert_to_dict(body))
+    body["contents"] = contents(request)
+    return body
+
+
+def _decode_chunk(data: bytes, response: httpx2.Response) -> dict[str, Any]:
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ProviderStreamError(
+            "Invalid JSON in provider stream", body=data.decode(errors="replace")
+        ) from None
+    if not isinstance(chunk, dict):
+        raise ProviderStreamError("Invalid chunk in provider stream", body=data.decode(errors="replace"))
+    error = chunk.get("error")
+    if error:
+        # Google's error object, as in an error response: the SDK's error type maps it by its code.
+        code = error.get("code") if isinstance(error, dict) else None
+        raise genai_errors.APIError(code if isinstance(code, int) else 500, chunk, response)
+    return chunk
 
 
 def generation_config(model: ResolvedModel, request: ModelRequest) -> types.GenerateContentConfig:
@@ -141,8 +205,8 @@ def generation_config(model: ResolvedModel, request: ModelRequest) -> types.Gene
 
 
 class GeminiDecoder:
-    """Turns `GenerateContentResponse` chunks into our events. Gemini streams whole parts; consecutive
-    thought parts form one reasoning block and consecutive text parts one text block."""
+    """Turns decoded `GenerateContentResponse` chunks into our events. Gemini streams whole parts;
+    consecutive thought parts form one reasoning block and consecutive text parts one text block."""
 
     def __init__(self) -> None:
         self._blocks = 0
@@ -152,15 +216,24 @@ class GeminiDecoder:
         self._finish_reason: str | None = None
         self._usage = Usage()
 
-    def feed(self, chunk: types.GenerateContentResponse) -> list[StreamEvent]:
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        if chunk.usage_metadata is not None:
-            self._usage = _usage(chunk.usage_metadata)
-        for candidate in (chunk.candidates or [])[:1]:
-            for part in (candidate.content.parts if candidate.content else None) or ():
-                self._part(part, events)
-            if candidate.finish_reason is not None:
-                self._finish_reason = str(candidate.finish_reason.value)
+        usage = chunk.get("usageMetadata")
+        if isinstance(usage, dict):
+            self._usage = _usage(usage)  # cumulative: the last one counts
+        candidates = chunk.get("candidates")
+        if candidates and isinstance(candidates, list) and isinstance(candidates[0], dict):
+            candidate = candidates[0]
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts or ():
+                if isinstance(part, dict):
+                    self._part(part, events)
+            if candidate.get("finishReason"):
+                self._finish_reason = str(candidate["finishReason"])
+        feedback = chunk.get("promptFeedback")
+        if isinstance(feedback, dict) and feedback.get("blockReason") and self._finish_reason is None:
+            self._finish_reason = "SAFETY"  # the prompt itself was blocked: no candidate at all
         return events
 
     def finish(self) -> list[StreamEvent]:
@@ -173,29 +246,31 @@ class GeminiDecoder:
         events.append(StreamFinish())
         return events
 
-    def _part(self, part: types.Part, events: list[StreamEvent]) -> None:
-        if part.function_call is not None:
+    def _part(self, part: dict[str, Any], events: list[StreamEvent]) -> None:
+        call = part.get("functionCall")
+        text = part.get("text")
+        if isinstance(call, dict):
             self._close_blocks(events)
-            call = part.function_call
-            call_id = call.id or f"call_{secrets.token_hex(12)}"
-            name = call.name or ""
+            call_id = str(call.get("id") or f"call_{secrets.token_hex(12)}")
+            name = str(call.get("name") or "")
             events.append(ToolInputStart(id=call_id, tool_name=name))
-            events.append(
-                ToolCall(call_id=call_id, tool_name=name, input_text=orjson.dumps(call.args or {}).decode())
-            )
+            arguments = orjson.dumps(call.get("args") or {}).decode()
+            events.append(ToolCall(call_id=call_id, tool_name=name, input_text=arguments))
             self._called = True
-        elif part.text and part.thought:
+        elif not text or not isinstance(text, str):
+            return  # empty text (a lone thought signature), and part kinds we do not store
+        elif part.get("thought"):
             if self._reasoning_id is None:
                 self._close_text(events)
                 self._reasoning_id = self._next_id("reasoning")
                 events.append(ReasoningStart(id=self._reasoning_id))
-            events.append(ReasoningDelta(id=self._reasoning_id, text=part.text))
-        elif part.text:
+            events.append(ReasoningDelta(id=self._reasoning_id, text=text))
+        else:
             if self._text_id is None:
                 self._close_reasoning(events)
                 self._text_id = self._next_id("text")
                 events.append(TextStart(id=self._text_id))
-            events.append(TextDelta(id=self._text_id, text=part.text))
+            events.append(TextDelta(id=self._text_id, text=text))
 
     def _close_blocks(self, events: list[StreamEvent]) -> None:
         self._close_text(events)
@@ -216,22 +291,27 @@ class GeminiDecoder:
         return f"{kind}-{self._blocks}"
 
 
-def _usage(raw: types.GenerateContentResponseUsageMetadata) -> Usage:
+def _usage(raw: dict[str, Any]) -> Usage:
     # Gemini counts thoughts apart from the candidates; ours counts reasoning inside the output.
-    thoughts = raw.thoughts_token_count or 0
+    thoughts = _int(raw.get("thoughtsTokenCount"))
+    total = raw.get("totalTokenCount")
     return Usage(
-        input_tokens=raw.prompt_token_count or 0,
-        output_tokens=(raw.candidates_token_count or 0) + thoughts,
+        input_tokens=_int(raw.get("promptTokenCount")),
+        output_tokens=_int(raw.get("candidatesTokenCount")) + thoughts,
         reasoning_tokens=thoughts,
-        cached_input_tokens=raw.cached_content_token_count or 0,
-        total_tokens=raw.total_token_count,
+        cached_input_tokens=_int(raw.get("cachedContentTokenCount")),
+        total_tokens=_int(total) if total is not None else None,
     )
 
 
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
 def contents(request: ModelRequest) -> list[dict[str, Any]]:
-    """The conversation as Gemini contents: `user` and `model` turns; tool results are `user` turns of
-    `functionResponse` parts. Mid-conversation system messages become user text (Gemini has one system
-    instruction); reasoning is not sent back."""
+    """The conversation as Gemini contents (wire form): `user` and `model` turns; tool results are `user`
+    turns of `functionResponse` parts. Mid-conversation system messages become user text (Gemini has one
+    system instruction); reasoning is not sent back."""
     result: list[dict[str, Any]] = []
     for message in request.messages:
         match message:
@@ -251,15 +331,22 @@ def contents(request: ModelRequest) -> list[dict[str, Any]]:
 
 def _assistant_part(part: TextContent | ToolCallContent) -> dict[str, Any]:
     if isinstance(part, ToolCallContent):
-        return {"function_call": {"id": part.call_id, "name": part.tool_name, "args": part.input}}
+        return {"functionCall": {"id": part.call_id, "name": part.tool_name, "args": part.input}}
     return {"text": part.text}
 
 
 def _part(part: TextContent | FileContent) -> dict[str, Any]:
     if isinstance(part, TextContent):
         return {"text": part.text}
-    _, _, encoded = part.url.partition(",")
-    return {"inline_data": {"mime_type": part.mime, "data": base64.b64decode(encoded)}}
+    return {"inlineData": {"mimeType": part.mime, "data": _base64_payload(part.url)}}
+
+
+def _base64_payload(data_url: str) -> str:
+    """The payload of a `data:` URL in base64 (as the wire wants bytes), encoding it if it is not."""
+    head, _, payload = data_url.partition(",")
+    if head.endswith(";base64"):
+        return payload
+    return base64.b64encode(urllib.parse.unquote_to_bytes(payload)).decode()
 
 
 def _tool_result_parts(results: list[ToolResultContent]) -> list[dict[str, Any]]:
@@ -267,7 +354,7 @@ def _tool_result_parts(results: list[ToolResultContent]) -> list[dict[str, Any]]
     for result in results:
         response = {"error": result.output} if result.is_error else {"output": result.output}
         parts.append(
-            {"function_response": {"id": result.call_id, "name": result.tool_name, "response": response}}
+            {"functionResponse": {"id": result.call_id, "name": result.tool_name, "response": response}}
         )
     parts.extend(_part(file) for result in results for file in result.attachments)
     return parts

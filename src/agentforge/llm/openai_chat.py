@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import re
 import secrets
-import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -58,6 +57,7 @@ from agentforge.llm.messages import (
     ToolResultContent,
     UserModelMessage,
 )
+from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.stall import idle_timeout
 
@@ -75,34 +75,27 @@ _FINISH_REASONS = {
 TOOL_RESULT_ATTACHMENTS_TEXT = "Attached image(s) from tool result:"
 DRAIN_TIMEOUT = 0.1  # seconds; after `[DONE]` only the end of the body is left
 
-# One client per (base URL, key) so connections are pooled; per event loop, because a pooled
-# connection belongs to the loop that opened it.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], AsyncOpenAI]] = (
-    weakref.WeakKeyDictionary()
-)
+# One client per (base URL, key) so connections are pooled (per event loop: see pool.py).
+_clients: ClientPool[AsyncOpenAI] = ClientPool(lambda client: client.close())
 
 
 def client_for(model: ResolvedModel) -> AsyncOpenAI:
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (model.base_url, model.api_key)
-    client = per_loop.get(key)
-    if client is None:
-        client = AsyncOpenAI(
+    return _clients.get(
+        (model.base_url, model.api_key),
+        lambda: AsyncOpenAI(
             base_url=model.base_url,
             api_key=model.api_key or NO_KEY_PLACEHOLDER,
             max_retries=0,  # the processor retries, with its own policy and status events
             default_headers={"User-Agent": f"agentforge/{__version__}"},
-        )
-        per_loop[key] = client
-    return client
+        ),
+    )
 
 
 async def close_clients() -> None:
-    """Close the pooled clients of the running loop (at shutdown)."""
-    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await client.close()
+    """Close the pooled clients of the running loop."""
+    await _clients.close()
 
 
 ClientFactory = Callable[[ResolvedModel], AsyncOpenAI]

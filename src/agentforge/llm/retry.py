@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -18,6 +19,8 @@ RETRY_MAX_DELAY_NO_HEADERS = 30_000  # ms, cap of the computed backoff
 RETRY_MAX_DELAY = 2_147_483_647  # ms, the largest timer delay; caps server-requested delays
 RETRY_JITTER = 0.1  # ±10 % on computed backoff, so sessions that failed together do not retry together
 RETRY_MAX_ATTEMPTS_DEFAULT = 5
+_RETRY_INFO_TYPE = "type.googleapis.com/google.rpc.RetryInfo"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
 def retryable_message(err: NamedError) -> str | None:
@@ -39,7 +42,7 @@ def retryable_message(err: NamedError) -> str | None:
 
 def retry_delay_ms(attempt: int, err: NamedError, *, rand: Callable[[], float] = random.random) -> int:
     """Milliseconds to wait before attempt `attempt + 1` (`attempt` is 1-based): what the server asked
-    for in `retry-after-ms` / `retry-after`, else exponential backoff with jitter."""
+    for in `retry-after-ms` / `retry-after` (or Google's RetryInfo), else exponential backoff with jitter."""
     requested = _requested_delay_ms(err)
     if requested is not None:
         return min(requested, RETRY_MAX_DELAY)
@@ -51,9 +54,14 @@ def retry_delay_ms(attempt: int, err: NamedError, *, rand: Callable[[], float] =
 
 
 def _requested_delay_ms(err: NamedError) -> int | None:
-    if not isinstance(err, APIError) or not err.data.response_headers:
+    if not isinstance(err, APIError):
         return None
-    headers = {name.lower(): value for name, value in err.data.response_headers.items()}
+    from_headers = _header_delay_ms(err.data.response_headers or {})
+    return from_headers if from_headers is not None else _google_retry_info_ms(err.data.response_body)
+
+
+def _header_delay_ms(response_headers: dict[str, str]) -> int | None:
+    headers = {name.lower(): value for name, value in response_headers.items()}
     delay_ms = _float(headers.get("retry-after-ms"))
     if delay_ms is not None and delay_ms >= 0:
         return math.ceil(delay_ms)
@@ -64,6 +72,25 @@ def _requested_delay_ms(err: NamedError) -> int | None:
     if seconds is not None:
         return math.ceil(seconds * 1000) if seconds >= 0 else None
     return _ms_until(retry_after)
+
+
+def _google_retry_info_ms(body: str | None) -> int | None:
+    """Google APIs send no retry header but a `google.rpc.RetryInfo` detail in the error body
+    (`"retryDelay": "37s"`, a JSON Duration)."""
+    if not body or _RETRY_INFO_TYPE not in body:
+        return None
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        return None
+    error = parsed.get("error", parsed) if isinstance(parsed, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, dict) and detail.get("@type") == _RETRY_INFO_TYPE:
+            match = _DURATION.match(str(detail.get("retryDelay") or ""))
+            if match:
+                return math.ceil(float(match.group(1)) * 1000)
+    return None
 
 
 def _ms_until(http_date: str) -> int | None:

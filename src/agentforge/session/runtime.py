@@ -17,6 +17,7 @@ from agentforge.bus import Bus
 from agentforge.config import Settings
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.llm.adapter import stream as provider_stream
+from agentforge.llm.pool import ClientLease, acquire_clients
 from agentforge.model.events import DEFAULT_TENANT, SYSTEM_ACTOR
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
@@ -48,6 +49,7 @@ class Runtime:
     runners: RunnerRegistry = field(default_factory=RunnerRegistry)
     stream: StreamFn = provider_stream
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -90,6 +92,7 @@ class Runtime:
             log.warning("Closed %d turn(s) left running when the server last stopped", closed)
         else:
             log.info("No turn was left running when the server last stopped")
+        runtime.clients = acquire_clients()
         return runtime
 
     async def scope(self, tenant_id: str) -> TenantScope:
@@ -103,8 +106,10 @@ class Runtime:
         if self.background:
             await asyncio.gather(*self.background, return_exceptions=True)
         await self.scopes.close()
-        # Provider SDK clients are pooled per event loop and shared by every runtime on it, so they
-        # are not closed here: another runtime (tests, the CLI beside a server) may be streaming.
+        # Nothing of ours streams any more. The pooled provider clients are shared by every runtime on
+        # the loop: the last runtime to let go closes them.
+        if self.clients is not None:
+            await self.clients.release()
         await self.store.close()
 
     def events(self, tenant_id: str) -> SessionEvents:
