@@ -26,6 +26,7 @@ CONFIG_FILENAME = "agentforge.json"
 ENV_CONFIG = "AGENTFORGE_CONFIG"
 ENV_DATA_DIR = "AGENTFORGE_DATA_DIR"
 ENV_DATABASE_URL = "AGENTFORGE_DATABASE_URL"
+ENV_DATABASE_OWNER_URL = "AGENTFORGE_DATABASE_OWNER_URL"
 ENV_HOST = "AGENTFORGE_HOST"
 ENV_PORT = "AGENTFORGE_PORT"
 DEFAULT_HOST = "127.0.0.1"
@@ -104,6 +105,15 @@ class ServerConfig(_Section):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
 
 
+class DatabaseConfig(_Section):
+    """Where the store lives. `url`: what the server connects as (default: SQLite in the data dir).
+    `owner_url` (Postgres): the role that owns the tables and runs the migrations, so the server
+    itself can run as a role bound by row-level security (see store/privileges.py)."""
+
+    url: str | None = None
+    owner_url: str | None = None
+
+
 class Config(_Section):
     """The merged config file. Unknown top-level keys (permission, agent, mcp, ...) are kept."""
 
@@ -114,6 +124,7 @@ class Config(_Section):
     tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
 
 
 @dataclass(slots=True)
@@ -127,6 +138,7 @@ class Settings:
     port: int
     directory: Path
     config_sources: tuple[Path, ...] = field(default=())  # files merged, lowest precedence first
+    database_owner_url: str | None = None  # Postgres: migrations and maintenance run as this role
 
 
 def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,6 +195,7 @@ def load_settings(
     config_path: Path | None = None,
     data_dir: Path | None = None,
     database_url: str | None = None,
+    database_owner_url: str | None = None,
     host: str | None = None,
     port: int | None = None,
     directory: Path | None = None,
@@ -200,7 +213,9 @@ def load_settings(
         data_dir=resolved_data_dir,
         database_url=database_url
         or env.get(ENV_DATABASE_URL)
+        or config.database.url
         or f"sqlite:///{resolved_data_dir / 'agentforge.db'}",
+        database_owner_url=database_owner_url or env.get(ENV_DATABASE_OWNER_URL) or config.database.owner_url,
         host=host or env.get(ENV_HOST) or config.server.host,
         port=_pick_port(port, env, config),
         directory=directory,

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, inspect
 from agentforge.store import Store, parse_database_url
 from agentforge.store.migrate import head_revision, run_with_connection
 from agentforge.store.schema import metadata
+from tests.databases import owner_url_for
 from tests.store.builders import new_session, session_created
 
 
@@ -41,8 +42,9 @@ async def _schema_of(database_url: str) -> dict[str, Any]:
     return found
 
 
-async def test_open_migrates_to_head_and_head_matches_the_tables(database_url: str) -> None:
-    store = await Store.open(database_url)
+async def test_open_migrates_to_head_and_head_matches_the_tables(empty_database_url: str) -> None:
+    database_url = empty_database_url
+    store = await Store.open(database_url, owner_url=owner_url_for(database_url))
     await store.close()
 
     schema = await _schema_of(database_url)

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from agentforge import __version__
+from agentforge.cli.db import db_app
 from agentforge.cli.run import run
 from agentforge.cli.serve import serve
 from agentforge.cli.session import session_app
@@ -21,6 +22,7 @@ app = typer.Typer(
 app.command("serve")(serve)
 app.command("run")(run)
 app.add_typer(session_app, name="session")
+app.add_typer(db_app, name="db")
 
 
 def _print_version(requested: bool) -> None:

@@ -54,7 +54,9 @@ class Runtime:
         # Importing plugin modules runs their code: off the event loop.
         plugins = await asyncio.to_thread(create_plugin_manager, settings)
         bus.listen(plugins.observe_event)
-        store = await Store.open(settings.database_url, publish=bus.publish_many)
+        store = await Store.open(
+            settings.database_url, owner_url=settings.database_owner_url, publish=bus.publish_many
+        )
         try:
             runtime = cls(
                 settings=settings,

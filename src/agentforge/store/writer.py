@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -51,13 +51,16 @@ _Item = _Pending | None
 class OrderedWriter(ABC):
     """What both writers share: validation, futures, delivery on the loop, the batch counter."""
 
+    # Whether each transaction must set its tenant (Postgres row-level security; see tenancy.py).
+    scoped_by_tenant: ClassVar[bool]
+
     def __init__(self, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         if batch_cap < 1:
             raise ValueError("batch_cap must be at least 1")
         self._loop = asyncio.get_running_loop()
         self._publish = publish
         self._batch_cap = batch_cap
-        self._applier = BatchApplier()
+        self._applier = BatchApplier(scoped_by_tenant=self.scoped_by_tenant)
         self._closing = False
         self._stopped: asyncio.Future[None] = self._loop.create_future()
         self.committed_batches = 0
@@ -177,6 +180,8 @@ def _failed_batch(batch: Sequence[_Pending], exc: BaseException) -> list[Outcome
 class ThreadWriter(OrderedWriter):
     """SQLite: a dedicated thread that owns the one write connection."""
 
+    scoped_by_tenant = False
+
     def __init__(self, engine: Engine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
         self._engine = engine
@@ -233,6 +238,8 @@ def _discard(conn: Connection) -> None:
 
 class TaskWriter(OrderedWriter):
     """Postgres: an asyncio task that owns one connection and runs the sync batch code via run_sync."""
+
+    scoped_by_tenant = True
 
     def __init__(self, engine: AsyncEngine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
