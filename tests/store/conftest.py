@@ -12,9 +12,7 @@ import pytest
 
 from agentforge.model.events import Event
 from agentforge.store import Store
-from tests.databases import empty_database_url, owner_url_for
-
-__all__ = ["empty_database_url", "published", "store"]
+from tests.databases import owner_url_for
 
 
 @pytest.fixture

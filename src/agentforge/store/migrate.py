@@ -21,6 +21,11 @@ from agentforge.store.privileges import grant_runtime_role
 MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
 
 
+class MigrationError(Exception):
+    """The server's own role could not bring the schema to head (typically: it is a runtime role
+    without DDL rights, and the owner has not migrated yet)."""
+
+
 def alembic_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))

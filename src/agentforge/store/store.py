@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentforge.model.events import Event
@@ -23,7 +24,7 @@ from agentforge.store.engine import (
     postgres_engine,
     sqlite_engine,
 )
-from agentforge.store.migrate import upgrade_to_head
+from agentforge.store.migrate import MigrationError, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.privileges import current_role
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
@@ -65,13 +66,26 @@ def _owner_target(target: DatabaseTarget, owner_url: str | None) -> DatabaseTarg
     return owner
 
 
+def _first_line(exc: DBAPIError) -> str:
+    # The rest is the statement and parameters.
+    lines = str(exc.orig).splitlines()
+    return lines[0] if lines else type(exc.orig).__name__
+
+
 async def _migrate_postgres(
     engine: AsyncEngine, url: str, owner_url: str | None, owner: DatabaseTarget | None
 ) -> AsyncEngine | None:
     """Migrate (as the owner, granting the runtime role, when there is one); return the engine for
     cross-tenant maintenance reads (None: the runtime engine does them)."""
     if owner_url is None or owner is None:
-        await asyncio.to_thread(upgrade_to_head, url)
+        try:
+            await asyncio.to_thread(upgrade_to_head, url)
+        except DBAPIError as exc:
+            raise MigrationError(
+                f"Could not migrate the database ({_first_line(exc)}). If the server runs as a role"
+                " without DDL rights, give the owner's URL (database.owner_url or"
+                " AGENTFORGE_DATABASE_OWNER_URL) or run `agentforge db migrate` first."
+            ) from exc
         return None
     async with engine.connect() as conn:
         runtime_role = await conn.run_sync(current_role)
