@@ -16,7 +16,7 @@ from tests.store.builders import new_session, session_created
 
 async def _invoke(*args: str) -> Result:
     # In a worker thread: the command runs its own event loop for Postgres.
-    return await asyncio.to_thread(CliRunner().invoke, app, ["db", "migrate", *args], env={})
+    return await asyncio.to_thread(CliRunner().invoke, app, ["db", "migrate", *args])
 
 
 async def test_migrate_then_the_runtime_role_alone_runs_the_store(empty_database_url: str) -> None:
