@@ -282,6 +282,10 @@ async def test_submit_checks_the_event(store: Store) -> None:
         store.submit(Event(ev.PART_DELTA, {"sessionID": "ses_x"}, session_id="ses_x"))
     with pytest.raises(ValueError, match="no session id"):
         store.submit(Event(ev.MESSAGE_REMOVED, {"messageID": "msg_x"}))
+    with pytest.raises(ValueError, match="no tenant id"):
+        store.submit(session_created(new_session(), tenant_id=""))
+    with pytest.raises(ValueError, match="no tenant id"):
+        await store.mutate("", "nothing", lambda _conn: None)
 
     session = new_session()
     created = session_created(session)

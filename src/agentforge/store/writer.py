@@ -80,6 +80,8 @@ class OrderedWriter(ABC):
         """Queue a mutation; the future resolves with what its `apply` returned once committed."""
         if self._closing:
             raise StoreWriteError("the store is closed")
+        if not mutation.tenant_id:
+            raise ValueError(f"mutation {mutation.label!r} has no tenant id")
         return self._queue_item(mutation)
 
     def _queue_item(self, item: Item) -> asyncio.Future[Any]:
@@ -165,6 +167,9 @@ class OrderedWriter(ABC):
 def _check_durable(event: Event) -> None:
     if not event.durable:
         raise ValueError(f"{event.type!r} is not a durable event type")
+    if not event.tenant_id:
+        # Checked here, not in the batch: on Postgres it could not even set its transaction's tenant.
+        raise ValueError(f"durable event {event.type!r} has no tenant id")
     if not event.session_id:
         session_id = event.properties.get("sessionID")
         if not isinstance(session_id, str) or not session_id:
