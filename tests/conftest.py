@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from tests.databases import database_url
+from tests.databases import database_url, empty_database_url
 from tests.e2e.harness import LiveServer, start_live_server
 from tests.fakes.fixtures import fake_anthropic, fake_openai
 from tests.fakes.openai_server import FakeOpenAI
 
-__all__ = ["database_url", "fake_anthropic", "fake_openai", "live"]
+__all__ = ["database_url", "empty_database_url", "fake_anthropic", "fake_openai", "live"]
 
 
 @pytest_asyncio.fixture

@@ -1,31 +1,87 @@
 """The `database_url` fixture, once per dialect: SQLite in a temp file, Postgres in a fresh schema.
 
 Postgres runs when AGENTFORGE_TEST_DATABASE_URL points at a server (e.g.
-postgresql://postgres@127.0.0.1:5432/test) and skips with that reason otherwise; each test gets its
-own schema, dropped afterwards. Store tests and the end-to-end `live` server both run on it.
+postgresql://postgres@127.0.0.1:5432/test) and skips with that reason otherwise. It runs the way a
+deployment does: two roles, neither superuser nor BYPASSRLS: `agentforge_test_owner` owns each
+test's schema and runs the migrations, and the URL a test gets is the runtime role's,
+`agentforge_test_runtime`, which row-level security binds. So every Postgres test proves that the
+store sets the tenant wherever it reads or writes. `owner_url_for(url)` gives the owner's URL of the
+same schema (None on SQLite, which has one role). `database_url` comes migrated to head with the
+runtime role granted; `empty_database_url` is a schema with no tables yet (for migration tests).
+Each schema is dropped afterwards. Store tests and the end-to-end `live` server both run on it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from agentforge.store import parse_database_url, sqlite_url
+from agentforge.store.migrate import upgrade_to_head
 
 POSTGRES_URL_ENV = "AGENTFORGE_TEST_DATABASE_URL"
+OWNER_ROLE: Final = "agentforge_test_owner"
+RUNTIME_ROLE: Final = "agentforge_test_runtime"
+
+# Roles are per cluster: helpers running tests at once may race to create them.
+_ROLE_OPTIONS: Final = {
+    OWNER_ROLE: "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB",
+    RUNTIME_ROLE: "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB",
+}
+_DUPLICATE_OBJECT = "42710"
+_UNIQUE_VIOLATION = "23505"  # a racing CREATE ROLE can also fail on pg_authid's unique index
+_CONCURRENTLY_UPDATED = "XX000"  # "tuple concurrently updated": a racing GRANT on the database
+_roles_ready = False
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "data")
-        return
+def owner_url_for(url: str) -> str | None:
+    """The owner role's URL for a URL these fixtures gave out; None for SQLite."""
+    parsed = make_url(url)
+    if parsed.drivername.startswith("sqlite"):
+        return None
+    return parsed.set(username=OWNER_ROLE, password=None).render_as_string(hide_password=False)
+
+
+def _role_url(base: str, role: str, schema: str) -> str:
+    url = make_url(base).set(username=role, password=None).update_query_dict({"schema": schema})
+    return url.render_as_string(hide_password=False)
+
+
+async def _sqlstate_tolerant(conn: AsyncConnection, statement: str, *tolerated: str) -> None:
+    """Run `statement` in a savepoint; a racing helper's error with one of `tolerated` is fine."""
+    try:
+        async with conn.begin_nested():
+            await conn.exec_driver_sql(statement)
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) not in tolerated:
+            raise
+
+
+async def _ensure_roles(conn: AsyncConnection) -> None:
+    for role, options in _ROLE_OPTIONS.items():
+        await _sqlstate_tolerant(conn, f"CREATE ROLE {role} {options}", _DUPLICATE_OBJECT, _UNIQUE_VIOLATION)
+    database = (await conn.exec_driver_sql("SELECT current_database()")).scalar_one()
+    can_create = f"SELECT has_database_privilege('{OWNER_ROLE}', current_database(), 'CREATE')"
+    granted = (await conn.exec_driver_sql(can_create)).scalar_one()
+    if not granted:
+        await _sqlstate_tolerant(
+            conn, f'GRANT CREATE ON DATABASE "{database}" TO {OWNER_ROLE}', _CONCURRENTLY_UPDATED
+        )
+
+
+@contextlib.asynccontextmanager
+async def _postgres_schema(*, migrated: bool) -> AsyncIterator[str]:
+    global _roles_ready
     base = os.environ.get(POSTGRES_URL_ENV)
     if not base:
         pytest.skip(f"{POSTGRES_URL_ENV} not set")
@@ -33,9 +89,38 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
     admin = create_async_engine(parse_database_url(base).url)
     try:
         async with admin.begin() as conn:
-            await conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
-        yield make_url(base).update_query_dict({"schema": schema}).render_as_string(hide_password=False)
-        async with admin.begin() as conn:
-            await conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+            if not _roles_ready:
+                await _ensure_roles(conn)
+                _roles_ready = True
+            await conn.exec_driver_sql(f'CREATE SCHEMA "{schema}" AUTHORIZATION {OWNER_ROLE}')
+        if migrated:
+            owner = _role_url(base, OWNER_ROLE, schema)
+            await asyncio.to_thread(upgrade_to_head, owner, runtime_role=RUNTIME_ROLE)
+        try:
+            yield _role_url(base, RUNTIME_ROLE, schema)
+        finally:
+            async with admin.begin() as conn:
+                await conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
     finally:
         await admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """SQLite: an empty file (the store migrates it). Postgres: the runtime role's URL of a schema
+    at head (the owner migrated it and granted the runtime role, as `agentforge db migrate` does)."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path / "data")
+        return
+    async with _postgres_schema(migrated=True) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """Like `database_url` but without tables: migrate it with `owner_url_for(url)`."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path / "data")
+        return
+    async with _postgres_schema(migrated=False) as url:
+        yield url

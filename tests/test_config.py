@@ -31,7 +31,7 @@ def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
     monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
-    for name in ("CONFIG", "DATA_DIR", "DATABASE_URL", "HOST", "PORT"):
+    for name in ("CONFIG", "DATA_DIR", "DATABASE_URL", "DATABASE_OWNER_URL", "HOST", "PORT"):
         monkeypatch.delenv(f"AGENTFORGE_{name}", raising=False)
     monkeypatch.chdir(workspace)
     return {
@@ -257,6 +257,35 @@ def test_settings_precedence(dirs: dict[str, Path], monkeypatch: pytest.MonkeyPa
     assert (explicit.host, explicit.port) == ("127.0.0.2", 0)  # explicit beats env
     assert explicit.data_dir == dirs["tmp"] / "arg-data"
     assert explicit.database_url == "sqlite:///x.db"
+
+
+def test_database_section_then_env_then_arguments(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load_settings().database_owner_url is None
+    write(
+        dirs["user"],
+        {"database": {"url": "postgresql://app@db/forge", "owner_url": "postgresql://own@db/forge"}},
+    )
+    settings = load_settings()
+    assert (settings.database_url, settings.database_owner_url) == (
+        "postgresql://app@db/forge",
+        "postgresql://own@db/forge",
+    )
+
+    monkeypatch.setenv("AGENTFORGE_DATABASE_URL", "postgresql://app@env/forge")
+    monkeypatch.setenv("AGENTFORGE_DATABASE_OWNER_URL", "postgresql://own@env/forge")
+    settings = load_settings()
+    assert (settings.database_url, settings.database_owner_url) == (
+        "postgresql://app@env/forge",
+        "postgresql://own@env/forge",
+    )
+
+    explicit = load_settings(database_url="postgresql://a@x/f", database_owner_url="postgresql://o@x/f")
+    assert (explicit.database_url, explicit.database_owner_url) == (
+        "postgresql://a@x/f",
+        "postgresql://o@x/f",
+    )
 
 
 def test_database_url_follows_the_data_dir(dirs: dict[str, Path]) -> None:

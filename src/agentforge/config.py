@@ -55,6 +55,7 @@ CONFIG_FILENAME = "agentforge.json"
 ENV_CONFIG = "AGENTFORGE_CONFIG"
 ENV_DATA_DIR = "AGENTFORGE_DATA_DIR"
 ENV_DATABASE_URL = "AGENTFORGE_DATABASE_URL"
+ENV_DATABASE_OWNER_URL = "AGENTFORGE_DATABASE_OWNER_URL"
 ENV_HOST = "AGENTFORGE_HOST"
 ENV_PORT = "AGENTFORGE_PORT"
 DEFAULT_HOST = "127.0.0.1"
@@ -321,6 +322,15 @@ class AuthConfig(_AuthSection):
         return self.api_keys is not False
 
 
+class DatabaseConfig(_Section):
+    """Where the store lives. `url`: what the server connects as (default: SQLite in the data dir).
+    `owner_url` (Postgres): the role that owns the tables and runs the migrations, so the server
+    itself can run as a role bound by row-level security (see store/privileges.py)."""
+
+    url: str | None = None
+    owner_url: str | None = None
+
+
 class Config(_Section):
     """The merged config file. Unknown top-level keys (permission, agent, mcp, ...) are kept."""
 
@@ -333,6 +343,7 @@ class Config(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     tenancy: TenancyConfig = Field(default_factory=TenancyConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
 
 
 @dataclass(slots=True)
@@ -346,6 +357,7 @@ class Settings:
     port: int
     directory: Path
     config_sources: tuple[Path, ...] = field(default=())  # files merged, lowest precedence first
+    database_owner_url: str | None = None  # Postgres: migrations and maintenance run as this role
 
 
 def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
@@ -402,6 +414,7 @@ def load_settings(
     config_path: Path | None = None,
     data_dir: Path | None = None,
     database_url: str | None = None,
+    database_owner_url: str | None = None,
     host: str | None = None,
     port: int | None = None,
     directory: Path | None = None,
@@ -419,7 +432,9 @@ def load_settings(
         data_dir=resolved_data_dir,
         database_url=database_url
         or env.get(ENV_DATABASE_URL)
+        or config.database.url
         or f"sqlite:///{resolved_data_dir / 'agentforge.db'}",
+        database_owner_url=database_owner_url or env.get(ENV_DATABASE_OWNER_URL) or config.database.owner_url,
         host=host or env.get(ENV_HOST) or config.server.host,
         port=_pick_port(port, env, config),
         directory=directory,

@@ -17,6 +17,7 @@ from agentforge.config import Settings, load_settings
 from agentforge.server.app import create_app
 from agentforge.server.serve import ForgeServer
 from agentforge.session.runtime import Runtime
+from tests.databases import owner_url_for
 from tests.fakes.openai_server import FakeOpenAI
 
 
@@ -76,6 +77,8 @@ async def start_live_server(
     settings = load_settings(
         data_dir=tmp_path / "data",
         database_url=database_url or f"sqlite:///{tmp_path / 'forge.db'}",
+        # Postgres: migrations, grants and start-up recovery run as the owner, the server as runtime.
+        database_owner_url=owner_url_for(database_url) if database_url else None,
         directory=workspace,
         config_override=config or fake_provider_config(fake),
     )

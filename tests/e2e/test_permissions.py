@@ -13,6 +13,7 @@ from sqlalchemy import Connection, text
 
 from agentforge.store.engine import parse_database_url
 from agentforge.store.migrate import run_with_connection
+from tests.databases import owner_url_for
 from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.tools.harness import text_of
@@ -52,7 +53,8 @@ def tool_names(request: dict[str, Any]) -> list[str]:
 
 
 async def stored_request(database_url: str, request_id: str) -> dict[str, Any]:
-    """The request's row, read with raw SQL."""
+    """The request's row, read with raw SQL (as the owner: row-level security hides it from a runtime
+    role that set no tenant)."""
     found: dict[str, Any] = {}
 
     def read(conn: Connection) -> None:
@@ -62,7 +64,8 @@ async def stored_request(database_url: str, request_id: str) -> dict[str, Any]:
         ).one()
         found.update(row._mapping)
 
-    await asyncio.to_thread(run_with_connection, parse_database_url(database_url), read)
+    owner = parse_database_url(owner_url_for(database_url) or database_url)
+    await asyncio.to_thread(run_with_connection, owner, read)
     return found
 
 

@@ -37,6 +37,7 @@ from agentforge.session.recovery import INTERRUPTED_TURN_MESSAGE, close_interrup
 from agentforge.session.runtime import Runtime
 from agentforge.session.tool_calls import ABORTED_MESSAGE
 from agentforge.store import Store
+from tests.databases import owner_url_for
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.store.builders import new_session, now_ms, session_created
@@ -245,6 +246,7 @@ def _settings(tmp_path: Path, fake: FakeOpenAI, database_url: str) -> Settings:
     return load_settings(
         data_dir=tmp_path / "data",
         database_url=database_url,
+        database_owner_url=owner_url_for(database_url),  # recovery reads across tenants as the owner
         directory=_workspace(tmp_path),
         config_override=fake_provider_config(fake),
     )

@@ -1,4 +1,8 @@
-"""The `store` fixture, once per dialect (over `database_url`, from tests/databases.py)."""
+"""The `store` fixture, once per dialect (over `database_url`, from tests/databases.py).
+
+On Postgres the store opens the way a deployment runs it: as the runtime role (bound by row-level
+security), with the owner's URL for migrations, grants and cross-tenant maintenance reads.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import pytest
 
 from agentforge.model.events import Event
 from agentforge.store import Store
+from tests.databases import owner_url_for
 
 
 @pytest.fixture
@@ -18,7 +23,7 @@ def published() -> list[Event]:
 
 @pytest.fixture
 async def store(database_url: str, published: list[Event]) -> AsyncIterator[Store]:
-    opened = await Store.open(database_url, publish=published.extend)
+    opened = await Store.open(database_url, owner_url=owner_url_for(database_url), publish=published.extend)
     try:
         yield opened
     finally:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
 from agentforge.store import Store, parse_database_url
-from agentforge.store.migrate import head_revision, run_with_connection
+from agentforge.store.migrate import MigrationError, head_revision, run_with_connection
 from agentforge.store.schema import metadata
+from tests.databases import owner_url_for
 from tests.store.builders import new_session, session_created
 
 
@@ -41,8 +43,9 @@ async def _schema_of(database_url: str) -> dict[str, Any]:
     return found
 
 
-async def test_open_migrates_to_head_and_head_matches_the_tables(database_url: str) -> None:
-    store = await Store.open(database_url)
+async def test_open_migrates_to_head_and_head_matches_the_tables(empty_database_url: str) -> None:
+    database_url = empty_database_url
+    store = await Store.open(database_url, owner_url=owner_url_for(database_url))
     await store.close()
 
     schema = await _schema_of(database_url)
@@ -75,3 +78,10 @@ async def test_opening_again_keeps_the_data(database_url: str) -> None:
         assert await second.get_session("default", session.id) == session
     finally:
         await second.close()
+
+
+async def test_a_runtime_role_cannot_migrate_and_is_told_what_to_do(empty_database_url: str) -> None:
+    if parse_database_url(empty_database_url).dialect != "postgresql":
+        pytest.skip("SQLite has no roles")
+    with pytest.raises(MigrationError, match="agentforge db migrate"):
+        await Store.open(empty_database_url)

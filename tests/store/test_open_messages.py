@@ -23,6 +23,7 @@ from agentforge.model.session import Session
 from agentforge.store import Store, parse_database_url, queries
 from agentforge.store.migrate import alembic_config, current_revision, run_with_connection, upgrade
 from agentforge.store.schema import message
+from tests.databases import owner_url_for
 from tests.store.builders import (
     assistant_message,
     message_updated,
@@ -44,11 +45,11 @@ def _completed(message: AssistantMessage, at: int = 1_700_000_000_999) -> Assist
 
 
 async def _run(database_url: str, work: Callable[[Connection], Any]) -> Any:
-    """Run `work` on a plain connection to the test database and return its result."""
+    """Run `work` on a plain connection to the test database as its owner (on Postgres the runtime
+    role would see no row without a tenant) and return its result."""
     result: list[Any] = []
-    await asyncio.to_thread(
-        run_with_connection, parse_database_url(database_url), lambda conn: result.append(work(conn))
-    )
+    owner = parse_database_url(owner_url_for(database_url) or database_url)
+    await asyncio.to_thread(run_with_connection, owner, lambda conn: result.append(work(conn)))
     return result[0]
 
 
@@ -216,7 +217,10 @@ def _message_row(message: UserMessage | AssistantMessage) -> dict[str, Any]:
     }
 
 
-async def test_upgrading_from_0001_backfills_role_and_completion_in_batches(database_url: str) -> None:
+async def test_upgrading_from_0001_backfills_role_and_completion_in_batches(
+    empty_database_url: str,
+) -> None:
+    database_url = empty_database_url
     session = new_session()
     # More rows than one backfill batch (500), so the batching loop goes round several times.
     users = [user_message(session.id, created=1_700_000_000_000 + i) for i in range(1100)]
@@ -245,7 +249,7 @@ async def test_upgrading_from_0001_backfills_role_and_completion_in_batches(data
 
     assert await _run(database_url, create_at_0001_with_rows) == "0001_initial"
 
-    store = await Store.open(database_url)  # upgrades to head
+    store = await Store.open(database_url, owner_url=owner_url_for(database_url))  # upgrades to head
     try:
         found = await store.open_assistant_messages()
     finally:

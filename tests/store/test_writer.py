@@ -17,6 +17,8 @@ from agentforge.store.batch import BatchApplier, Outcome, SeqCache
 from agentforge.store.migrate import run_with_connection, upgrade_to_head
 from agentforge.store.projector import Writes, apply_event
 from agentforge.store.schema import part as part_table
+from agentforge.store.schema import session as session_table
+from agentforge.store.tenancy import set_tenant
 from tests.store.builders import (
     message_updated,
     new_session,
@@ -150,11 +152,17 @@ async def test_a_write_after_delete_is_dropped_and_not_logged(store: Store) -> N
     assert (await store.write(session_deleted(session))).seq == 4  # no seq was used up
 
 
+def _applier(database_url: str, **options: int) -> BatchApplier:
+    """A batch applier as the store's writer for this dialect builds it (Postgres: tenant-scoped)."""
+    scoped = parse_database_url(database_url).dialect == "postgresql"
+    return BatchApplier(scoped_by_tenant=scoped, **options)
+
+
 def _write_one_batch(database_url: str, events: Sequence[Event]) -> list[Outcome]:
     outcomes: list[Outcome] = []
     run_with_connection(
         parse_database_url(database_url),
-        lambda conn: outcomes.extend(BatchApplier().write_batch(conn, events)),
+        lambda conn: outcomes.extend(_applier(database_url).write_batch(conn, events)),
     )
     return outcomes
 
@@ -193,7 +201,7 @@ async def test_seq_continues_across_store_instances(store: Store, database_url: 
     await store.write(session_created(session))
     await store.write(message_updated(message))
 
-    second = await Store.open(database_url)
+    second = await Store.open(database_url)  # the runtime role alone: the schema is at head
     try:
         assert (await second.write(part_updated(text_part(message, "from second")))).seq == 3
     finally:
@@ -274,6 +282,10 @@ async def test_submit_checks_the_event(store: Store) -> None:
         store.submit(Event(ev.PART_DELTA, {"sessionID": "ses_x"}, session_id="ses_x"))
     with pytest.raises(ValueError, match="no session id"):
         store.submit(Event(ev.MESSAGE_REMOVED, {"messageID": "msg_x"}))
+    with pytest.raises(ValueError, match="no tenant id"):
+        store.submit(session_created(new_session(), tenant_id=""))
+    with pytest.raises(ValueError, match="no tenant id"):
+        await store.mutate("", "nothing", lambda _conn: None)
 
     session = new_session()
     created = session_created(session)
@@ -283,6 +295,8 @@ async def test_submit_checks_the_event(store: Store) -> None:
 
 def _parts_seen_mid_transaction(conn: Connection, events: Sequence[Event]) -> int:
     with conn.begin() as transaction:
+        if conn.dialect.name == "postgresql":
+            set_tenant(conn, TENANT)
         writes = Writes(conn)
         for event in events:
             apply_event(writes, event)
@@ -320,7 +334,7 @@ def test_seq_cache_forgets_the_least_recently_used_sessions() -> None:
 
 
 def _write_batches(database_url: str, batches: Sequence[Sequence[Event]], cache_size: int) -> list[Outcome]:
-    applier = BatchApplier(seq_cache_size=cache_size)
+    applier = _applier(database_url, seq_cache_size=cache_size)
     outcomes: list[Outcome] = []
 
     def write_all(conn: Connection) -> None:
@@ -375,3 +389,67 @@ async def test_broadcast_event_with_nothing_pending_is_published_at_once(
     delta = _delta(session.id, "now")
     store.publish_after_writes(delta)
     assert published == [delta]
+
+
+# --- several tenants in one batch (Postgres: each run of items under its own tenant setting) --------
+
+
+def _tenant_events(tenant_id: str, count: int) -> tuple[list[Event], str]:
+    session = new_session()
+    message = user_message(session.id)
+    events = [session_created(session, tenant_id), message_updated(message, tenant_id)]
+    events += [part_updated(text_part(message, f"{tenant_id} {i}"), tenant_id) for i in range(count)]
+    return events, session.id
+
+
+async def test_one_batch_of_interleaved_tenants_lands_each_row_with_its_tenant(store: Store) -> None:
+    first, first_id = _tenant_events("tenant-a", 6)
+    second, second_id = _tenant_events("tenant-b", 6)
+    interleaved = [event for pair in zip(first, second, strict=True) for event in pair]
+    before = store.committed_batches
+
+    await asyncio.gather(*(store.submit(event) for event in interleaved))
+
+    assert store.committed_batches - before <= 2  # grouped, not one transaction per tenant switch
+    for tenant, session_id, other in (("tenant-a", first_id, second_id), ("tenant-b", second_id, first_id)):
+        texts = [p.text for p in (await store.history(tenant, session_id))[0].parts]  # type: ignore[union-attr]
+        assert texts == [f"{tenant} {i}" for i in range(6)]
+        assert [e.seq for e in await store.events_after(tenant, session_id, 0)] == list(range(1, 9))
+        assert await store.get_session(tenant, other) is None
+        assert await store.events_after(tenant, other, 0) == []
+
+
+async def test_a_dropped_item_among_several_tenants_leaves_the_others_written(
+    store: Store, database_url: str
+) -> None:
+    gone = new_session()
+    await store.write(session_created(gone, "tenant-a"))
+    kept, kept_id = _tenant_events("tenant-b", 2)
+    late = message_updated(user_message(gone.id), "tenant-a")
+    batch = [session_deleted(gone, "tenant-a"), *kept[:2], late, kept[2]]
+
+    # One transaction beside the store's writer: the late write forces the one-by-one retry.
+    outcomes = await asyncio.to_thread(_write_one_batch, database_url, batch)
+
+    assert outcomes[:3] == [2, 1, 2] and outcomes[4] == 3
+    assert isinstance(outcomes[3], StoreWriteError)
+    texts = [p.text for p in (await store.history("tenant-b", kept_id))[0].parts]  # type: ignore[union-attr]
+    assert texts == ["tenant-b 0"]
+
+
+async def test_a_mutation_runs_under_its_own_tenant(store: Store) -> None:
+    events, session_id = _tenant_events("tenant-a", 0)
+    submitted = [store.submit(event) for event in events]
+    # Queued right behind tenant-a's events, so usually in the same transaction.
+    counted = await store.mutate("tenant-b", "count sessions", _count_sessions)
+
+    await asyncio.gather(*submitted)
+    assert await store.get_session("tenant-a", session_id) is not None
+    # Postgres: row-level security shows tenant-b none of tenant-a's rows. SQLite has no such
+    # guard: there a mutation must filter by its tenant itself (as the projector and queries do).
+    assert counted == (0 if store.dialect == "postgresql" else 1)
+
+
+def _count_sessions(conn: Connection) -> int:
+    count: int = conn.execute(select(func.count()).select_from(session_table)).scalar_one()
+    return count

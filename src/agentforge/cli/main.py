@@ -8,6 +8,7 @@ import typer
 
 from agentforge import __version__
 from agentforge.cli.audit import audit_app
+from agentforge.cli.db import db_app
 from agentforge.cli.keys import keys_app
 from agentforge.cli.run import run
 from agentforge.cli.serve import serve
@@ -25,6 +26,7 @@ app.command("run")(run)
 app.add_typer(session_app, name="session")
 app.add_typer(keys_app, name="keys")
 app.add_typer(audit_app, name="audit")
+app.add_typer(db_app, name="db")
 
 
 def _print_version(requested: bool) -> None:

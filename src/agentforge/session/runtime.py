@@ -58,7 +58,9 @@ class Runtime:
         plugins = await asyncio.to_thread(create_plugin_manager, settings)
         bus.listen(plugins.observe_event)
         check_configured_overlays(settings)
-        store = await Store.open(settings.database_url, publish=bus.publish_many)
+        store = await Store.open(
+            settings.database_url, owner_url=settings.database_owner_url, publish=bus.publish_many
+        )
         scopes = ScopeCache(settings, plugins)
         try:
             # The default tenant's scope is built before serving: a broken config or agent file

@@ -6,11 +6,13 @@ set of projector and query code for both.
 
 from agentforge.store.batch import StoreWriteError
 from agentforge.store.engine import parse_database_url, sqlite_url
+from agentforge.store.migrate import MigrationError
 from agentforge.store.queries import decode_cursor, encode_cursor
 from agentforge.store.store import Store
 from agentforge.store.writer import Publish
 
 __all__ = [
+    "MigrationError",
     "Publish",
     "Store",
     "StoreWriteError",

@@ -180,6 +180,14 @@ def _lock_and_read_head(conn: Connection, tenant_id: str) -> tuple[int, str]:
     return (0, GENESIS_HASH) if head is None else (int(head.seq), str(head.row_hash))
 
 
+def lock_chains(conn: Connection, tenant_ids: Iterable[str]) -> None:
+    """Take several tenants' chain locks up front, in one fixed (sorted) order: two writers whose
+    batches touch the same tenants in different orders would otherwise deadlock on them."""
+    if conn.dialect.name == "postgresql":
+        for tenant_id in sorted(set(tenant_ids)):
+            conn.execute(_LOCK_TENANT, {"tenant": tenant_id})
+
+
 def _chained(entry: AuditEntry, seq: int, prev_hash: str) -> AuditRecord:
     # Stored as its canonical form: what is read back hashes exactly as what was written.
     data = orjson.loads(canonical_json(dict(entry.data)))

@@ -5,6 +5,11 @@ task (through `run_sync`). A batch first runs optimistically as one transaction 
 multi-row insert into the event log. If anything in it fails (a late write after a delete, a stale
 seq cache), the transaction is rolled back and the batch is redone with one savepoint per event, so
 that a bad event is dropped alone and the rest still commit.
+
+A batch may hold items of several tenants. On Postgres every statement must run with the tenant
+setting of the rows it touches (row-level security, see `tenancy.py`), so the batch is written as
+runs of consecutive items of one tenant: at each change of tenant the pending projector writes and
+event-log rows are sent, then the setting changes. One tenant's batch stays one multi-row insert.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from sqlalchemy import Connection, Insert, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
+from agentforge.store.audit import lock_chains
 from agentforge.store.audit_events import record_event
 from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
 from agentforge.store.schema import event as event_table
+from agentforge.store.tenancy import set_tenant
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +96,46 @@ class SeqCache:
         return len(self._last)
 
 
-class BatchApplier:
-    """Writes batches of durable events; remembers the last committed seq of sessions it wrote."""
+class TenantRuns:
+    """The statements of one transaction, sent per run of one tenant's items.
 
-    def __init__(self, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
+    `enter(tenant)` before each item: when the tenant changes (and the database scopes transactions
+    by tenant) the projector's pending writes and the pending event-log rows go out under the old
+    setting, then the setting changes. Without scoping (SQLite) everything waits for `flush`.
+    """
+
+    def __init__(self, conn: Connection, *, scoped: bool) -> None:
+        self.writes = Writes(conn)
+        self._scoped = scoped
+        self._tenant: str | None = None
+        self._log_rows: list[dict[str, Any]] = []
+
+    def enter(self, tenant_id: str) -> None:
+        if not self._scoped or tenant_id == self._tenant:
+            return
+        self.flush()
+        set_tenant(self.writes.conn, tenant_id)
+        self._tenant = tenant_id
+
+    def log(self, row: dict[str, Any]) -> None:
+        """Append an event-log row (sent with the run's other rows as one multi-row insert)."""
+        self._log_rows.append(row)
+
+    def flush(self) -> None:
+        self.writes.flush()
+        if self._log_rows:
+            self.writes.conn.execute(_INSERT_EVENT, self._log_rows)
+            self._log_rows = []
+
+
+class BatchApplier:
+    """Writes batches of durable events; remembers the last committed seq of sessions it wrote.
+
+    `scoped_by_tenant`: set the transaction's tenant before each tenant's items (Postgres).
+    """
+
+    def __init__(self, *, scoped_by_tenant: bool, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
+        self._scoped = scoped_by_tenant
         self._last_seq = SeqCache(seq_cache_size)
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
@@ -113,31 +156,36 @@ class BatchApplier:
 
     def _write_together(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
-        rows: list[dict[str, Any]] = []
         outcomes: list[Outcome] = []
         with conn.begin():
-            writes = Writes(conn)
+            _lock_audit_chains(conn, events)
+            runs = TenantRuns(conn, scoped=self._scoped)
             for item in events:
+                runs.enter(item.tenant_id)
                 if isinstance(item, Mutation):
-                    writes.flush()
+                    runs.writes.flush()
                     outcomes.append(Applied(item.apply(conn)))
                     continue
                 seq = self._next_seq(conn, draft, session_of(item))
-                record_event(writes, item)
-                apply_event(writes, item)
+                record_event(runs.writes, item)
+                apply_event(runs.writes, item)
                 draft[session_of(item)] = seq
-                rows.append(event_row(item, seq))
+                runs.log(event_row(item, seq))
                 outcomes.append(seq)
-            writes.flush()
-            if rows:
-                conn.execute(_INSERT_EVENT, rows)
+            runs.flush()
         self._last_seq.update(draft)
         return outcomes
 
     def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
         with conn.begin():
-            outcomes = [self._write_isolated(conn, draft, item) for item in events]
+            _lock_audit_chains(conn, events)
+            runs = TenantRuns(conn, scoped=self._scoped)
+            outcomes: list[Outcome] = []
+            for item in events:
+                # Outside the item's savepoint: rolling that back must not undo the setting.
+                runs.enter(item.tenant_id)
+                outcomes.append(self._write_isolated(conn, draft, item))
         self._last_seq.update(draft)
         return outcomes
 
@@ -170,6 +218,14 @@ class BatchApplier:
         if last is None:
             last = conn.execute(_MAX_SEQ, {"session_id": session_id}).scalar() or 0
         return last + 1
+
+
+def _lock_audit_chains(conn: Connection, items: Sequence[Item]) -> None:
+    """A batch of one tenant takes its chain lock when it first appends; a batch of several takes
+    them all first, in a fixed order, so writers in two processes cannot deadlock (audit.py)."""
+    tenants = {item.tenant_id for item in items}
+    if len(tenants) > 1:
+        lock_chains(conn, tenants)
 
 
 def _apply_isolated(conn: Connection, item: Mutation) -> Outcome:

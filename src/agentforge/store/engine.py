@@ -20,6 +20,7 @@ from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 DB_FILENAME: Final = "agentforge.db"
 SQLITE_BUSY_TIMEOUT_MS: Final = 5000
@@ -134,10 +135,16 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
 
 
 def postgres_engine(target: DatabaseTarget, *, pool_size: int) -> AsyncEngine:
-    """An asyncpg engine; with a schema, every connection's `search_path` points at it."""
+    """An asyncpg engine; with a schema, every connection's `search_path` points at it.
+
+    `pool_size=0`: no pool, each use opens and closes its own connection (for rare maintenance
+    work that should not keep a connection open for the process's lifetime).
+    """
     connect_args: dict[str, Any] = {}
     if target.schema is not None:
         connect_args["server_settings"] = {"search_path": target.schema}
+    if pool_size == 0:
+        return create_async_engine(target.url, poolclass=NullPool, connect_args=connect_args)
     return create_async_engine(
         target.url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args
     )

@@ -16,8 +16,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
 from agentforge.store.engine import DatabaseTarget, parse_database_url, postgres_engine, sqlite_engine
+from agentforge.store.privileges import grant_runtime_role
 
 MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
+
+
+class MigrationError(Exception):
+    """The server's own role could not bring the schema to head (typically: it is a runtime role
+    without DDL rights, and the owner has not migrated yet)."""
 
 
 def alembic_config() -> Config:
@@ -41,14 +47,22 @@ def current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade_to_head(url: str) -> None:
-    """Create or upgrade the tables at `url` to the newest revision (and a missing Postgres schema)."""
+def upgrade_to_head(url: str, *, runtime_role: str | None = None) -> None:
+    """Create or upgrade the tables at `url` to the newest revision (and a missing Postgres schema).
+
+    With `runtime_role` (Postgres; `url` is then the owner's): also give that role exactly the
+    privileges the server needs (see privileges.py), right after the upgrade, on the same connection.
+    """
     target = parse_database_url(url)
+    if runtime_role is not None and target.dialect != "postgresql":
+        raise ValueError("A runtime role only applies to Postgres")
 
     def create_and_upgrade(conn: Connection) -> None:
         if target.schema is not None:
             create_schema_if_missing(conn, target.schema)
         upgrade(conn)
+        if runtime_role is not None:
+            grant_runtime_role(conn, runtime_role)
 
     run_with_connection(target, create_and_upgrade)
 

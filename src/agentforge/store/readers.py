@@ -1,7 +1,11 @@
 """Where read queries run: SQLite reader threads with their own connections, or the asyncpg pool.
 
 Queries are sync functions over a `Connection` (see `queries.py`); a reader runs one inside a read
-transaction, so the queries of one call see one snapshot.
+transaction, so the queries of one call see one snapshot. A query reads one tenant's rows: `run`
+hands it the tenant and, on Postgres, first scopes the transaction to that tenant (`tenancy.py`), so
+row-level security and the query's own `tenant_id` filter agree. Only start-up maintenance reads
+across tenants (`run_across_tenants`), on a connection whose role the maintenance policy lets see
+every row.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentforge.store.tenancy import set_tenant
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -23,9 +29,20 @@ T = TypeVar("T")
 class Readers(ABC):
     @abstractmethod
     async def run(
+        self,
+        query: Callable[Concatenate[Connection, str, P], T],
+        tenant_id: str,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Run `query(conn, tenant_id, *args, **kwargs)` in a read transaction scoped to `tenant_id`,
+        without blocking the loop."""
+
+    @abstractmethod
+    async def run_across_tenants(
         self, query: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
-        """Run `query(conn, *args, **kwargs)` in a read transaction without blocking the loop."""
+        """Run a maintenance `query(conn, *args, **kwargs)` that reads every tenant's rows."""
 
     @abstractmethod
     async def close(self) -> None:
@@ -44,6 +61,16 @@ class ThreadReaders(Readers):
         self._lock = threading.Lock()
 
     async def run(
+        self,
+        query: Callable[Concatenate[Connection, str, P], T],
+        tenant_id: str,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        # No setting on SQLite: the query's own tenant_id filter is the isolation.
+        return await self.run_across_tenants(query, tenant_id, *args, **kwargs)
+
+    async def run_across_tenants(
         self, query: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         loop = asyncio.get_running_loop()
@@ -83,6 +110,20 @@ class PoolReaders(Readers):
         self._engine = engine
 
     async def run(
+        self,
+        query: Callable[Concatenate[Connection, str, P], T],
+        tenant_id: str,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        def in_tenant(conn: Connection) -> T:
+            set_tenant(conn, tenant_id)  # the connection autobegan: transaction-local
+            return query(conn, tenant_id, *args, **kwargs)
+
+        async with self._engine.connect() as conn:
+            return await conn.run_sync(in_tenant)
+
+    async def run_across_tenants(
         self, query: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         async with self._engine.connect() as conn:

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentforge.identity.apikeys import ApiKey, StoredApiKey
 from agentforge.model.events import SYSTEM_ACTOR, Event
@@ -17,9 +19,16 @@ from agentforge.model.session import Session
 from agentforge.store import audit, keys, queries
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
-from agentforge.store.engine import Dialect, parse_database_url, postgres_engine, sqlite_engine
-from agentforge.store.migrate import upgrade_to_head
+from agentforge.store.engine import (
+    DatabaseTarget,
+    Dialect,
+    parse_database_url,
+    postgres_engine,
+    sqlite_engine,
+)
+from agentforge.store.migrate import MigrationError, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
+from agentforge.store.privileges import current_role
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
 from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
 
@@ -37,13 +46,73 @@ def _dispose_all(*engines: Engine) -> None:
         engine.dispose()
 
 
+async def _dispose_async(*engines: AsyncEngine | None) -> None:
+    for engine in engines:
+        if engine is not None:
+            await engine.dispose()
+
+
+def _owner_target(target: DatabaseTarget, owner_url: str | None) -> DatabaseTarget | None:
+    """The parsed owner URL, checked against the runtime URL: both Postgres, the same schema."""
+    if owner_url is None:
+        return None
+    if target.dialect != "postgresql":
+        raise ValueError("An owner database URL only applies to Postgres")
+    owner = parse_database_url(owner_url)
+    if owner.dialect != "postgresql":
+        raise ValueError("The owner database URL must be a Postgres URL")
+    if owner.schema != target.schema:
+        raise ValueError(
+            f"The owner database URL names schema {owner.schema!r} but the database URL {target.schema!r}"
+        )
+    return owner
+
+
+def _first_line(exc: DBAPIError) -> str:
+    # The rest is the statement and parameters.
+    lines = str(exc.orig).splitlines()
+    return lines[0] if lines else type(exc.orig).__name__
+
+
+async def _migrate_postgres(
+    engine: AsyncEngine, url: str, owner_url: str | None, owner: DatabaseTarget | None
+) -> AsyncEngine | None:
+    """Migrate (as the owner, granting the runtime role, when there is one); return the engine for
+    cross-tenant maintenance reads (None: the runtime engine does them)."""
+    if owner_url is None or owner is None:
+        try:
+            await asyncio.to_thread(upgrade_to_head, url)
+        except DBAPIError as exc:
+            raise MigrationError(
+                f"Could not migrate the database ({_first_line(exc)}). If the server runs as a role"
+                " without DDL rights, give the owner's URL (database.owner_url or"
+                " AGENTFORGE_DATABASE_OWNER_URL) or run `agentforge db migrate` first."
+            ) from exc
+        return None
+    async with engine.connect() as conn:
+        runtime_role = await conn.run_sync(current_role)
+    owner_engine = postgres_engine(owner, pool_size=0)  # only used at start-up: keeps no connection
+    try:
+        async with owner_engine.connect() as conn:
+            same_role = runtime_role == await conn.run_sync(current_role)
+        # One role given twice owns the tables: nothing to grant (doctor flags such a setup).
+        grantee = None if same_role else runtime_role
+        await asyncio.to_thread(upgrade_to_head, owner_url, runtime_role=grantee)
+    except BaseException:
+        await owner_engine.dispose()
+        raise
+    return owner_engine
+
+
 class Store:
     """Open with `await Store.open(url, publish=callback)`; close with `await store.close()`.
 
     Writes: `submit(event)` queues a durable event and returns a future; `await write(event)` waits
     until it has committed. Either way the event gets its `seq`, is published after commit, and keeps
     submission order. Do not mutate an event's properties after submitting it.
-    Reads: async methods, all scoped to one tenant but the start-up `open_assistant_messages`.
+    Reads: async methods, each scoped to one tenant, but the start-up maintenance reads
+    (`open_assistant_messages`, `pending_permission_requests`), which span all tenants.
+    On Postgres every transaction sets its tenant for row-level security (see tenancy.py).
     """
 
     def __init__(
@@ -53,10 +122,12 @@ class Store:
         readers: Readers,
         dispose: Callable[[], Awaitable[None]],
         ownership: Ownership,
+        maintenance: Readers | None = None,
     ) -> None:
         self._dialect = dialect
         self._writer = writer
         self._readers = readers
+        self._maintenance = maintenance or readers
         self._dispose = dispose
         self._ownership = ownership
         self._closed = False
@@ -66,34 +137,50 @@ class Store:
         cls,
         url: str,
         *,
+        owner_url: str | None = None,
         publish: Publish | None = None,
         readers: int = DEFAULT_READERS,
         batch_cap: int = DEFAULT_BATCH_CAP,
     ) -> Store:
         """Migrate the database at `url` to the newest schema and start the writer and readers.
 
+        `owner_url` (Postgres): the role that owns the tables. The migrations then run as that role,
+        which also grants the role of `url` (the runtime role) exactly what the server needs (see
+        privileges.py), and the cross-tenant maintenance reads run as it. Without it, `url`'s role
+        migrates and does maintenance itself (local and development setups).
         `publish(events)` is called on the event loop with each batch of committed events, in order.
         """
         target = parse_database_url(url)
-        await asyncio.to_thread(upgrade_to_head, url)
+        owner = _owner_target(target, owner_url)
         sink = publish or _publish_nowhere
         if target.dialect == "sqlite":
-            write_engine = sqlite_engine(target, pool_size=1, begin="BEGIN IMMEDIATE")
-            read_engine = sqlite_engine(target, pool_size=readers, begin="BEGIN")
-            return cls(
-                "sqlite",
-                ThreadWriter(write_engine, sink, batch_cap=batch_cap),
-                ThreadReaders(read_engine, threads=readers),
-                lambda: asyncio.to_thread(_dispose_all, write_engine, read_engine),
-                FileOwnership(target.sqlite_path),
-            )
+            await asyncio.to_thread(upgrade_to_head, url)
+            return cls._open_sqlite(target, sink, readers, batch_cap)
         engine = postgres_engine(target, pool_size=readers + 1)
+        try:
+            maintenance = await _migrate_postgres(engine, url, owner_url, owner)
+        except BaseException:
+            await engine.dispose()
+            raise
         return cls(
             "postgresql",
             TaskWriter(engine, sink, batch_cap=batch_cap),
             PoolReaders(engine),
-            engine.dispose,
+            lambda: _dispose_async(engine, maintenance),
             AdvisoryOwnership(engine),
+            maintenance=None if maintenance is None else PoolReaders(maintenance),
+        )
+
+    @classmethod
+    def _open_sqlite(cls, target: DatabaseTarget, sink: Publish, readers: int, batch_cap: int) -> Store:
+        write_engine = sqlite_engine(target, pool_size=1, begin="BEGIN IMMEDIATE")
+        read_engine = sqlite_engine(target, pool_size=readers, begin="BEGIN")
+        return cls(
+            "sqlite",
+            ThreadWriter(write_engine, sink, batch_cap=batch_cap),
+            ThreadReaders(read_engine, threads=readers),
+            lambda: asyncio.to_thread(_dispose_all, write_engine, read_engine),
+            FileOwnership(target.sqlite_path),
         )
 
     @property
@@ -257,7 +344,7 @@ class Store:
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest
         first, each with its tenant id. While the server runs these are the turns in progress."""
-        return await self._readers.run(queries.open_assistant_messages, limit)
+        return await self._maintenance.run_across_tenants(queries.open_assistant_messages, limit)
 
     async def get_part(self, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:
         return await self._readers.run(queries.get_part, tenant_id, session_id, message_id, part_id)
@@ -283,7 +370,7 @@ class Store:
 
     async def pending_permission_requests(self, limit: int = 1000) -> list[tuple[str, PermissionRequestInfo]]:
         """Undecided permission requests of every tenant (start-up recovery), oldest first."""
-        return await self._readers.run(queries.pending_permission_requests, limit)
+        return await self._maintenance.run_across_tenants(queries.pending_permission_requests, limit)
 
     async def audit_entries(
         self, tenant_id: str, *, after: int = 0, limit: int = 100

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -51,13 +51,16 @@ _Item = _Pending | None
 class OrderedWriter(ABC):
     """What both writers share: validation, futures, delivery on the loop, the batch counter."""
 
+    # Whether each transaction must set its tenant (Postgres row-level security; see tenancy.py).
+    scoped_by_tenant: ClassVar[bool]
+
     def __init__(self, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         if batch_cap < 1:
             raise ValueError("batch_cap must be at least 1")
         self._loop = asyncio.get_running_loop()
         self._publish = publish
         self._batch_cap = batch_cap
-        self._applier = BatchApplier()
+        self._applier = BatchApplier(scoped_by_tenant=self.scoped_by_tenant)
         self._closing = False
         self._stopped: asyncio.Future[None] = self._loop.create_future()
         self.committed_batches = 0
@@ -77,6 +80,8 @@ class OrderedWriter(ABC):
         """Queue a mutation; the future resolves with what its `apply` returned once committed."""
         if self._closing:
             raise StoreWriteError("the store is closed")
+        if not mutation.tenant_id:
+            raise ValueError(f"mutation {mutation.label!r} has no tenant id")
         return self._queue_item(mutation)
 
     def _queue_item(self, item: Item) -> asyncio.Future[Any]:
@@ -162,6 +167,9 @@ class OrderedWriter(ABC):
 def _check_durable(event: Event) -> None:
     if not event.durable:
         raise ValueError(f"{event.type!r} is not a durable event type")
+    if not event.tenant_id:
+        # Checked here, not in the batch: on Postgres it could not even set its transaction's tenant.
+        raise ValueError(f"durable event {event.type!r} has no tenant id")
     if not event.session_id:
         session_id = event.properties.get("sessionID")
         if not isinstance(session_id, str) or not session_id:
@@ -176,6 +184,8 @@ def _failed_batch(batch: Sequence[_Pending], exc: BaseException) -> list[Outcome
 
 class ThreadWriter(OrderedWriter):
     """SQLite: a dedicated thread that owns the one write connection."""
+
+    scoped_by_tenant = False
 
     def __init__(self, engine: Engine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
@@ -233,6 +243,8 @@ def _discard(conn: Connection) -> None:
 
 class TaskWriter(OrderedWriter):
     """Postgres: an asyncio task that owns one connection and runs the sync batch code via run_sync."""
+
+    scoped_by_tenant = True
 
     def __init__(self, engine: AsyncEngine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
