@@ -201,6 +201,17 @@ class _ModelSpec:
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderCredential:
+    """Whether a connected provider has a key (never the key itself), for deployment checks."""
+
+    provider_id: str
+    api: str
+    base_url: str | None
+    has_key: bool
+    options: dict[str, Any]
+
+
 class ProviderCatalog:
     """The providers and models this server can call."""
 
@@ -217,6 +228,23 @@ class ProviderCatalog:
     def providers(self) -> list[ProviderInfo]:
         """The connected providers: configured, or well-known with their key in the environment."""
         return [_provider_info(provider) for provider in self._providers.values()]
+
+    def credentials(self) -> list[ProviderCredential]:
+        """Each connected provider's endpoint and whether it has an API key."""
+        return [
+            ProviderCredential(
+                provider.id,
+                provider.api,
+                provider.base_url,
+                bool(provider.api_key),
+                self._provider_options(provider.id),
+            )
+            for provider in self._providers.values()
+        ]
+
+    def _provider_options(self, provider_id: str) -> dict[str, Any]:
+        configured = self._config.provider.get(provider_id)
+        return dict(configured.options.model_extra or {}) if configured is not None else {}
 
     def all_providers(self) -> list[ProviderInfo]:
         """The connected providers, then every other provider of the bundled catalogue (not usable until

@@ -1,0 +1,1 @@
+"""Deployment verification: the checks behind `agentforge doctor` and `agentforge serve --production`."""
