@@ -11,6 +11,7 @@ from rich.table import Table
 from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
 from agentforge.doctor.result import CheckResult
+from agentforge.doctor.run import deployment_checks
 
 _STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 

@@ -9,6 +9,7 @@ import typer
 from agentforge import __version__
 from agentforge.cli.audit import audit_app
 from agentforge.cli.db import db_app
+from agentforge.cli.doctor import doctor
 from agentforge.cli.keys import keys_app
 from agentforge.cli.run import run
 from agentforge.cli.serve import serve
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 app.command("serve")(serve)
 app.command("run")(run)
+app.command("doctor")(doctor)
 app.add_typer(session_app, name="session")
 app.add_typer(keys_app, name="keys")
 app.add_typer(audit_app, name="audit")

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
-from agentforge.config import is_loopback
+from agentforge.config import Settings, is_loopback
 from agentforge.server.serve import ForgeServer
 
 __all__ = ["is_loopback", "serve"]
@@ -40,6 +40,13 @@ def serve(
     data_dir: DataDir = None,
     db: DatabaseUrl = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "warning",
+    production: Annotated[
+        bool,
+        typer.Option(
+            "--production",
+            help="Run `agentforge doctor`'s checks first; refuse to start if a critical one fails.",
+        ),
+    ] = False,
 ) -> None:
     """Run the Agent Forge server."""
     settings = build_settings(
@@ -53,9 +60,24 @@ def serve(
             err=True,
         )
         raise typer.Exit(2)
+    if production:
+        _require_production_checks(settings)
     from agentforge.server.app import create_app
 
     _run_server(create_app(settings), settings.host, settings.port, log_level)
+
+
+def _require_production_checks(settings: Settings) -> None:
+    from agentforge.cli.doctor import print_results
+    from agentforge.doctor.run import critical_failures, deployment_checks
+
+    results = deployment_checks(settings)
+    failures = critical_failures(results)
+    if failures:
+        print_results(results)
+        names = ", ".join(result.name for result in failures)
+        typer.echo(f"error: refusing to start in production mode: {names} failed", err=True)
+        raise typer.Exit(2)
 
 
 def _run_server(app: FastAPI, host: str, port: int, log_level: str) -> None:

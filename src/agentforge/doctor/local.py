@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agentforge.config import Settings, is_loopback
 from agentforge.doctor.result import CheckResult, failed, passed, skipped, warned
 from agentforge.llm.provider import ProviderCatalog, ProviderCredential
-from agentforge.config import Settings, is_loopback
 
 # APIs whose requests carry an API key; the Anthropic cloud clients use the cloud's credentials.
 _KEYED_APIS = frozenset({"openai", "openai-responses", "anthropic", "google", "azure"})
@@ -55,7 +55,9 @@ def _has_credentials(provider: ProviderCredential, env: Mapping[str, str]) -> bo
     if provider.has_key:
         return True
     if provider.api == "anthropic-bedrock":
-        return bool(provider.options.get("aws_access_key") or env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_PROFILE"))
+        return bool(
+            provider.options.get("aws_access_key") or env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_PROFILE")
+        )
     if provider.api == "anthropic-vertex":
         return bool(env.get("GOOGLE_APPLICATION_CREDENTIALS"))
     if provider.api in _KEYED_APIS:

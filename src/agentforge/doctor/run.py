@@ -63,3 +63,16 @@ def _check_name(check: Callable[[Connection], CheckResult]) -> str:
 def _short(exc: BaseException) -> str:
     lines = str(getattr(exc, "orig", None) or exc).splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def deployment_checks(settings: Settings) -> list[CheckResult]:
+    """Every check, with authentication and the owner role as the settings configure them."""
+    return run_checks(
+        settings,
+        auth_configured=settings.config.auth.enabled(settings.host),
+        owner_url=settings.database_owner_url,
+    )
+
+
+def critical_failures(results: list[CheckResult]) -> list[CheckResult]:
+    return [result for result in results if result.failed and result.critical]
