@@ -81,3 +81,22 @@ async def test_an_empty_log_and_a_missing_database(tmp_path: Path) -> None:
     assert "no database at" in missing.stderr
     bad = await invoke("--db", "mysql://x/y")
     assert bad.exit_code == 1 and "Unsupported database URL" in bad.stderr
+
+
+async def test_without_db_the_configured_owner_sees_every_tenant(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = owner_url(database_url)
+    if owner == database_url:
+        pytest.skip("Postgres roles: on SQLite one URL sees every tenant")
+    await two_chains(database_url)
+    monkeypatch.setenv("AGENTFORGE_DATABASE_URL", database_url)
+    monkeypatch.setenv("AGENTFORGE_DATABASE_OWNER_URL", owner)
+    result = await invoke()
+    assert result.exit_code == 0, result.output
+    assert "acme" in result.output and "default" in result.output
+    # One tenant's chain needs no owner: the runtime role reads it under that tenant's setting.
+    monkeypatch.delenv("AGENTFORGE_DATABASE_OWNER_URL")
+    single = await invoke("--tenant", "acme")
+    assert single.exit_code == 0, single.output
+    assert "acme" in single.output and "default" not in single.output

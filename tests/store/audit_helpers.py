@@ -16,10 +16,9 @@ from agentforge.store.migrate import run_with_connection
 
 
 def owner_url(database_url: str) -> str:
-    """The URL of a role that may read every tenant's rows and change audit rows (the schema's
-    owner): the test URL itself unless the fixtures provide a separate owner role."""
-    owner_url_for = getattr(tests.databases, "owner_url_for", None)
-    return database_url if owner_url_for is None else str(owner_url_for(database_url))
+    """The URL of a role that may read every tenant's rows and change audit rows: the schema's owner
+    on Postgres; on SQLite (no roles) the database URL itself."""
+    return tests.databases.owner_url_for(database_url) or database_url
 
 
 async def run_sql(database_url: str, statement: str, **params: Any) -> list[dict[str, Any]]:

@@ -31,6 +31,8 @@ def _database_checks(url: str, owner_url: str | None) -> list[CheckResult]:
     runtime = _on_database(url, [database.check_reachable, *database.RUNTIME_CHECKS])
     if runtime[0].failed:
         return [runtime[0], skipped("audit chains", "the database is unreachable")]
+    if runtime[1].failed:
+        return [*runtime, skipped("audit chains", "the database is not at the newest revision")]
     # Only the owner sees every tenant's chain (row-level security hides the rest from the runtime role).
     audit = _on_database(owner_url or url, [database.check_audit_chains])
     return runtime + audit

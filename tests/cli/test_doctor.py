@@ -1,0 +1,146 @@
+"""`agentforge doctor` and `agentforge serve --production` against real databases: the configuration
+the README documents passes; a superuser runtime role, a table without row-level security and a
+tampered audit row each fail, naming what is wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from typer.testing import CliRunner, Result
+
+from agentforge.cli.main import app
+from agentforge.store import Store, parse_database_url
+from agentforge.store.migrate import run_with_connection
+from tests.databases import POSTGRES_URL_ENV, owner_url_for
+from tests.store.builders import new_session, session_created
+
+GATEWAY_SECRET = "doctor-test-gateway-secret-0123456789abcdef"
+
+
+def _write_config(tmp_path: Path, database: dict[str, Any], **extra: Any) -> Path:
+    config = {
+        "database": database,
+        "auth": {"gateway": {"secret": GATEWAY_SECRET}},
+        "provider": {
+            "acme": {"api": "openai", "options": {"baseURL": "https://llm.example/v1", "apiKey": "k"}}
+        },
+        "model": "acme/m1",
+        **extra,
+    }
+    path = tmp_path / "agentforge.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _data_dir(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(data, 0o700)
+    return data
+
+
+async def _doctor(config: Path, data_dir: Path) -> Result:
+    args = ["doctor", "--config", str(config), "--data-dir", str(data_dir)]
+    # A worker thread: the command runs its own event loop for Postgres.
+    return await asyncio.to_thread(CliRunner().invoke, app, args, env={"COLUMNS": "200"})
+
+
+async def _migrated(database_url: str) -> None:
+    """Tables at head with one audited session (what a running server leaves behind)."""
+    store = await Store.open(database_url, owner_url=owner_url_for(database_url))
+    try:
+        await store.write(session_created(new_session()))
+    finally:
+        await store.close()
+
+
+def _database_section(database_url: str) -> dict[str, Any]:
+    owner = owner_url_for(database_url)
+    return {"url": database_url, **({"owner_url": owner} if owner else {})}
+
+
+def _as_owner(database_url: str, statement: str) -> None:
+    owner = owner_url_for(database_url)
+    assert owner is not None
+
+    def run(conn: Any) -> None:
+        conn.execute(text(statement))
+
+    run_with_connection(parse_database_url(owner), run)
+
+
+async def test_the_documented_configuration_passes(tmp_path: Path, database_url: str) -> None:
+    await _migrated(database_url)
+    result = await _doctor(_write_config(tmp_path, _database_section(database_url)), _data_dir(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "FAIL" not in result.output
+    assert "audit chains" in result.output and "PASS" in result.output
+
+
+async def test_an_unmigrated_database_fails(tmp_path: Path) -> None:
+    config = _write_config(tmp_path, {"url": f"sqlite:///{tmp_path / 'data' / 'fresh.db'}"})
+    result = await _doctor(config, _data_dir(tmp_path))
+    assert result.exit_code == 1
+    assert "migrations at head" in result.output and "no revision" in result.output
+
+
+async def test_a_superuser_runtime_role_fails(tmp_path: Path, database_url: str) -> None:
+    if owner_url_for(database_url) is None:
+        pytest.skip("Postgres roles; SQLite has none")
+    await _migrated(database_url)
+    schema = make_url(database_url).query["schema"]
+    superuser = make_url(os.environ[POSTGRES_URL_ENV]).update_query_dict({"schema": schema})
+    section = {
+        "url": superuser.render_as_string(hide_password=False),
+        "owner_url": owner_url_for(database_url),
+    }
+    result = await _doctor(_write_config(tmp_path, section), _data_dir(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert "is a superuser" in result.output
+
+
+async def test_a_table_without_row_level_security_fails(tmp_path: Path, database_url: str) -> None:
+    if owner_url_for(database_url) is None:
+        pytest.skip("Postgres row-level security")
+    await _migrated(database_url)
+    await asyncio.to_thread(_as_owner, database_url, "ALTER TABLE part DISABLE ROW LEVEL SECURITY")
+    result = await _doctor(_write_config(tmp_path, _database_section(database_url)), _data_dir(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert "part: not enabled" in result.output
+
+
+async def test_a_tampered_audit_row_fails_naming_it(tmp_path: Path, database_url: str) -> None:
+    await _migrated(database_url)
+    statement = "UPDATE audit_log SET actor = 'mallory' WHERE seq = 1 AND tenant_id = 'default'"
+    if owner_url_for(database_url) is None:
+        run_with_connection(parse_database_url(database_url), lambda conn: conn.execute(text(statement)))
+    else:
+        await asyncio.to_thread(_as_owner, database_url, statement)
+    result = await _doctor(_write_config(tmp_path, _database_section(database_url)), _data_dir(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert "tenant default: row seq 1" in result.output
+
+
+async def test_serve_production_refuses_to_start_when_a_critical_check_fails(tmp_path: Path) -> None:
+    # Not migrated: the documented first step (`agentforge db migrate`) was skipped.
+    config = _write_config(tmp_path, {"url": f"sqlite:///{tmp_path / 'data' / 'fresh.db'}"})
+    args = ["serve", "--production", "--config", str(config), "--data-dir", str(_data_dir(tmp_path))]
+    result = await asyncio.to_thread(CliRunner().invoke, app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "refusing to start in production mode: migrations at head failed" in result.output
+
+
+async def test_serve_production_refuses_a_public_bind_without_auth_even_if_forced(tmp_path: Path) -> None:
+    config = tmp_path / "agentforge.json"
+    config.write_text(json.dumps({"server": {"host": "0.0.0.0"}}))
+    args = ["serve", "--production", "--config", str(config), "--data-dir", str(_data_dir(tmp_path))]
+    result = await asyncio.to_thread(CliRunner().invoke, app, args)
+    assert result.exit_code == 2
+    assert "without authentication configured" in result.output
