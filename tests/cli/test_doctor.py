@@ -21,20 +21,19 @@ from agentforge.store.migrate import run_with_connection
 from tests.databases import POSTGRES_URL_ENV, owner_url_for
 from tests.store.builders import new_session, session_created
 
-GATEWAY_SECRET = "doctor-test-gateway-secret-0123456789abcdef"
+
+def _readme_config() -> dict[str, Any]:
+    """The production config the README documents (its `forge.json` block)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("with `forge.json`", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    config: dict[str, Any] = json.loads(block)
+    return config
 
 
 def _write_config(tmp_path: Path, database: dict[str, Any], **extra: Any) -> Path:
-    config = {
-        "database": database,
-        "auth": {"gateway": {"secret": GATEWAY_SECRET}},
-        "provider": {
-            "acme": {"api": "openai", "options": {"baseURL": "https://llm.example/v1", "apiKey": "k"}}
-        },
-        "model": "acme/m1",
-        **extra,
-    }
-    path = tmp_path / "agentforge.json"
+    """The README's config, on this test's database."""
+    config = {**_readme_config(), "database": database, **extra}
+    path = tmp_path / "forge.json"
     path.write_text(json.dumps(config))
     return path
 
@@ -49,7 +48,8 @@ def _data_dir(tmp_path: Path) -> Path:
 async def _doctor(config: Path, data_dir: Path) -> Result:
     args = ["doctor", "--config", str(config), "--data-dir", str(data_dir)]
     # A worker thread: the command runs its own event loop for Postgres.
-    return await asyncio.to_thread(CliRunner().invoke, app, args, env={"COLUMNS": "200"})
+    env = {"COLUMNS": "200", "ANTHROPIC_API_KEY": "sk-ant-test"}
+    return await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
 
 
 async def _migrated(database_url: str) -> None:
@@ -132,7 +132,8 @@ async def test_serve_production_refuses_to_start_when_a_critical_check_fails(tmp
     # Not migrated: the documented first step (`agentforge db migrate`) was skipped.
     config = _write_config(tmp_path, {"url": f"sqlite:///{tmp_path / 'data' / 'fresh.db'}"})
     args = ["serve", "--production", "--config", str(config), "--data-dir", str(_data_dir(tmp_path))]
-    result = await asyncio.to_thread(CliRunner().invoke, app, args, env={"COLUMNS": "200"})
+    env = {"COLUMNS": "200", "ANTHROPIC_API_KEY": "sk-ant-test"}
+    result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
     assert result.exit_code == 2
     assert "refusing to start in production mode: migrations at head failed" in result.output
 
