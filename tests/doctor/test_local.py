@@ -66,3 +66,9 @@ def test_cloud_providers_use_cloud_credentials(tmp_path: Path) -> None:
 def test_no_provider_at_all_fails(tmp_path: Path) -> None:
     catalog = ProviderCatalog(_settings(tmp_path, {}).config, env={})
     assert local.check_provider_keys(catalog, env={}).status == "fail"
+
+
+def test_owner_url_is_recommended_on_postgres() -> None:
+    assert local.check_owner_url("postgresql", None).status == "warn"
+    assert local.check_owner_url("postgresql", "postgresql://owner@db/forge").status == "pass"
+    assert local.check_owner_url("sqlite", None).status == "skip"

@@ -73,3 +73,16 @@ def check_database_kind(dialect: str, auth_configured: bool) -> CheckResult:
     if auth_configured:
         return warned(name, "SQLite: tenants are separated by queries only; use Postgres for several tenants")
     return skipped(name, "SQLite in local mode (one tenant)")
+
+
+def check_owner_url(dialect: str, owner_url: str | None) -> CheckResult:
+    name = "owner role configured"
+    if dialect != "postgresql":
+        return skipped(name, "SQLite has no roles")
+    if owner_url:
+        return passed(name, "database.owner_url set: migrations, start-up recovery and audit verify use it")
+    return warned(
+        name,
+        "database.owner_url is not set: a runtime role bound by row-level security cannot see other "
+        "tenants' interrupted turns at start-up, nor verify their audit chains",
+    )

@@ -22,6 +22,7 @@ def run_checks(settings: Settings, *, auth_configured: bool, owner_url: str | No
         local.check_data_dir(settings.data_dir),
         local.check_provider_keys(ProviderCatalog(settings.config)),
         local.check_database_kind(dialect, auth_configured),
+        local.check_owner_url(dialect, owner_url),
     ]
     results += _database_checks(settings.database_url, owner_url)
     return results
