@@ -90,13 +90,19 @@ class ModelLimit(_Section):
     input: int | None = Field(default=None, ge=0)
 
 
-class ModelCost(_Section):
-    """USD per 1M tokens."""
+class ModelCostTier(_Section):
+    """USD per 1M tokens for requests whose prompt exceeds 200K tokens; unset fields keep the base price."""
 
     input: float | None = Field(default=None, ge=0)
     output: float | None = Field(default=None, ge=0)
     cache_read: float | None = Field(default=None, ge=0)
     cache_write: float | None = Field(default=None, ge=0)
+
+
+class ModelCost(ModelCostTier):
+    """USD per 1M tokens; `context_over_200k` overrides (field by field) the long-prompt tier."""
+
+    context_over_200k: ModelCostTier | None = None
 
 
 class ModelConfig(_Section):

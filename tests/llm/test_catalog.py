@@ -31,7 +31,10 @@ def test_catalogue_is_dated_and_covers_the_three_big_providers() -> None:
 def test_known_list_prices() -> None:
     models = bundled_catalog().models
     assert models["openai"]["gpt-4o"].cost == Cost(2.5, 10.0, 1.25, 0.0)
-    assert models["anthropic"]["claude-sonnet-4-5"].cost == Cost(3.0, 15.0, 0.3, 3.75)
+    assert models["anthropic"]["claude-sonnet-4-5"].cost == Cost(
+        3.0, 15.0, 0.3, 3.75, Cost(6.0, 22.5, 0.6, 7.5)
+    )
+    assert models["google"]["gemini-2.5-pro"].cost.over_200k == Cost(2.5, 15.0, 0.625, 0.0)
     assert models["google"]["gemini-2.5-pro"].context == 1_048_576
 
 
@@ -70,6 +73,28 @@ def test_config_overrides_catalogue_fields_one_by_one() -> None:
     assert model.cost == Cost(input=1.0, output=10.0, cache_read=1.25)
     assert (model.limit_context, model.limit_output) == (128_000, 1000)
     assert model.chunk_timeout == 5
+
+
+def test_config_overrides_the_long_prompt_tier_field_by_field() -> None:
+    config = {
+        "provider": {
+            "anthropic": {
+                "options": {"apiKey": "sk"},
+                "models": {"claude-sonnet-4-5": {"cost": {"context_over_200k": {"output": 30.0}}}},
+            },
+            "openai": {
+                "options": {"apiKey": "sk"},
+                "models": {"gpt-4o": {"cost": {"context_over_200k": {"input": 5.0}}}},
+            },
+        }
+    }
+    catalog = ProviderCatalog(Config.model_validate(config), env={})
+    sonnet = catalog.resolve("anthropic", "claude-sonnet-4-5")
+    assert sonnet.cost.over_200k == Cost(6.0, 30.0, 0.6, 7.5)
+    # A model without a catalogued tier gets one whose unset prices are its base prices.
+    assert catalog.resolve("openai", "gpt-4o").cost.over_200k == Cost(5.0, 10.0, 1.25, 0.0)
+    listed = {p.id: p for p in catalog.providers()}["anthropic"].models["claude-sonnet-4-5"]
+    assert listed.cost.context_over_200k is not None and listed.cost.context_over_200k.output == 30.0
 
 
 def test_chunk_timeout_defaults_to_two_minutes() -> None:

@@ -70,3 +70,28 @@ def test_free_model_costs_nothing() -> None:
     tokens, cost = step_usage(priced(Cost()), Usage(input_tokens=1000, output_tokens=1000, total_tokens=2000))
     assert (tokens.input, tokens.output, tokens.total) == (1000, 1000, 2000)
     assert cost == 0.0
+
+
+LONG_SONNET = priced(
+    Cost(
+        input=3.0,
+        output=15.0,
+        cache_read=0.3,
+        cache_write=3.75,
+        over_200k=Cost(input=6.0, output=22.5, cache_read=0.6, cache_write=7.5),
+    )
+)
+
+
+def test_a_prompt_over_200k_tokens_is_billed_at_the_long_context_tier() -> None:
+    usage = Usage(input_tokens=250_000, output_tokens=2_000, cached_input_tokens=100_000)
+    _, cost = step_usage(LONG_SONNET, usage)
+    # 150000*6 + 2000*22.5 + 100000*0.6 = 900000 + 45000 + 60000 = 1005000 per 1M
+    assert cost == 1.005
+
+
+def test_a_prompt_of_exactly_200k_tokens_keeps_the_base_prices() -> None:
+    usage = Usage(input_tokens=200_000, output_tokens=1_000, cached_input_tokens=50_000)
+    _, cost = step_usage(LONG_SONNET, usage)
+    # 150000*3 + 1000*15 + 50000*0.3 = 450000 + 15000 + 15000 = 480000 per 1M
+    assert cost == 0.48

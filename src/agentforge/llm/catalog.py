@@ -17,12 +17,14 @@ CATALOG_FILE = "catalog.json"
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """USD per 1M tokens."""
+    """USD per 1M tokens. `over_200k`: the prices of a request whose prompt (input plus cache reads
+    and writes) exceeds 200K tokens, where the provider charges a higher tier for the whole request."""
 
     input: float = 0.0
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+    over_200k: Cost | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +53,15 @@ class _LimitEntry(_Strict):
     input: int | None = Field(default=None, gt=0)
 
 
-class _CostEntry(_Strict):
+class _TierEntry(_Strict):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cache_read: float = Field(default=0.0, ge=0)
     cache_write: float = Field(default=0.0, ge=0)
+
+
+class _CostEntry(_TierEntry):
+    context_over_200k: _TierEntry | None = None
 
 
 class _ModelEntry(_Strict):
@@ -102,5 +108,11 @@ def _model(entry: _ModelEntry) -> CatalogModel:
         context=entry.limit.context,
         output=entry.limit.output,
         input=entry.limit.input,
-        cost=Cost(cost.input, cost.output, cost.cache_read, cost.cache_write),
+        cost=Cost(cost.input, cost.output, cost.cache_read, cost.cache_write, _tier(cost.context_over_200k)),
     )
+
+
+def _tier(entry: _TierEntry | None) -> Cost | None:
+    if entry is None:
+        return None
+    return Cost(entry.input, entry.output, entry.cache_read, entry.cache_write)

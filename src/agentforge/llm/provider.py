@@ -10,12 +10,20 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
-from agentforge.config import Config, ConfigError, ModelConfig, ProviderConfig, ProviderOptions
+from agentforge.config import (
+    Config,
+    ConfigError,
+    ModelConfig,
+    ModelCost,
+    ModelCostTier,
+    ProviderConfig,
+    ProviderOptions,
+)
 from agentforge.llm.catalog import CatalogModel, bundled_catalog
 from agentforge.llm.catalog import Cost as Cost  # re-exported: callers import it from here
 from agentforge.llm.stall import DEFAULT_CHUNK_TIMEOUT
@@ -112,11 +120,16 @@ class ModelLimitInfo(Wire):
     input: int | None = None
 
 
-class ModelCostInfo(Wire):
+class ModelCostTierInfo(Wire):
     input: float = 0.0
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+
+
+class ModelCostInfo(ModelCostTierInfo):
+    # The prices of a request whose prompt exceeds 200K tokens, for models that charge more for it.
+    context_over_200k: ModelCostTierInfo | None = None
 
 
 class ModelInfo(Wire):
@@ -403,16 +416,30 @@ def _spec(builtin: CatalogModel | None, config: ModelConfig | None, *, fallback_
         context=_first(limit.context if limit else None, builtin.context if builtin else None, 0),
         output=_first(limit.output if limit else None, builtin.output if builtin else None, 0),
         input=limit.input if limit and limit.input is not None else (builtin.input if builtin else None),
-        cost=Cost(
-            input=_first(cost.input if cost else None, base_cost.input),
-            output=_first(cost.output if cost else None, base_cost.output),
-            cache_read=_first(cost.cache_read if cost else None, base_cost.cache_read),
-            cache_write=_first(cost.cache_write if cost else None, base_cost.cache_write),
-        ),
+        cost=_merged_cost(cost, base_cost),
         options=dict(config.options) if config else {},
         headers=dict(config.headers) if config else {},
         api_model_id=config.id if config else None,
         variants=dict(config.variants) if config else {},
+    )
+
+
+def _merged_cost(config: ModelCost | None, base: Cost) -> Cost:
+    """Configured prices over the catalogue's, field by field; the long-prompt tier the same way, its
+    unset fields falling back to the merged base prices."""
+    merged = _merged_tier(config, base)
+    tier_config = config.context_over_200k if config is not None else None
+    if tier_config is None and base.over_200k is None:
+        return merged
+    return replace(merged, over_200k=_merged_tier(tier_config, base.over_200k or merged))
+
+
+def _merged_tier(config: ModelCostTier | None, base: Cost) -> Cost:
+    return Cost(
+        input=_first(config.input if config else None, base.input),
+        output=_first(config.output if config else None, base.output),
+        cache_read=_first(config.cache_read if config else None, base.cache_read),
+        cache_write=_first(config.cache_write if config else None, base.cache_write),
     )
 
 
@@ -478,6 +505,18 @@ def _model_info(
         name=name or model_id,
         limit=ModelLimitInfo(context=context, output=output, input=input),
         cost=ModelCostInfo(
-            input=cost.input, output=cost.output, cache_read=cost.cache_read, cache_write=cost.cache_write
+            input=cost.input,
+            output=cost.output,
+            cache_read=cost.cache_read,
+            cache_write=cost.cache_write,
+            context_over_200k=_tier_info(cost.over_200k),
         ),
+    )
+
+
+def _tier_info(cost: Cost | None) -> ModelCostTierInfo | None:
+    if cost is None:
+        return None
+    return ModelCostTierInfo(
+        input=cost.input, output=cost.output, cache_read=cost.cache_read, cache_write=cost.cache_write
     )

@@ -10,6 +10,8 @@ from agentforge.llm.provider import ResolvedModel
 from agentforge.model.part import CacheTokens, Tokens
 
 _PER_MILLION = Decimal(1_000_000)
+# Prompts longer than this are billed at a model's long-context tier, when it has one.
+LONG_PROMPT_TOKENS = 200_000
 
 
 def step_usage(model: ResolvedModel, usage: Usage) -> tuple[Tokens, float]:
@@ -36,6 +38,10 @@ def step_usage(model: ResolvedModel, usage: Usage) -> tuple[Tokens, float]:
 
 def _cost(model: ResolvedModel, tokens: Tokens) -> Decimal:
     price = model.cost
+    prompt = tokens.input + tokens.cache.read + tokens.cache.write
+    if price.over_200k is not None and prompt > LONG_PROMPT_TOKENS:
+        # The provider bills the whole request (output included) at the higher tier.
+        price = price.over_200k
     total = (
         tokens.input * _price(price.input)
         + tokens.output * _price(price.output)
