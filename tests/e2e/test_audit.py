@@ -9,6 +9,8 @@ from pathlib import Path
 
 import rfc8785
 
+from agentforge.identity.apikeys import mint_api_key
+from agentforge.identity.model import ADMIN, MEMBER
 from agentforge.store import Store
 from agentforge.store.audit_verify import verify_database
 from tests.e2e.harness import EventCollector, fake_provider_config, start_live_server
@@ -79,3 +81,49 @@ async def test_config_loaded_is_recorded_once_per_distinct_config(
     assert first != second and len(first) == 64
     # A digest, never the values: the provider's API key appears nowhere in the entry.
     assert "sk-test" not in str([e.wire() for e in entries])
+
+
+async def test_entries_name_the_authenticated_users_and_the_approver(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    config = {**fake_provider_config(fake_openai), "permission": {"bash": "ask"}, "auth": {"required": True}}
+    args = {"command": "echo audited", "description": "Say it"}
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
+        member = mint_api_key("acme", "dev", frozenset({MEMBER}), "test")
+        approver = mint_api_key("acme", "lead", frozenset({ADMIN}), "test")
+        for minted in (member, approver):
+            await live.runtime.store.create_api_key(minted.stored)
+        live.client.headers["Authorization"] = f"Bearer {member.token}"
+        events = EventCollector()
+        await events.start(live.client)
+        try:
+            sid = (await live.create_session())["id"]
+            live.fake.enqueue(call("bash", args), reply("Done."))
+            prompt = asyncio.create_task(live.prompt(sid, "say it"))
+            request = await events.wait_for(lambda f: f.type == "permission.asked")
+            answer = await live.client.post(
+                f"/permission/{request.properties['id']}/reply",
+                json={"reply": "once"},
+                headers={"Authorization": f"Bearer {approver.token}"},
+            )
+            assert answer.status_code == 200, answer.text
+            assert (await asyncio.wait_for(prompt, 10)).status_code == 200
+        finally:
+            await events.stop()
+        page = await live.client.get("/audit", headers={"Authorization": f"Bearer {approver.token}"})
+        forbidden = await live.client.get("/audit")  # the member is no admin
+        decided = await live.runtime.store.permission_request("acme", request.properties["id"])
+
+    assert forbidden.status_code == 403
+    dev, lead = f"key:{member.stored.key.id}", f"key:{approver.stored.key.id}"
+    entries = [(e["action"], e["actor"]) for e in page.json()["entries"]]
+    assert entries[2:] == [  # after the two key.created entries
+        ("session.created", dev),
+        ("prompt.accepted", dev),
+        ("tool.requested", dev),
+        ("permission.asked", dev),
+        ("tool.approved", lead),
+        ("tool.executed", dev),
+    ]
+    assert page.json()["entries"][6]["data"]["decidedBy"] == lead
+    assert decided is not None and decided.decided_by == lead

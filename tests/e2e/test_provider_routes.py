@@ -21,7 +21,13 @@ async def test_provider_lists_configured_and_catalogue_providers_without_keys(li
     sonnet = providers["anthropic"]["models"]["claude-sonnet-4-5"]
     assert sonnet["providerID"] == "anthropic"
     assert sonnet["limit"]["context"] == 200_000
-    assert sonnet["cost"] == {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+    assert sonnet["cost"] == {
+        "input": 3.0,
+        "output": 15.0,
+        "cache_read": 0.3,
+        "cache_write": 3.75,
+        "context_over_200k": {"input": 6.0, "output": 22.5, "cache_read": 0.6, "cache_write": 7.5},
+    }
     assert set(body["connected"]) <= set(providers) and set(body["default"]) == set(body["connected"])
 
 

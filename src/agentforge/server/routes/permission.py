@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from agentforge.identity.model import Identity
 from agentforge.model.base import Wire
 from agentforge.model.permission import PermissionReply, PermissionRequestInfo
 from agentforge.permission.service import UnknownPermissionRequestError
-from agentforge.server.deps import RuntimeDep, SessionsDep, TenantDep
+from agentforge.server.deps import IdentityDep, RuntimeDep, SessionsDep
 from agentforge.server.responses import WireResponse
 from agentforge.session.runtime import Runtime
 from agentforge.session.service import NotFoundError
 
 router = APIRouter(tags=["permission"])
-
-# Local mode has one user; with authentication this becomes the caller's identity.
-LOCAL_USER = "local"
 
 
 class PermissionReplyInput(Wire):
@@ -27,9 +25,10 @@ class LegacyPermissionReplyInput(Wire):
     response: PermissionReply
 
 
-async def _reply(rt: Runtime, tenant_id: str, request_id: str, body: PermissionReplyInput) -> WireResponse:
+async def _reply(rt: Runtime, caller: Identity, request_id: str, body: PermissionReplyInput) -> WireResponse:
+    # The decision records who answered (the audit log keeps it too).
     try:
-        await rt.permissions.reply(tenant_id, request_id, body.reply, body.message, user=LOCAL_USER)
+        await rt.permissions.reply(caller.tenant, request_id, body.reply, body.message, user=caller.user)
     except UnknownPermissionRequestError as exc:
         raise NotFoundError(str(exc)) from None
     return WireResponse(True)
@@ -40,15 +39,15 @@ async def _reply(rt: Runtime, tenant_id: str, request_id: str, body: PermissionR
     responses={200: {"model": list[PermissionRequestInfo]}},
     summary="Permission requests waiting for an answer",
 )
-async def pending_permissions(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
-    return WireResponse(rt.permissions.pending(tenant_id))
+async def pending_permissions(rt: RuntimeDep, caller: IdentityDep) -> WireResponse:
+    return WireResponse(rt.permissions.pending(caller.tenant))
 
 
 @router.post("/permission/{request_id}/reply", summary="Answer a permission request: once, always or reject")
 async def reply(
-    request_id: str, body: PermissionReplyInput, rt: RuntimeDep, tenant_id: TenantDep
+    request_id: str, body: PermissionReplyInput, rt: RuntimeDep, caller: IdentityDep
 ) -> WireResponse:
-    return await _reply(rt, tenant_id, request_id, body)
+    return await _reply(rt, caller, request_id, body)
 
 
 @router.post(
@@ -61,11 +60,11 @@ async def legacy_reply(
     permission_id: str,
     body: LegacyPermissionReplyInput,
     rt: RuntimeDep,
-    tenant_id: TenantDep,
+    caller: IdentityDep,
     sessions: SessionsDep,
 ) -> WireResponse:
     await sessions.get(session_id)
-    waiting = rt.permissions.waiting(tenant_id, permission_id)
+    waiting = rt.permissions.waiting(caller.tenant, permission_id)
     if waiting is None or waiting.session_id != session_id:
         raise NotFoundError(f"Permission request not found: {permission_id}")
-    return await _reply(rt, tenant_id, permission_id, PermissionReplyInput(reply=body.response))
+    return await _reply(rt, caller, permission_id, PermissionReplyInput(reply=body.response))
