@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentforge.tools.base import OutsideWorkspaceError, PermissionDeniedError, ToolContext, ToolError
-from agentforge.tools.confinement import CONFINEMENT_EXTRA, Confinement, WorkspaceBoundary
+from agentforge.tools.confinement import CONFINEMENT_EXTRA, Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.paths import display_path, guard_path
 from agentforge.tools.truncation import output_dir
 from tests.tools.harness import Harness
@@ -205,3 +205,12 @@ async def test_the_boundary_outranks_the_truncation_directory_of_another_data_di
     confine(harness)
     with pytest.raises(OutsideWorkspaceError):
         await guard_path(harness.context(), str(saved))
+
+
+async def test_a_tenants_home_is_its_workspace_as_in_its_shell(harness: Harness) -> None:
+    boundary = WorkspaceBoundary(workspace=harness.workspace.resolve())
+    env = ProcessEnv(inherit=False, home=harness.workspace, tmpdir=harness.data_dir / "tmp")
+    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=env, boundary=boundary)
+    assert await guard_path(harness.context(), "~/notes.txt") == harness.workspace / "notes.txt"
+    assert await guard_path(harness.context(), "~") == harness.workspace
+    assert harness.asks == []

@@ -34,12 +34,20 @@ def _given_root(ctx: ToolContext) -> Path:
     return Path(os.path.abspath(ctx.directory))
 
 
+def _expand_home(ctx: ToolContext, raw: str) -> str:
+    """`~` as the tool's processes see it: a tenant with a clean environment has its own HOME."""
+    env = confinement_of(ctx).env
+    if env.inherit or env.home is None or not (raw == "~" or raw.startswith("~/")):
+        return os.path.expanduser(raw)
+    return str(env.home) + raw[1:]
+
+
 def absolute_path(ctx: ToolContext, raw: str | Path) -> Path:
     """The absolute, normalised form of a user/model path (relative to the workspace; `~` expanded).
 
     Symlinks are not resolved here: titles and messages show the path the way it was given.
     """
-    expanded = os.path.expanduser(str(raw))
+    expanded = _expand_home(ctx, str(raw))
     return Path(os.path.normpath(os.path.join(_given_root(ctx), expanded)))
 
 
