@@ -2,8 +2,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from agentforge.tools.base import SHELL_ENV_EXTRA, ToolContext
+import pytest
+
+from agentforge.tools.base import SHELL_ENV_EXTRA, OutsideWorkspaceError, Tool, ToolContext
+from agentforge.tools.builtin.apply_patch import ApplyPatchTool
+from agentforge.tools.builtin.edit import EditTool
+from agentforge.tools.builtin.glob import GlobTool
+from agentforge.tools.builtin.grep import GrepTool
+from agentforge.tools.builtin.list import ListTool
+from agentforge.tools.builtin.read import ReadTool
+from agentforge.tools.builtin.write import WriteTool
 from agentforge.tools.confinement import (
     CONFINEMENT_EXTRA,
     UNCONFINED,
@@ -110,3 +120,37 @@ async def test_tool_processes_get_the_confined_env_and_plugin_additions(
     env = await tool_process_env(harness.context(), harness.workspace)
     assert (env["FROM_PLUGIN"], env["DECLARED"], env["HOME"]) == ("1", "2", str(tmp_path / "ws"))
     assert seen == [harness.workspace]
+
+
+def outside_call(name: str, target: Path) -> tuple[Tool[Any], dict[str, Any]]:
+    """The tool `name` pointed at `target`, a directory outside the workspace holding f.txt."""
+    patch = f"*** Begin Patch\n*** Add File: {target}/p.txt\n+x\n*** End Patch"
+    calls: dict[str, tuple[Tool[Any], dict[str, Any]]] = {
+        "read": (ReadTool(), {"filePath": str(target / "f.txt")}),
+        "write": (WriteTool(), {"filePath": str(target / "new.txt"), "content": "x"}),
+        "edit": (EditTool(), {"filePath": str(target / "f.txt"), "oldString": "a", "newString": "b"}),
+        "apply_patch": (ApplyPatchTool(), {"patchText": patch}),
+        "glob": (GlobTool(), {"pattern": "*", "path": str(target)}),
+        "grep": (GrepTool(ripgrep=None), {"pattern": "a", "path": str(target)}),
+        "list": (ListTool(), {"path": str(target)}),
+    }
+    return calls[name]
+
+
+@pytest.mark.parametrize("name", ["read", "write", "edit", "apply_patch", "glob", "grep", "list"])
+async def test_every_file_tool_of_a_confined_tenant_stops_at_the_boundary(
+    harness: Harness, tmp_path: Path, name: str
+) -> None:
+    outside = tmp_path / "other-tenant"
+    outside.mkdir()
+    (outside / "f.txt").write_text("a")
+    harness.extra[CONFINEMENT_EXTRA] = Confinement(
+        boundary=WorkspaceBoundary(workspace=harness.workspace.resolve())
+    )
+    harness.approve_external = True  # whatever a person would answer
+    tool, arguments = outside_call(name, outside)
+    with pytest.raises(OutsideWorkspaceError, match="outside this tenant's workspace"):
+        await harness.run(tool, **arguments)
+    assert harness.asks == []
+    assert sorted(p.name for p in outside.iterdir()) == ["f.txt"]
+    assert (outside / "f.txt").read_text() == "a"
