@@ -348,6 +348,35 @@ def test_a_tenant_overlay_may_not_set_server_wide_keys(key: str) -> None:
         tenant_config(Config(), ({key: {}}, "acme.json"))
 
 
+def test_a_tenant_overlay_may_set_shell_env_but_not_whether_tools_inherit_the_environment() -> None:
+    merged = tenant_config(Config(), ({"shell_env": {"REGION": "eu-1"}, "tools": {}}, "acme.json"))
+    assert merged.shell_env == {"REGION": "eu-1"}
+    assert merged.tools.inherit_env is True
+    with pytest.raises(ConfigError, match=r"acme.json: tools.inherit_env cannot be set per tenant"):
+        tenant_config(Config(), ({"tools": {"inherit_env": False}}, "acme.json"))
+    with pytest.raises(ConfigError, match=r"tools.inherit_env cannot be set per tenant"):
+        load_config(override={"tenancy": {"overlays": {"acme": {"tools": {"inherit_env": True}}}}}, env={})
+    config, _ = load_config(override={"tools": {"inherit_env": False}}, env={})
+    assert config.tools.inherit_env is False
+
+
+def test_shell_env_names_must_be_environment_variable_names() -> None:
+    with pytest.raises(ConfigError, match="not valid environment variable names: 1X, A-B"):
+        load_config(override={"shell_env": {"OK": "1", "A-B": "2", "1X": "3"}}, env={})
+    with pytest.raises(ConfigError, match="shell_env"):
+        load_config(override={"shell_env": {"N": 1}}, env={})
+
+
+def test_external_directories_are_absolute_per_valid_tenant() -> None:
+    config, _ = load_config(override={"tenancy": {"external_directories": {"acme": ["/srv/shared"]}}}, env={})
+    assert config.tenancy.external_directories_for("acme") == [Path("/srv/shared")]
+    assert config.tenancy.external_directories_for("beta") == []
+    with pytest.raises(ConfigError, match=r"acme: directories must be absolute paths, got \['shared'\]"):
+        load_config(override={"tenancy": {"external_directories": {"acme": ["shared"]}}}, env={})
+    with pytest.raises(ConfigError, match="invalid tenant id 'Acme Corp'"):
+        load_config(override={"tenancy": {"external_directories": {"Acme Corp": ["/srv"]}}}, env={})
+
+
 def test_tenant_overlays_are_keyed_by_valid_tenant_ids() -> None:
     with pytest.raises(ConfigError, match="invalid tenant id 'Acme Corp'"):
         load_config(override={"tenancy": {"overlays": {"Acme Corp": {}}}}, env={})

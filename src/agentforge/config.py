@@ -22,6 +22,14 @@ Tenancy (the optional `tenancy` section) gives each tenant its own workspace and
 - `<data_dir>/tenants/<tenant>/agentforge.json`, when it exists, is merged over that tenant's overlay
   when the tenant is first served. It is read as is: no `{env:}`/`{file:}` substitution, so a tenant
   overlay can never pull the server's environment or files into a tenant's config.
+- `external_directories`: per tenant id, absolute directories outside its workspace that its tools may
+  still reach (after the usual `external_directory` permission ask). Every other path outside a
+  tenant's workspace is refused outright: a tenant's own user cannot approve their way out of it.
+
+The processes a tenant's tools start (bash, the shell route, command snippets, MCP stdio servers) get
+a clean environment (tools/confinement.py): the server's secrets never reach them. `shell_env`
+(`{NAME: value}`, settable per tenant) adds variables to it. The tenant `default` inherits the server's
+environment unless `tools.inherit_env` is false (server-wide).
 
 Authentication (section `auth`, see `AuthConfig`) is ON, meaning every request must carry valid
 credentials, when any of these holds:
@@ -69,6 +77,9 @@ TENANT_PLACEHOLDER = "{tenant}"
 SERVER_WIDE_KEYS = frozenset(
     {"server", "database", "auth", "tenancy", "plugin", "permission_timeout", "permission_default"}
 )
+# Server-wide keys inside sections a tenant may otherwise set: (section, key).
+SERVER_WIDE_NESTED_KEYS = frozenset({("tools", "inherit_env")})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ConfigError(Exception):
@@ -147,9 +158,31 @@ class ServerConfig(_Section):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
 
 
+class ToolsConfig(_Section):
+    # Whether the default tenant's tool processes inherit the server's environment (local mode: the
+    # user's own machine). Other tenants never do. Server-wide.
+    inherit_env: bool = True
+
+
+def _check_env_names(value: dict[str, str]) -> dict[str, str]:
+    bad = sorted(name for name in value if not _ENV_NAME.match(name))
+    if bad:
+        raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
+    return value
+
+
+def _server_wide_in(overlay: Mapping[str, Any]) -> list[str]:
+    refused = sorted(SERVER_WIDE_KEYS.intersection(overlay))
+    for section, key in sorted(SERVER_WIDE_NESTED_KEYS):
+        value = overlay.get(section)
+        if isinstance(value, Mapping) and key in value:
+            refused.append(f"{section}.{key}")
+    return refused
+
+
 def check_overlay(overlay: Mapping[str, Any], *, where: str) -> None:
     """Refuse the keys a tenant overlay may not set (ConfigError naming them and `where` they are)."""
-    refused = sorted(SERVER_WIDE_KEYS.intersection(overlay))
+    refused = _server_wide_in(overlay)
     if refused:
         raise ConfigError(
             f"{where}: {', '.join(refused)} cannot be set per tenant (server-wide: "
@@ -164,6 +197,7 @@ class TenancyConfig(BaseModel):
 
     workspace_root: str | None = None
     overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    external_directories: dict[str, list[str]] = Field(default_factory=dict)
 
     @field_validator("workspace_root")
     @classmethod
@@ -171,6 +205,22 @@ class TenancyConfig(BaseModel):
         if value is not None and not Path(value).expanduser().is_absolute():
             raise ValueError(f"must be an absolute path, got {value!r}")
         return value
+
+    @field_validator("external_directories")
+    @classmethod
+    def _absolute_directories(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for tenant_id, directories in value.items():
+            try:
+                validate_tenant_id(tenant_id)
+            except InvalidTenantId as exc:
+                raise ValueError(str(exc)) from None
+            relative = [d for d in directories if not Path(d).expanduser().is_absolute()]
+            if relative:
+                raise ValueError(f"{tenant_id}: directories must be absolute paths, got {relative}")
+        return value
+
+    def external_directories_for(self, tenant_id: str) -> list[Path]:
+        return [Path(d).expanduser() for d in self.external_directories.get(tenant_id, [])]
 
     @field_validator("overlays")
     @classmethod
@@ -350,6 +400,13 @@ class Config(_Section):
     tenancy: TenancyConfig = Field(default_factory=TenancyConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    shell_env: dict[str, str] = Field(default_factory=dict)  # added to tool processes' environment
+
+    @field_validator("shell_env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env_names(value)
 
 
 @dataclass(slots=True)

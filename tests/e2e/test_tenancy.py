@@ -138,9 +138,10 @@ async def test_a_tenants_mcp_server_runs_in_its_workspace_and_only_its_sessions_
 async def test_a_tenants_tools_cannot_read_another_tenants_workspace_without_permission(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:
-    async with start_live_server(
-        tmp_path, fake_openai, tenancy_config(fake_openai), database_url=database_url
-    ) as live:
+    config = tenancy_config(fake_openai)
+    # Granted by the server config, or the path would be refused without any ask (test_confinement).
+    config["tenancy"]["external_directories"] = {TENANT: [str(tmp_path / "workspace")]}
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
         secret = live.workspace / "secret.txt"
         secret.write_text("the default tenant's secret\n")
         service = await tenant_b(live)

@@ -13,7 +13,7 @@ import pytest
 from agentforge.config import ConfigError, Settings, load_settings
 from agentforge.identity.model import InvalidTenantId
 from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScopeError, open_scope, overlay_path, tenant_roots
+from agentforge.session.scope import TMP_DIR, TenantScopeError, open_scope, overlay_path, tenant_roots
 from agentforge.tools.registry import ToolRegistry
 from agentforge.tools.truncation import output_dir
 
@@ -148,6 +148,61 @@ async def test_a_bad_overlay_file_names_the_file_and_the_problem(
     server = settings(tmp_path)
     path = write_overlay(server, "acme", overlay)
     with pytest.raises(ConfigError, match=message) as caught:
+        await open_scope(server, "acme", BuiltinTools())
+    assert str(path) in str(caught.value)
+
+
+# --- confinement -------------------------------------------------------------------------------
+
+
+async def test_a_tenant_gets_a_clean_environment_and_a_hard_boundary(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    server = settings(
+        tmp_path,
+        shell_env={"BASE": "server"},
+        tenancy={
+            "overlays": {"acme": {"shell_env": {"REGION": "eu-1"}}},
+            "external_directories": {"acme": [str(shared)]},
+        },
+    )
+    write_overlay(server, "acme", {"shell_env": {"TEAM": "blue"}})
+    acme = await open_scope(server, "acme", BuiltinTools())
+    data = tmp_path / "data" / "tenants" / "acme"
+    env = acme.confinement.env
+    assert (env.inherit, env.home, env.tmpdir) == (False, acme.settings.directory, data / TMP_DIR)
+    assert env.declared == {"BASE": "server", "REGION": "eu-1", "TEAM": "blue"}
+    assert stat.S_IMODE((data / TMP_DIR).stat().st_mode) == 0o700
+    boundary = acme.confinement.boundary
+    assert boundary is not None
+    assert boundary.workspace == acme.settings.directory.resolve()
+    assert set(boundary.also) == {
+        output_dir(data).resolve(),
+        (data / "plans").resolve(),
+        (data / TMP_DIR).resolve(),
+        shared.resolve(),
+    }
+    assert not boundary.contains(tmp_path / "workspace")  # the default tenant's
+    assert not boundary.contains(data / "agentforge.json")  # its own overlay file
+
+
+async def test_the_default_tenant_inherits_the_environment_unless_configured_otherwise(
+    tmp_path: Path,
+) -> None:
+    local = await open_scope(settings(tmp_path, shell_env={"X": "1"}), "default", BuiltinTools())
+    assert local.confinement.env.inherit
+    assert local.confinement.env.declared == {"X": "1"}
+    assert local.confinement.boundary is None
+    clean = await open_scope(settings(tmp_path, tools={"inherit_env": False}), "default", BuiltinTools())
+    env = clean.confinement.env
+    assert (env.inherit, env.home, env.tmpdir) == (False, tmp_path / "workspace", tmp_path / "data" / TMP_DIR)
+    assert clean.confinement.boundary is None  # local mode keeps the usual external_directory asks
+
+
+async def test_a_tenant_overlay_file_cannot_make_its_tools_inherit_the_environment(tmp_path: Path) -> None:
+    server = settings(tmp_path)
+    path = write_overlay(server, "acme", {"tools": {"inherit_env": True}})
+    with pytest.raises(ConfigError, match=r"tools\.inherit_env cannot be set per tenant") as caught:
         await open_scope(server, "acme", BuiltinTools())
     assert str(path) in str(caught.value)
 

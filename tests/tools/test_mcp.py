@@ -22,6 +22,7 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentforge.tools.base import PermissionRequest, Tool, ToolError
+from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.mcp_tool import McpTool
 from agentforge.tools.truncation import TruncationLimits
@@ -111,6 +112,34 @@ async def test_the_server_runs_in_the_workspace_with_only_the_configured_environ
     # Our environment is not inherited wholesale: pytest had set this one when the fixture started the server.
     leaked = await harness.run(tool_named(echo, "echo_whereami"), variable="PYTEST_CURRENT_TEST")
     assert leaked.output.endswith("PYTEST_CURRENT_TEST=<unset>")
+
+
+async def test_a_tenants_server_gets_its_home_and_declared_variables_never_the_servers(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORGE_TEST_SERVER_SECRET", "hunter2")
+    tenant_env = ProcessEnv(
+        inherit=False, home=tmp_path, tmpdir=tmp_path / "tmp", declared={"REGION": "eu-1"}
+    )
+    manager = McpManager(
+        {"echo": local(environment={"ECHO_GREETING": "hej"})}, directory=tmp_path, env=tenant_env
+    )
+    await manager.start()
+    try:
+        whereami = tool_named(manager, "echo_whereami")
+        seen = {}
+        for variable in ("HOME", "TMPDIR", "REGION", "ECHO_GREETING", "FORGE_TEST_SERVER_SECRET"):
+            result = await harness.run(whereami, variable=variable)
+            seen[variable] = result.output.rsplit("=", 1)[1]
+        assert seen == {
+            "HOME": str(tmp_path),
+            "TMPDIR": str(tmp_path / "tmp"),
+            "REGION": "eu-1",
+            "ECHO_GREETING": "hej",
+            "FORGE_TEST_SERVER_SECRET": "<unset>",
+        }
+    finally:
+        await manager.close()
 
 
 async def test_a_refused_permission_never_reaches_the_server(echo: McpManager, harness: Harness) -> None:

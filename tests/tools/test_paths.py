@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools.base import PermissionDeniedError, ToolContext, ToolError
+from agentforge.tools.base import OutsideWorkspaceError, PermissionDeniedError, ToolContext, ToolError
+from agentforge.tools.confinement import CONFINEMENT_EXTRA, Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.paths import display_path, guard_path
 from agentforge.tools.truncation import output_dir
 from tests.tools.harness import Harness
@@ -135,3 +136,81 @@ def test_display_path(harness: Harness, tmp_path: Path) -> None:
     assert display_path(ctx, harness.workspace / "a" / "b.py") == "a/b.py"
     assert display_path(ctx, harness.workspace) == "."
     assert display_path(ctx, tmp_path / "x") == str(tmp_path / "x")
+
+
+# --- a tenant's hard boundary ------------------------------------------------------------------
+
+
+def confine(harness: Harness, *also: Path) -> WorkspaceBoundary:
+    """Give the harness a tenant's boundary: its workspace, plus `also`; asks approve everything,
+    so only the boundary can refuse."""
+    boundary = WorkspaceBoundary(workspace=harness.workspace.resolve(), also=tuple(p.resolve() for p in also))
+    harness.extra[CONFINEMENT_EXTRA] = Confinement(boundary=boundary)
+    harness.approve_external = True
+    return boundary
+
+
+async def test_a_confined_tenant_is_refused_outside_paths_without_an_ask(harness: Harness) -> None:
+    confine(harness)
+    with pytest.raises(OutsideWorkspaceError) as caught:
+        await guard_path(harness.context(), "/etc/hostname")
+    assert str(caught.value) == (
+        f"Refusing to access /etc/hostname: it is outside this tenant's workspace "
+        f"{harness.workspace.resolve()}. Work with files inside the workspace."
+    )
+    assert caught.value.blocks_loop
+    assert harness.asks == []
+
+
+async def test_a_symlink_into_another_tenants_workspace_is_refused(harness: Harness, tmp_path: Path) -> None:
+    other = tmp_path / "tenant-a"
+    other.mkdir()
+    (other / "secret.txt").write_text("a's secret")
+    (harness.workspace / "peek").symlink_to(other)
+    confine(harness)
+    with pytest.raises(OutsideWorkspaceError, match="outside this tenant's workspace") as caught:
+        await guard_path(harness.context(), "peek/secret.txt")
+    assert f"resolves to {other.resolve() / 'secret.txt'}" in str(caught.value)
+    assert harness.asks == []
+
+
+async def test_a_granted_directory_still_goes_through_the_ask(harness: Harness, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    confine(harness, shared)
+    assert await guard_path(harness.context(), str(shared / "x.txt")) == shared / "x.txt"
+    [request] = harness.asked("external_directory")
+    assert request.patterns == [f"{shared.resolve()}/*"]
+
+
+async def test_inside_the_boundary_paths_resolve_as_usual(harness: Harness) -> None:
+    confine(harness)
+    (harness.workspace / "real").mkdir()
+    (harness.workspace / "alias").symlink_to(harness.workspace / "real")
+    assert await guard_path(harness.context(), "alias/x.txt") == harness.workspace / "alias" / "x.txt"
+    assert harness.asks == []
+
+
+async def test_the_boundary_outranks_the_truncation_directory_of_another_data_dir(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The truncation exemption is the context's own spill directory: inside the boundary it is
+    allowed without an ask; a data dir outside the boundary grants nothing."""
+    saved = output_dir(harness.data_dir) / "tool_abc"
+    saved.parent.mkdir(parents=True)
+    saved.write_text("x")
+    confine(harness, output_dir(harness.data_dir))
+    assert await guard_path(harness.context(), str(saved)) == saved
+    assert harness.asks == []
+    confine(harness)
+    with pytest.raises(OutsideWorkspaceError):
+        await guard_path(harness.context(), str(saved))
+
+
+async def test_a_tenants_home_is_its_workspace_as_in_its_shell(harness: Harness) -> None:
+    boundary = WorkspaceBoundary(workspace=harness.workspace.resolve())
+    env = ProcessEnv(inherit=False, home=harness.workspace, tmpdir=harness.data_dir / "tmp")
+    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=env, boundary=boundary)
+    assert await guard_path(harness.context(), "~/notes.txt") == harness.workspace / "notes.txt"
+    assert await guard_path(harness.context(), "~") == harness.workspace
+    assert harness.asks == []

@@ -30,8 +30,8 @@ Where the session layer calls each hook (`plugins` is the runtime's `PluginManag
                          evaluate to "ask", before the request    plugins, request, session_id)
                          is stored and published                "allow": return; "deny": raise
                                                                 PermissionDeniedError; "ask": go on
-  shell_env              bash tool (and the user shell route),  env = {**os.environ,
-                         before spawning the process              **await calls.shell_env_for(ctx, cwd)}
+  shell_env              bash tool (and the user shell route),  env = confinement.env.build(
+                         before spawning the process              await calls.shell_env_for(ctx, cwd))
                                                                 with TurnTools.extra[calls.PLUGINS_EXTRA]
                                                                 = plugins (the shell route calls
                                                                 calls.shell_env(plugins, ...) directly)

@@ -10,7 +10,6 @@ turns `@` references into parts, and prompts the session, either directly or as 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,10 +220,9 @@ class CommandRunner:
         workspace = Path(session.directory)
         command = await self._find(scope, session_id, body.command, workspace)
         agent = self._agent(scope, command.agent or body.agent or scope.agents.default_name)
-        env = {
-            **os.environ,
-            **await shell_env(self.rt.plugins, cwd=workspace, session_id=session_id, call_id=None),
-        }
+        env = scope.confinement.env.build(
+            await shell_env(self.rt.plugins, cwd=workspace, session_id=session_id, call_id=None)
+        )
         text = await run_shell_snippets(expand(command.template, body.arguments), cwd=workspace, env=env)
         model = self._model(scope.catalog, command, agent, body)
         agent_names = [a.name for a in scope.agents.list()]

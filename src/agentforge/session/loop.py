@@ -49,6 +49,7 @@ from agentforge.tools.base import SHELL_ENV_EXTRA
 from agentforge.tools.builtin.question import QUESTIONS_EXTRA
 from agentforge.tools.builtin.task import SUBAGENTS_EXTRA
 from agentforge.tools.builtin.todo import TODOS_EXTRA
+from agentforge.tools.confinement import CONFINEMENT_EXTRA
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,7 @@ class TurnLoop:
                 QUESTIONS_EXTRA: self.rt.questions.for_tenant(self.tenant_id),
                 PLUGINS_EXTRA: self.rt.plugins,
                 SHELL_ENV_EXTRA: hooks.shell_env_for,
+                CONFINEMENT_EXTRA: self.scope.confinement,
                 SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.scope, caller_model(model)),
             },
         )

@@ -7,6 +7,11 @@ spill files, plans). The tenant `default` (local mode) keeps the server's own di
 directory, so a single-tenant server behaves exactly as before tenancy existed. Other tenants' roots
 are created on first use, private to the server's user (0700).
 
+A tenant's `confinement` (tools/confinement.py) is what its tools run with: the environment of the
+processes they start and, for tenants other than `default`, the hard boundary of the paths they
+reach (its workspace, its own tool-output, plans and temp directories, and the directories the
+server config grants it in `tenancy.external_directories`).
+
 Everything here is derived from config and files; the services every tenant shares (store, bus,
 permissions, plugins, runners) stay on the Runtime.
 """
@@ -19,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentforge.agents.registry import AgentRegistry, load_agents
+from agentforge.agents.registry import PLANS_DIR, AgentRegistry, load_agents
 from agentforge.config import (
     CONFIG_FILENAME,
     Config,
@@ -31,13 +36,15 @@ from agentforge.config import (
 from agentforge.identity.model import InvalidTenantId, validate_tenant_id
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.model.events import DEFAULT_TENANT
+from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry, ToolSource
-from agentforge.tools.truncation import TruncationLimits
+from agentforge.tools.truncation import TruncationLimits, output_dir
 
 log = logging.getLogger(__name__)
 
 TENANTS_DIR = "tenants"
+TMP_DIR = "tmp"  # under the tenant's data directory: TMPDIR of its tool processes
 PRIVATE_MODE = 0o700
 
 
@@ -120,6 +127,31 @@ def tenant_settings(server: Settings, tenant_id: str) -> Settings:
     return replace(server, config=config, directory=roots.workspace, data_dir=roots.data_dir)
 
 
+def is_confined(server: Settings, tenant_id: str) -> bool:
+    """Tenants other than `default` always are; `default` too when `tools.inherit_env` is false
+    (read from the server's config: no overlay can set it)."""
+    return tenant_id != DEFAULT_TENANT or not server.config.tools.inherit_env
+
+
+def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> Confinement:
+    """What the tenant's tools run with; creates its temp directory when it gets a clean
+    environment. Blocking file IO (mkdir, resolving symlinks): run it in a thread."""
+    declared = dict(settings.config.shell_env)
+    if not is_confined(server, tenant_id):
+        return Confinement(env=ProcessEnv(inherit=True, declared=declared))
+    tmpdir = settings.data_dir / TMP_DIR
+    _make_private_dir(tmpdir)
+    env = ProcessEnv(inherit=False, home=settings.directory, tmpdir=tmpdir, declared=declared)
+    if tenant_id == DEFAULT_TENANT:
+        return Confinement(env=env)  # local mode: a clean environment, the usual permission asks
+    own = (output_dir(settings.data_dir), settings.data_dir / PLANS_DIR, tmpdir)
+    granted = server.config.tenancy.external_directories_for(tenant_id)
+    boundary = WorkspaceBoundary(
+        workspace=settings.directory.resolve(), also=tuple(path.resolve() for path in (*own, *granted))
+    )
+    return Confinement(env=env, boundary=boundary)
+
+
 def check_configured_overlays(server: Settings) -> None:
     """Fail at start-up on an overlay in the server config that could never be served: its merged
     config and its agents must be valid (agent files and overlay files are read per tenant later)."""
@@ -134,6 +166,7 @@ class TenantScope:
     catalog: ProviderCatalog
     agents: AgentRegistry
     tools: ToolRegistry  # built-ins, plugin tools, then the tenant's MCP tools
+    confinement: Confinement
     mcp: McpManager | None = None
 
     @property
@@ -152,7 +185,7 @@ class TenantScope:
         servers = (self.settings.config.model_extra or {}).get("mcp")
         if not servers:
             return
-        self.mcp = McpManager(servers, directory=self.settings.directory)
+        self.mcp = McpManager(servers, directory=self.settings.directory, env=self.confinement.env)
         await self.mcp.start()
         for name, status in self.mcp.status().items():
             if status["status"] == "failed":
@@ -167,22 +200,23 @@ class TenantScope:
             await self.mcp.close()
 
 
-def _prepare(server: Settings, tenant_id: str) -> tuple[Settings, AgentRegistry]:
+def _prepare(server: Settings, tenant_id: str) -> tuple[Settings, AgentRegistry, Confinement]:
     settings = tenant_settings(server, tenant_id)
-    return settings, load_agents(settings)
+    return settings, load_agents(settings), tenant_confinement(server, tenant_id, settings)
 
 
 async def open_scope(server: Settings, tenant_id: str, tools: ToolSource) -> TenantScope:
     """Build the tenant's scope and start its MCP servers. Raises ConfigError (or InvalidTenantId)
     when the tenant's config or roots are unusable."""
     # Creating roots, reading the overlay and agent files: off the event loop.
-    settings, agents = await asyncio.to_thread(_prepare, server, tenant_id)
+    settings, agents, confinement = await asyncio.to_thread(_prepare, server, tenant_id)
     scope = TenantScope(
         tenant_id=tenant_id,
         settings=settings,
         catalog=ProviderCatalog(settings.config),
         agents=agents,
         tools=ToolRegistry.from_plugins(tools),
+        confinement=confinement,
     )
     try:
         await scope._start_mcp()

@@ -8,7 +8,6 @@ command's process group and still completes the part with what it printed.
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 from pathlib import Path
 
@@ -146,7 +145,7 @@ class _ShellRun:
             outcome = await run_process_group(
                 [default_shell(), "-c", command],
                 cwd=cwd,
-                env={**os.environ, **extra_env, "TERM": "dumb"},
+                env=self.scope.confinement.env.build(extra_env),
                 time_limit=None,
                 abort=abort,
                 on_output=output.add,

@@ -22,6 +22,7 @@ import jsonschema
 import mcp_types
 
 from agentforge.tools.base import Tool
+from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp_config import McpConfigError, parse_server_config
 from agentforge.tools.mcp_connection import McpConnectError, McpConnection
 from agentforge.tools.mcp_tool import McpTool, tool_key
@@ -37,8 +38,12 @@ class ServerStatus(TypedDict):
 class McpManager:
     """The MCP servers of one agentforge process: start them, expose their tools, close them."""
 
-    def __init__(self, config_mcp: Mapping[str, Any] | None, *, directory: Path) -> None:
+    def __init__(
+        self, config_mcp: Mapping[str, Any] | None, *, directory: Path, env: ProcessEnv | None = None
+    ) -> None:
+        """`env`: the environment stdio servers start with (the tenant's; default: the server's)."""
         self.directory = directory
+        self.env = env or ProcessEnv()
         self._entries = dict(config_mcp or {})
         self._config_errors: dict[str, str] = {}
         self._disabled: set[str] = set()
@@ -77,7 +82,7 @@ class McpManager:
         if not config.enabled:
             self._disabled.add(name)
             return
-        self._connections[name] = McpConnection(name, config, directory=self.directory)
+        self._connections[name] = McpConnection(name, config, directory=self.directory, env=self.env)
 
     async def _open(self, connection: McpConnection) -> list[mcp_types.Tool]:
         try:

@@ -9,8 +9,9 @@
 `timeout` (seconds) bounds starting the server and listing its tools; `call_timeout` (seconds) bounds
 one tool call, so a server that stops answering cannot hold a turn forever. A local server runs in
 the workspace directory with the SDK's minimal inherited environment (HOME, PATH, SHELL, TERM, USER,
-LOGNAME) plus `environment`: our own secrets are not handed to third-party servers unless the config
-passes them (`"environment": {"TOKEN": "{env:TOKEN}"}`).
+LOGNAME), the tenant's clean base (tools/confinement.py: HOME and TMPDIR of a tenant are its own)
+and `shell_env`, plus `environment`: our own secrets are not handed to third-party servers unless the
+config passes them (`"environment": {"TOKEN": "{env:TOKEN}"}`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from agentforge import __version__
 from agentforge.tools.base import ToolError
+from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp_config import LocalServerConfig, RemoteServerConfig
 from agentforge.tools.mcp_stderr import StderrTail
 
@@ -50,10 +51,20 @@ class McpServerUnavailableError(ToolError):
 
 
 class McpConnection:
-    def __init__(self, name: str, config: LocalServerConfig | RemoteServerConfig, *, directory: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: LocalServerConfig | RemoteServerConfig,
+        *,
+        directory: Path,
+        env: ProcessEnv | None = None,
+    ) -> None:
+        """`env` is the tenant's process environment; a stdio server starts with its clean form
+        (never the server's own variables, see mcp_config) plus its `environment` config."""
         self.name = name
         self.config = config
         self.directory = directory
+        self.env = env or ProcessEnv()
         self.error: str | None = None
         self._client: Client | None = None
         self._stop = asyncio.Event()
@@ -149,9 +160,9 @@ class McpConnection:
             self._stderr = StderrTail(self.name)
             await self._stderr.start()
             command, *args = self.config.command
-            parameters = StdioServerParameters(
-                command=command, args=args, env=self.config.environment or None, cwd=self.directory
-            )
+            # The SDK lays this over its own secret-free base (HOME, PATH, USER, SHELL, ...).
+            env = self.env.clean().build(self.config.environment)
+            parameters = StdioServerParameters(command=command, args=args, env=env, cwd=self.directory)
             return stdio_client(parameters, errlog=self._stderr.sink)
         http = await stack.enter_async_context(
             httpx2.AsyncClient(

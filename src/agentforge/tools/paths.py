@@ -6,6 +6,9 @@ lexically (`../x`, an absolute path elsewhere) or through a symlink, goes throug
 person) and refused when the ask raises. A context without the permission service refuses every
 such path (`workspace_only`). The directory where truncated outputs are saved is always allowed,
 because the truncation hint tells the model to read or grep the files there.
+
+A tenant other than `default` also has a hard boundary (tools/confinement.py): a path whose real
+location is outside it is refused without asking, whatever the rules or the person would answer.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentforge.tools.base import OutsideWorkspaceError, PermissionRequest, ToolContext
+from agentforge.tools.confinement import confinement_of
 from agentforge.tools.truncation import output_dir
 
 PathKind = Literal["file", "directory", "auto"]
@@ -30,12 +34,20 @@ def _given_root(ctx: ToolContext) -> Path:
     return Path(os.path.abspath(ctx.directory))
 
 
+def _expand_home(ctx: ToolContext, raw: str) -> str:
+    """`~` as the tool's processes see it: a tenant with a clean environment has its own HOME."""
+    env = confinement_of(ctx).env
+    if env.inherit or env.home is None or not (raw == "~" or raw.startswith("~/")):
+        return os.path.expanduser(raw)
+    return str(env.home) + raw[1:]
+
+
 def absolute_path(ctx: ToolContext, raw: str | Path) -> Path:
     """The absolute, normalised form of a user/model path (relative to the workspace; `~` expanded).
 
     Symlinks are not resolved here: titles and messages show the path the way it was given.
     """
-    expanded = os.path.expanduser(str(raw))
+    expanded = _expand_home(ctx, str(raw))
     return Path(os.path.normpath(os.path.join(_given_root(ctx), expanded)))
 
 
@@ -79,6 +91,9 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
     path = absolute_path(ctx, raw)
     # Resolving symlinks and checking for a directory touch the filesystem: keep them off the loop.
     real, directory = await asyncio.to_thread(_resolve, path, kind)
+    boundary = confinement_of(ctx).boundary
+    if boundary is not None and not boundary.contains(real):
+        raise OutsideWorkspaceError(boundary.refusal(path, real))
     if _inside_workspace(ctx, path, real) or _in_truncation_dir(ctx, real):
         return path
 

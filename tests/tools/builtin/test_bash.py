@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools.base import ToolError
+from agentforge.tools.base import OutsideWorkspaceError, ToolError
 from agentforge.tools.builtin.bash import BashTool
+from agentforge.tools.confinement import CONFINEMENT_EXTRA, Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.truncation import TruncationLimits
 from tests.tools.harness import Harness, real, size_of, text_of
 
@@ -282,3 +283,53 @@ async def test_output_faster_than_we_consume_is_not_lost(harness: Harness) -> No
     result = await harness.run(BashTool(), command=f"head -c {size} /dev/zero", description="Flood")
     saved = Path(result.metadata["outputPath"])
     assert size_of(saved) == size
+
+
+# --- a confined tenant -------------------------------------------------------------------------
+
+SECRET_NAME = "FORGE_TEST_SERVER_SECRET"
+
+
+def confine(harness: Harness, tmp_path: Path, **declared: str) -> None:
+    env = ProcessEnv(inherit=False, home=harness.workspace, tmpdir=tmp_path / "tmp", declared=declared)
+    boundary = WorkspaceBoundary(workspace=harness.workspace.resolve())
+    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=env, boundary=boundary)
+    harness.approve_external = True  # only the boundary may refuse
+
+
+def env_of(output: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
+async def test_a_confined_command_never_sees_the_servers_environment(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SECRET_NAME, "hunter2")
+    confine(harness, tmp_path, REGION="eu-1")
+    env = env_of((await harness.run(BashTool(), command="env", description="Show env")).output)
+    assert SECRET_NAME not in env
+    assert env["HOME"] == str(harness.workspace)
+    assert env["TMPDIR"] == str(tmp_path / "tmp")
+    assert env["REGION"] == "eu-1"
+    assert env["TERM"] == "dumb"
+
+
+async def test_an_unconfined_command_inherits_the_servers_environment(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SECRET_NAME, "hunter2")
+    env = env_of((await harness.run(BashTool(), command="env", description="Show env")).output)
+    assert env[SECRET_NAME] == "hunter2"
+
+
+async def test_a_confined_workdir_and_file_arguments_stay_in_the_workspace(
+    harness: Harness, tmp_path: Path
+) -> None:
+    confine(harness, tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(OutsideWorkspaceError, match="outside this tenant's workspace"):
+        await harness.run(BashTool(), command="ls", workdir=str(outside), description="List")
+    with pytest.raises(OutsideWorkspaceError, match="outside this tenant's workspace"):
+        await harness.run(BashTool(), command="cat /etc/hostname", description="Read hostname")
+    assert harness.asked("external_directory") == []

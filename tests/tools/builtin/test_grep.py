@@ -127,6 +127,18 @@ async def test_search_outside_workspace_is_refused(harness: Harness, tool: GrepT
     assert harness.asked("grep") == []
 
 
+async def test_a_symlinked_file_leading_outside_is_not_searched(
+    harness: Harness, tool: GrepTool, tmp_path: Path
+) -> None:
+    put(tmp_path / "other-tenant" / "secret.txt", "needle from outside\n")
+    (harness.workspace / "peek.txt").symlink_to(tmp_path / "other-tenant" / "secret.txt")
+    put(harness.workspace / "inside.txt", "needle inside\n")
+    (harness.workspace / "alias.txt").symlink_to(harness.workspace / "inside.txt")
+    result = await harness.run(tool, pattern="needle")
+    assert "outside" not in result.output
+    assert "needle inside" in result.output
+
+
 async def test_missing_path(harness: Harness, tool: GrepTool) -> None:
     with pytest.raises(ToolError, match="Path not found"):
         await harness.run(tool, pattern="x", path="missing")

@@ -1,4 +1,10 @@
-"""The `bash` tool (KERNEL 7.7): run a shell command in the workspace with live output."""
+"""The `bash` tool (KERNEL 7.7): run a shell command in the workspace with live output.
+
+The command runs with the tenant's process environment (tools/confinement.py: a tenant other than
+`default` never sees the server's secrets) and its `workdir` must be inside the tenant's boundary.
+The command text itself is not sandboxed: only literal path arguments of file commands are checked
+(see confinement.py for what that leaves open).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ from typing import Any
 
 from pydantic import Field
 
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult, shell_env
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools.confinement import tool_process_env
 from agentforge.tools.params import ToolParams
 from agentforge.tools.paths import guard_path
 from agentforge.tools.process import KILL_GRACE_SECONDS, ProcessOutcome, run_process_group
@@ -105,7 +112,7 @@ class BashTool(Tool[BashParams]):
         await self._ask_permissions(args.command, workdir, ctx)
         timeout_ms = min(args.timeout or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
 
-        env = {**os.environ, **await shell_env(ctx, workdir), "TERM": "dumb"}
+        env = await tool_process_env(ctx, workdir)
         output = ShellOutput(ctx.data_dir, self._limits)
         preview = _LivePreview(ctx, args.description, output)
         await preview.publish()

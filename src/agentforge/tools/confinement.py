@@ -1,0 +1,118 @@
+"""How far a tenant's tools reach (ARCHITECTURE "Tenancy": each tenant's tools run inside its
+workspace root): the environment of the processes they start, and the directories their paths may
+lead to.
+
+Environment: every process a tool starts (bash, the user's shell route, `!`cmd`` snippets of
+commands, MCP stdio servers) gets `ProcessEnv.build(...)`. A tenant other than `default` gets a clean
+environment: a minimal safe base (PATH, LANG, LC_ALL, TZ), HOME = its workspace, TMPDIR = its
+private temp dir, TERM=dumb, then the variables its config declares (`shell_env`) and those plugins
+add. Provider keys, database URLs and AGENTFORGE_* settings of the server never reach it. The tenant
+`default` (local mode, the user's own machine) inherits the server's environment unless
+`tools.inherit_env` is false. MCP stdio servers never inherit it, whatever the tenant (mcp_config).
+
+Boundary: a tenant other than `default` has a hard `WorkspaceBoundary`. A path whose real location
+(symlinks followed) is outside its workspace, its own private directories (tool output, plans, temp)
+and the directories the server config grants it (`tenancy.external_directories`) is refused at
+once: the `external_directory` permission cannot widen it, since the tenant's own user answers that
+ask. Inside the boundary, paths outside the session's directory still go through the ask.
+
+What this does NOT do: sandbox the text of a bash command. Literal path arguments of file commands
+(`cat /etc/x`, `cd ..`) are checked, but `python -c "open('/etc/x')"` or `$VAR` paths are not; and
+a path is checked before the tool uses it (a symlink swapped in between is not seen). Only an OS
+level sandbox (namespaces, bubblewrap, a container per tenant) can confine arbitrary commands; this
+module keeps the server's secrets out of the process and the file tools inside the workspace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from agentforge.tools.base import ToolContext, shell_env
+
+# Variables a clean environment takes over from the server: needed to find programs and to
+# decode text the same way, and secret-free.
+SAFE_INHERITED = ("PATH", "LANG", "LC_ALL", "TZ")
+# Key in `ToolContext.extra` under which the session layer puts the tenant's `Confinement`.
+CONFINEMENT_EXTRA = "confinement"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessEnv:
+    """The environment child processes of one tenant's tools start with.
+
+    `inherit`: start from the server's environment (the default tenant in local mode). Otherwise
+    start clean, with HOME = `home` and TMPDIR = `tmpdir`. `declared` is the config's `shell_env`.
+    """
+
+    inherit: bool = True
+    home: Path | None = None
+    tmpdir: Path | None = None
+    declared: Mapping[str, str] = field(default_factory=dict)
+
+    def build(
+        self, additions: Mapping[str, str] | None = None, *, server_env: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The full environment: the base, then `declared`, then `additions` (plugins, an MCP
+        server's `environment`), and TERM=dumb (no pagers or colour codes in captured output)."""
+        source = os.environ if server_env is None else server_env
+        base = dict(source) if self.inherit else self._clean_base(source)
+        return {**base, **self.declared, **(additions or {}), "TERM": "dumb"}
+
+    def clean(self) -> ProcessEnv:
+        """This environment without the server's variables (MCP servers never inherit them)."""
+        return replace(self, inherit=False)
+
+    def _clean_base(self, source: Mapping[str, str]) -> dict[str, str]:
+        base = {name: source[name] for name in SAFE_INHERITED if name in source}
+        base.setdefault("PATH", os.defpath)
+        if self.home is not None:
+            base["HOME"] = str(self.home)
+        if self.tmpdir is not None:
+            base["TMPDIR"] = str(self.tmpdir)
+        return base
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceBoundary:
+    """The directories a confined tenant's tools may reach at all: its workspace first, then its
+    private directories and the extra directories the server grants it. All resolved (real) paths."""
+
+    workspace: Path
+    also: tuple[Path, ...] = ()
+
+    def contains(self, real: Path) -> bool:
+        return any(real == root or real.is_relative_to(root) for root in (self.workspace, *self.also))
+
+    def refusal(self, path: Path, real: Path) -> str:
+        """The tool error for a path outside: what the model needs to change course."""
+        leads_to = f" (it resolves to {real})" if real != path else ""
+        return (
+            f"Refusing to access {path}{leads_to}: it is outside this tenant's workspace "
+            f"{self.workspace}. Work with files inside the workspace."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """A tenant's process environment and, when confined, its hard workspace boundary."""
+
+    env: ProcessEnv = field(default_factory=ProcessEnv)
+    boundary: WorkspaceBoundary | None = None
+
+
+UNCONFINED = Confinement()
+
+
+def confinement_of(ctx: ToolContext) -> Confinement:
+    """The confinement the session layer put in `ctx`; a context without one (tests, tools run
+    outside a session) inherits the environment and has no hard boundary."""
+    found = ctx.extra.get(CONFINEMENT_EXTRA)
+    return found if isinstance(found, Confinement) else UNCONFINED
+
+
+async def tool_process_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
+    """The environment of a process a tool starts in `cwd`: the tenant's base plus plugin additions."""
+    return confinement_of(ctx).env.build(await shell_env(ctx, cwd))
