@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentforge.session.instructions import InstructionSources, configured_patterns, instructions
+from agentforge.tools.confinement import WorkspaceBoundary
 
 
 @pytest.fixture
@@ -94,3 +95,22 @@ def test_configured_patterns() -> None:
     assert configured_patterns("AGENTS.md") == ("AGENTS.md",)
     assert configured_patterns(["a.md", 3, " ", "b/*.md"]) == ("a.md", "b/*.md")
     assert configured_patterns({"a": 1}) == ()
+
+
+async def test_a_confined_tenant_reads_no_instruction_file_outside_its_workspace(
+    tree: dict[str, Path],
+) -> None:
+    workspace = tree["workspace"].resolve()
+    (workspace / "AGENTS.md").write_text("tenant rules")
+    (tree["config"] / "AGENTS.md").write_text("the server operator's own instructions")
+    secret = tree["root"] / "server-secret.md"
+    secret.write_text("database password")
+    (workspace / "linked.md").symlink_to(secret)
+    confined = InstructionSources(
+        directory=workspace,
+        workspace=workspace,
+        config_dir=tree["config"],
+        patterns=(str(secret), "linked.md"),
+        boundary=WorkspaceBoundary(workspace),
+    )
+    assert await instructions(confined) == [f"Instructions from: {workspace / 'AGENTS.md'}\ntenant rules"]

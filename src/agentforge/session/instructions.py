@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from agentforge.tools.confinement import WorkspaceBoundary
+
 log = logging.getLogger(__name__)
 
 # Looked for in this order; the first name found anywhere up the tree wins, with all its copies.
@@ -29,12 +31,15 @@ _CACHE_SIZE: Final = 256
 @dataclass(frozen=True, slots=True)
 class InstructionSources:
     """`directory` is the session's; the search up the tree stops at `workspace`. `patterns` are the
-    config's `instructions` entries: globs relative to the workspace, or absolute."""
+    config's `instructions` entries: globs relative to the workspace, or absolute. A confined tenant's
+    `boundary` keeps every file outside it (absolute patterns, symlinks, the server user's global
+    AGENTS.md) out of its prompt."""
 
     directory: Path
     workspace: Path
     config_dir: Path
     patterns: tuple[str, ...] = ()
+    boundary: WorkspaceBoundary | None = None
 
 
 def configured_patterns(value: Any) -> tuple[str, ...]:
@@ -70,7 +75,14 @@ def instruction_paths(sources: InstructionSources) -> list[Path]:
         *_existing([sources.config_dir / GLOBAL_FILE]),
         *_configured_files(sources.patterns, sources.workspace),
     ]
-    return _unique(found)
+    return [path for path in _unique(found) if _inside(sources.boundary, path)]
+
+
+def _inside(boundary: WorkspaceBoundary | None, path: Path) -> bool:
+    if boundary is None or boundary.contains(path.resolve()):
+        return True
+    log.info("Skipping instruction file %s: outside the tenant's workspace", path)
+    return False
 
 
 def _project_files(directory: Path, workspace: Path) -> list[Path]:

@@ -273,7 +273,9 @@ class TurnLoop:
         )
 
     def _system_context(self) -> system.SystemContext:
-        return system.context_for(self.scope.settings, self.session.directory)
+        return system.context_for(
+            self.scope.settings, self.session.directory, self.scope.confinement.boundary
+        )
 
     def _deps(self) -> ProcessorDeps:
         return ProcessorDeps(

@@ -18,6 +18,7 @@ from agentforge.config import Settings, user_config_file
 from agentforge.llm.provider import ResolvedModel
 from agentforge.session.instructions import InstructionSources, configured_patterns, read_instructions
 from agentforge.session.prompts import provider_prompt
+from agentforge.tools.confinement import WorkspaceBoundary
 
 MAX_STEPS_PROMPT = """CRITICAL - MAXIMUM STEPS REACHED
 
@@ -38,19 +39,25 @@ class SystemContext:
     workspace: Path
     config_dir: Path
     instruction_patterns: tuple[str, ...] = ()
+    boundary: WorkspaceBoundary | None = None  # a confined tenant reads no instruction file outside it
 
     @property
     def sources(self) -> InstructionSources:
-        return InstructionSources(self.directory, self.workspace, self.config_dir, self.instruction_patterns)
+        return InstructionSources(
+            self.directory, self.workspace, self.config_dir, self.instruction_patterns, self.boundary
+        )
 
 
-def context_for(settings: Settings, directory: str | Path) -> SystemContext:
+def context_for(
+    settings: Settings, directory: str | Path, boundary: WorkspaceBoundary | None = None
+) -> SystemContext:
     """The context of a session running in `directory` on a server with these settings."""
     return SystemContext(
         directory=Path(directory),
         workspace=settings.directory,
         config_dir=user_config_file().parent,
         instruction_patterns=configured_patterns(getattr(settings.config, "instructions", None)),
+        boundary=boundary,
     )
 
 
