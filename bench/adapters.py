@@ -3,9 +3,9 @@
 For each adapter the fake streams `--chunks` text chunks; we time
 - `adapter_chunks_per_s`: the whole call through `agentforge.llm.adapter.stream` (SDK transport, our
   decoding into stream events), and
-- `raw_chunks_per_s`: the same request with a bare httpx2 client that only reads the body's lines
-(Bedrock: its bytes, as the body is binary event-stream frames, and the request is unsigned), the floor
-the adapter's own cost sits on. `adapter_over_raw` is their time ratio. Each figure is the
+- `raw_chunks_per_s`: the same request with a bare httpx2 client that only reads the body's bytes (as
+every adapter does before splitting them into events; the Bedrock request is unsigned), the floor the
+adapter's own cost sits on. `adapter_over_raw` is their time ratio. Each figure is the
 median of `--rounds` rounds (one warm-up round first).
 
 Usage: python bench/adapters.py [--chunks N] [--rounds R]
@@ -53,7 +53,6 @@ class Endpoint:
     raw_body: dict[str, Any]
     raw_headers: dict[str, str]
     enqueue: Callable[[int], None]
-    raw_binary: bool = False  # read the raw body as bytes, not lines
 
 
 def resolved(api: str, base_url: str, **fields: Any) -> ResolvedModel:
@@ -160,7 +159,6 @@ async def bedrock_endpoint() -> AsyncIterator[Endpoint]:
             },
             signed,
             lambda n: fake.enqueue(AnthropicScript().text("abcd" * n).usage(10, n)),
-            raw_binary=True,
         )
 
 
@@ -190,8 +188,7 @@ async def time_raw(client: httpx2.AsyncClient, endpoint: Endpoint, chunks: int) 
         "POST", endpoint.raw_url, json=endpoint.raw_body, headers=endpoint.raw_headers
     ) as r:
         r.raise_for_status()
-        body = r.aiter_bytes() if endpoint.raw_binary else r.aiter_lines()
-        async for _ in body:
+        async for _ in r.aiter_bytes():
             pass
     return time.perf_counter() - started
 

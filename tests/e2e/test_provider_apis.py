@@ -159,3 +159,32 @@ async def test_google_gemini_turn(gemini_live: LiveServer, fake_gemini: FakeGemi
     assert [c["role"] for c in contents] == ["user", "model", "user"]
     response = contents[2]["parts"][0]["functionResponse"]
     assert response["id"] == "call_w" and response["name"] == "write"
+
+
+async def test_google_gemini_thought_signature_goes_back_on_its_call(
+    gemini_live: LiveServer, fake_gemini: FakeGemini
+) -> None:
+    """Gemini 3 answers 400 unless a signed function call comes back with its signature, on the
+    next step of the turn and on later turns (rebuilt from the stored history)."""
+    signature = "RW5jcnlwdGVkIHRob3VnaHRz"
+    fake_gemini.enqueue(
+        GeminiScript()
+        .thought("Plan the write.", chunk_size=100)
+        .text("Writing it.")
+        .function_call("write", WRITE_ARGS, call_id="call_w", thought_signature=signature)
+        .with_usage(500, 60, thoughts=30, cached=200),
+        GeminiScript().text("Done.").with_usage(40, 5),
+        GeminiScript().text("Still there.").with_usage(60, 5),
+    )
+    first, _ = await run_write_turn(gemini_live)
+    tool = next(p for p in first["parts"] if p["type"] == "tool")
+    assert tool["metadata"] == {"google": {"thoughtSignature": signature}}
+    response = await gemini_live.prompt(first["info"]["sessionID"], "Is it there?")
+    assert response.status_code == 200, response.text
+
+    call = {"id": "call_w", "name": "write", "args": WRITE_ARGS}
+    expected = {"functionCall": call, "thoughtSignature": signature}
+    for request in fake_gemini.requests[1:]:
+        model_parts = [part for c in request["contents"] if c["role"] == "model" for part in c["parts"]]
+        assert [part for part in model_parts if "functionCall" in part] == [expected]
+    assert len(fake_gemini.requests) == 3

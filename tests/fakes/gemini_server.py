@@ -1,9 +1,10 @@
 """A wire-level fake of the Gemini API's `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`.
 
 Streams scripted candidates as Gemini does: one `data: {GenerateContentResponse}` per chunk, whole parts
-(thought text, text, functionCall), the last chunk carrying `finishReason` and `usageMetadata`. A script
-may instead answer with an HTTP error in Google's `{"error": {"code", "message", "status"}}` shape, or
-fail mid-stream (an error chunk, a dropped connection, a malformed chunk, a stall).
+(thought text, text, functionCall with its `thoughtSignature`), the last chunk carrying `finishReason` and
+`usageMetadata`. A script may instead answer with an HTTP error in Google's
+`{"error": {"code", "message", "status"}}` shape, or fail mid-stream (an error chunk, a dropped
+connection, a malformed chunk, a stall).
 """
 
 from __future__ import annotations
@@ -80,11 +81,22 @@ class GeminiScript:
         self.steps.extend({"text": piece, "thought": True} for piece in _pieces(text, chunk_size))
         return self
 
-    def function_call(self, name: str, args: dict[str, Any], *, call_id: str | None = None) -> GeminiScript:
+    def function_call(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        call_id: str | None = None,
+        thought_signature: str | None = None,
+    ) -> GeminiScript:
+        """A functionCall part; Gemini 3 puts a `thoughtSignature` beside the first call of a step."""
         call: dict[str, Any] = {"name": name, "args": args}
         if call_id is not None:
             call["id"] = call_id
-        self.steps.append({"functionCall": call})
+        part: dict[str, Any] = {"functionCall": call}
+        if thought_signature is not None:
+            part["thoughtSignature"] = thought_signature
+        self.steps.append(part)
         return self
 
     def with_usage(self, prompt: int, candidates: int, *, thoughts: int = 0, cached: int = 0) -> GeminiScript:

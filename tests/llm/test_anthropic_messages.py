@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -299,3 +300,19 @@ def test_clients_for_each_api(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert isinstance(vertex, AsyncAnthropicVertex) and vertex.region == "us-east5"
     assert vertex.access_token == "ya29.token" and vertex.max_retries == 0
+
+
+async def test_unicode_line_separators_inside_an_event_do_not_split_it(fake_anthropic: FakeAnthropic) -> None:
+    # Raw, as some servers send them: U+2028 / U+2029 / U+0085 unescaped inside a JSON string. The
+    # fake's raw events have no `event:` line: the type is read from the JSON.
+    text = "one\u2028two\u2029three\x85four"
+    block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+    stop = {"type": "content_block_stop", "index": 0}
+    script = AnthropicScript()
+    for event in (block, delta, stop):
+        script.raw(json.dumps(event, ensure_ascii=False))
+    fake_anthropic.enqueue(script)
+    events = await collect(claude(fake_anthropic))
+    assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)) == text
+    assert kinds(events)[2:] == ["TextStart", "TextDelta", "TextEnd", "StepFinish", "StreamFinish"]

@@ -278,3 +278,44 @@ async def test_closing_the_pool_closes_the_sdk_clients_connections(fake: FakeGem
     assert not client.http.is_closed
     await google_gemini.close_clients()
     assert client.http.is_closed and pooled_clients() == []
+
+
+async def test_thought_signature_is_kept_on_the_call_it_came_with(fake: FakeGemini) -> None:
+    # Parallel calls: Gemini 3 signs only the first call of the step.
+    fake.enqueue(
+        GeminiScript()
+        .function_call("read", {"filePath": "a.txt"}, call_id="fc-1", thought_signature="c2lnLTE=")
+        .function_call("read", {"filePath": "b.txt"}, call_id="fc-2")
+    )
+    calls = [e for e in await collect(model_for(fake)) if isinstance(e, ev.ToolCall)]
+    assert [(call.call_id, call.metadata) for call in calls] == [
+        ("fc-1", {"google": {"thoughtSignature": "c2lnLTE="}}),
+        ("fc-2", None),
+    ]
+
+
+async def test_thought_signature_goes_back_on_its_function_call_part(fake: FakeGemini) -> None:
+    fake.enqueue(GeminiScript().text("ok"))
+    signed = {"google": {"thoughtSignature": "c2lnLTE="}}
+    foreign = {"anthropic": {"signature": "not ours"}}
+    request = ModelRequest(
+        system=[],
+        messages=[
+            UserModelMessage([TextContent("Read a.txt and b.txt")]),
+            AssistantModelMessage(
+                [
+                    ToolCallContent("fc-1", "read", {"filePath": "a.txt"}, metadata=signed),
+                    ToolCallContent("fc-2", "read", {"filePath": "b.txt"}, metadata=foreign),
+                ]
+            ),
+            ToolModelMessage([ToolResultContent(call, "read", "text") for call in ("fc-1", "fc-2")]),
+        ],
+    )
+    await collect(model_for(fake), request)
+    assert fake.requests[0]["contents"][1]["parts"] == [
+        {
+            "functionCall": {"id": "fc-1", "name": "read", "args": {"filePath": "a.txt"}},
+            "thoughtSignature": "c2lnLTE=",
+        },
+        {"functionCall": {"id": "fc-2", "name": "read", "args": {"filePath": "b.txt"}}},
+    ]

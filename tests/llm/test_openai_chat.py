@@ -459,3 +459,14 @@ async def test_tool_call_helper_script(fake_openai: FakeOpenAI) -> None:
     assert tool_call.tool_name == "bash"
     assert json.loads(tool_call.input_text) == {"command": "ls"}
     assert step_finish(events).usage.input_tokens == 10
+
+
+async def test_unicode_line_separators_inside_a_chunk_do_not_split_it(fake_openai: FakeOpenAI) -> None:
+    # Raw, as some servers send them: U+2028 / U+2029 / U+0085 unescaped inside a JSON string.
+    text = "one\u2028two\u2029three\x85four"
+    chunk = json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}, ensure_ascii=False)
+    assert "\u2028" in chunk, "sent unescaped"
+    fake_openai.enqueue(Script().raw(chunk).usage(10, 5).finish())
+    events = await collect(model_for(fake_openai))
+    assert text_of(events, ev.TextDelta) == text
+    assert step_finish(events).finish_reason == "stop"

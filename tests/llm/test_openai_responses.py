@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
@@ -186,3 +187,15 @@ async def test_error_event_rate_limit_is_retryable(fake: FakeResponses) -> None:
     fake.enqueue(ResponsesScript().error_event("Slow down", code="rate_limit_exceeded"))
     named = to_named_error(await failure(model_for(fake)), provider_id="fake")
     assert isinstance(named, APIError) and named.data.is_retryable and named.data.message == "Slow down"
+
+
+async def test_unicode_line_separators_inside_an_event_do_not_split_it(fake: FakeResponses) -> None:
+    # Raw, as some servers send them: U+2028 / U+2029 / U+0085 unescaped inside a JSON string.
+    text = "one\u2028two\u2029three\x85four"
+    delta = {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "delta": text}
+    event = json.dumps(delta, ensure_ascii=False)
+    assert "\u2028" in event, "sent unescaped"
+    fake.enqueue(ResponsesScript().raw(event))
+    events = await collect(model_for(fake))
+    assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)) == text
+    assert kinds(events)[-3:] == ["TextEnd", "StepFinish", "StreamFinish"]

@@ -291,6 +291,19 @@ def test_reasoning_metadata_goes_back_only_to_the_model_that_wrote_it() -> None:
     assert other.content[0] == ReasoningContent("thinking", metadata=None)
 
 
+def test_tool_call_metadata_goes_back_only_to_the_model_that_wrote_it() -> None:
+    chat = Conversation()
+    chat.user("hi")
+    signed = {"google": {"thoughtSignature": "c2ln"}}
+    call = tool_completed("read", {"filePath": "a"}, "x", call_id="c1")
+    chat.assistant(call.model_copy(update={"metadata": signed}))
+    same = to_model_messages(chat.messages, model=("fake", "test-model"))[1]
+    other = to_model_messages(chat.messages, model=("other", "model"))[1]
+    assert isinstance(same, AssistantModelMessage) and isinstance(other, AssistantModelMessage)
+    assert same.content == [ToolCallContent("c1", "read", {"filePath": "a"}, metadata=signed)]
+    assert other.content == [ToolCallContent("c1", "read", {"filePath": "a"})]
+
+
 def test_errored_replies_are_dropped_but_aborted_ones_with_content_are_kept() -> None:
     chat = Conversation()
     chat.user("hi")

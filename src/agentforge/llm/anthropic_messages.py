@@ -2,7 +2,8 @@
 
 As in the Chat Completions adapter, the official SDK does transport, auth (API key, AWS SigV4, Google
 tokens) and error types while the streamed body is decoded here with orjson: the SDK's parsed stream
-costs several times more per event. Anthropic and Vertex stream SSE (`event:` + `data:` lines); Bedrock
+costs several times more per event. Anthropic and Vertex stream SSE (`event:` + `data:` lines, split on
+bytes by llm/sse.py; the event name is repeated as the JSON's `type`, which is what we read); Bedrock
 streams AWS event-stream frames whose `chunk` events carry the same event JSON, base64-encoded. Both feed
 one `EventDecoder`. Request conversion lives in `anthropic_request.py`.
 """
@@ -47,6 +48,7 @@ from agentforge.llm.events import (
 from agentforge.llm.messages import ModelRequest
 from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
 
 ANTHROPIC_APIS = ("anthropic", "anthropic-bedrock", "anthropic-vertex")
@@ -172,9 +174,9 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
         if model.api == "anthropic-bedrock":
             events = bedrock_events(idle_timeout(response.iter_bytes(), model.chunk_timeout))
         else:
-            events = sse_events(idle_timeout(response.iter_lines(), model.chunk_timeout))
-        async for name, data in events:
-            for event in decoder.feed(_decode_event(name, data)):
+            events = sse_data(idle_timeout(response.iter_bytes(), model.chunk_timeout))
+        async for data in events:
+            for event in decoder.feed(_decode_event(data)):
                 yield event
             if decoder.stopped:
                 break
@@ -183,7 +185,7 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
             yield event
 
 
-async def _drain(events: AsyncIterator[tuple[str, str | bytes]]) -> None:
+async def _drain(events: AsyncIterator[bytes]) -> None:
     """Read the body to its end so the connection goes back to the pool instead of being closed."""
     with contextlib.suppress(TimeoutError, httpx2.HTTPError):
         async with asyncio.timeout(DRAIN_TIMEOUT):
@@ -191,30 +193,13 @@ async def _drain(events: AsyncIterator[tuple[str, str | bytes]]) -> None:
                 pass
 
 
-async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str | bytes]]:
-    """`(event name, data)` of each server-sent event; multi-line data joined with newlines."""
-    name = ""
-    pending: list[str] = []
-    async for line in lines:
-        if not line:
-            if pending:
-                yield name, "\n".join(pending)
-            name, pending = "", []
-        elif line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            pending.append(line[6:] if line.startswith("data: ") else line[5:])
-    if pending:
-        yield name, "\n".join(pending)
-
-
-async def bedrock_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, str | bytes]]:
-    """`("", event JSON)` of each `chunk` event of a Bedrock event-stream body (its `bytes` field,
+async def bedrock_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The event JSON of each `chunk` event of a Bedrock event-stream body (its `bytes` field,
     base64-decoded); an exception message raises `AwsStreamException`."""
     async for message in aws_eventstream.messages(chunks):
         aws_eventstream.raise_for_exception(message)
         if message.event_type == "chunk":
-            yield "", _chunk_bytes(message.payload)
+            yield _chunk_bytes(message.payload)
 
 
 def _chunk_bytes(payload: bytes) -> bytes:
@@ -226,24 +211,21 @@ def _chunk_bytes(payload: bytes) -> bytes:
         raise ProviderStreamError("Invalid chunk in Bedrock stream", body=text) from None
 
 
-def _decode_event(name: str, data: str | bytes) -> dict[str, Any]:
+def _decode_event(data: bytes) -> dict[str, Any]:
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise ProviderStreamError("Invalid JSON in provider stream", body=_text(data)) from None
+        shown = data.decode(errors="replace")
+        raise ProviderStreamError("Invalid JSON in provider stream", body=shown) from None
     if not isinstance(event, dict):
-        raise ProviderStreamError("Invalid event in provider stream", body=_text(data))
-    kind = name or str(event.get("type") or "")
+        raise ProviderStreamError("Invalid event in provider stream", body=data.decode(errors="replace"))
+    kind = str(event.get("type") or "")
     if kind == "error":
         error = event.get("error")
         message = error.get("message") if isinstance(error, dict) else error
         raise ProviderStreamError(str(message or "Provider stream error"), body=event)
     event["type"] = kind
     return event
-
-
-def _text(data: str | bytes) -> str:
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
 
 @dataclass(slots=True)

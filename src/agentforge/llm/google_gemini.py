@@ -255,7 +255,8 @@ class GeminiDecoder:
             name = str(call.get("name") or "")
             events.append(ToolInputStart(id=call_id, tool_name=name))
             arguments = orjson.dumps(call.get("args") or {}).decode()
-            events.append(ToolCall(call_id=call_id, tool_name=name, input_text=arguments))
+            metadata = _signature_metadata(part)
+            events.append(ToolCall(call_id=call_id, tool_name=name, input_text=arguments, metadata=metadata))
             self._called = True
         elif not text or not isinstance(text, str):
             return  # empty text (a lone thought signature), and part kinds we do not store
@@ -291,6 +292,16 @@ class GeminiDecoder:
         return f"{kind}-{self._blocks}"
 
 
+def _signature_metadata(part: dict[str, Any]) -> dict[str, Any] | None:
+    """Gemini 3 signs its function calls (`thoughtSignature`, an opaque string beside `functionCall`, on
+    the first call of a step) and rejects the next request with a 400 unless it comes back verbatim on
+    the same part; we keep it on the call."""
+    signature = part.get("thoughtSignature")
+    if not isinstance(signature, str) or not signature:
+        return None
+    return {"google": {"thoughtSignature": signature}}
+
+
 def _usage(raw: dict[str, Any]) -> Usage:
     # Gemini counts thoughts apart from the candidates; ours counts reasoning inside the output.
     thoughts = _int(raw.get("thoughtsTokenCount"))
@@ -311,7 +322,7 @@ def _int(value: object) -> int:
 def contents(request: ModelRequest) -> list[dict[str, Any]]:
     """The conversation as Gemini contents (wire form): `user` and `model` turns; tool results are `user`
     turns of `functionResponse` parts. Mid-conversation system messages become user text (Gemini has one
-    system instruction); reasoning is not sent back."""
+    system instruction); reasoning is not sent back, but a function call's thought signature is."""
     result: list[dict[str, Any]] = []
     for message in request.messages:
         match message:
@@ -331,8 +342,19 @@ def contents(request: ModelRequest) -> list[dict[str, Any]]:
 
 def _assistant_part(part: TextContent | ToolCallContent) -> dict[str, Any]:
     if isinstance(part, ToolCallContent):
-        return {"functionCall": {"id": part.call_id, "name": part.tool_name, "args": part.input}}
+        call = {"id": part.call_id, "name": part.tool_name, "args": part.input}
+        wire: dict[str, Any] = {"functionCall": call}
+        signature = _thought_signature(part)
+        if signature is not None:
+            wire["thoughtSignature"] = signature
+        return wire
     return {"text": part.text}
+
+
+def _thought_signature(part: ToolCallContent) -> str | None:
+    google = (part.metadata or {}).get("google")
+    signature = google.get("thoughtSignature") if isinstance(google, dict) else None
+    return signature if isinstance(signature, str) and signature else None
 
 
 def _part(part: TextContent | FileContent) -> dict[str, Any]:

@@ -34,6 +34,8 @@ class ToolCallContent:
     call_id: str
     tool_name: str
     input: dict[str, Any]
+    # Provider metadata the call came with, keyed by provider (Gemini's `thoughtSignature`), to send back.
+    metadata: dict[str, Any] | None = None
     type: Literal["tool-call"] = "tool-call"
 
 

@@ -1,8 +1,9 @@
 """The OpenAI Chat Completions adapter: our `ModelRequest` in, our stream events out.
 
-The official SDK does transport, auth and error types; the streamed body is read as raw SSE lines and
-each `data:` payload decoded with orjson, because the SDK's parsed stream costs ~8x more per chunk and
-per-chunk cost decides how many live sessions one replica carries (ARCHITECTURE, "Dependencies").
+The official SDK does transport, auth and error types; the streamed body is read as raw bytes, split into
+SSE `data:` payloads (llm/sse.py) and each decoded with orjson, because the SDK's parsed stream costs ~8x
+more per chunk and per-chunk cost decides how many live sessions one replica carries (ARCHITECTURE,
+"Dependencies").
 The same wire protocol serves OpenAI, Anthropic's compatible endpoint, Ollama, vLLM, OpenRouter, etc.
 """
 
@@ -59,6 +60,7 @@ from agentforge.llm.messages import (
 )
 from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
 
 # Keyless endpoints (Ollama, vLLM...) still get a bearer value: the SDK refuses to send none.
@@ -123,9 +125,9 @@ async def stream(
         yield StreamStart()
         yield StepStart()
         decoder = ChunkDecoder()
-        events = _sse_data(idle_timeout(response.iter_lines(), model.chunk_timeout))
+        events = sse_data(idle_timeout(response.iter_bytes(), model.chunk_timeout))
         async for data in events:
-            if data == "[DONE]":
+            if data == b"[DONE]":
                 break
             for event in decoder.feed(_decode_chunk(data)):
                 yield event
@@ -134,7 +136,7 @@ async def stream(
             yield event
 
 
-async def _drain(events: AsyncIterator[str]) -> None:
+async def _drain(events: AsyncIterator[bytes]) -> None:
     """Read the body to its end so the connection goes back to the pool instead of being closed."""
     with contextlib.suppress(TimeoutError, httpx2.HTTPError):
         async with asyncio.timeout(DRAIN_TIMEOUT):
@@ -160,27 +162,14 @@ def request_options(model: ResolvedModel, request: ModelRequest) -> dict[str, An
     return deep_merge(deep_merge(body, model.options), request.options)
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The `data` of each server-sent event (multi-line data joined with newlines, per the SSE spec)."""
-    pending: list[str] = []
-    async for line in lines:
-        if not line:
-            if pending:
-                yield "\n".join(pending)
-                pending.clear()
-        elif line.startswith("data:"):
-            pending.append(line[6:] if line.startswith("data: ") else line[5:])
-    if pending:
-        yield "\n".join(pending)
-
-
-def _decode_chunk(data: str) -> dict[str, Any]:
+def _decode_chunk(data: bytes) -> dict[str, Any]:
     try:
         chunk = orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise ProviderStreamError("Invalid JSON in provider stream", body=data) from None
+        shown = data.decode(errors="replace")
+        raise ProviderStreamError("Invalid JSON in provider stream", body=shown) from None
     if not isinstance(chunk, dict):
-        raise ProviderStreamError("Invalid chunk in provider stream", body=data)
+        raise ProviderStreamError("Invalid chunk in provider stream", body=data.decode(errors="replace"))
     error = chunk.get("error")
     if error:
         message = error.get("message") if isinstance(error, dict) else str(error)

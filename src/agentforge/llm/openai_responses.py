@@ -1,7 +1,8 @@
 """The OpenAI Responses API adapter: our `ModelRequest` as input items in, our stream events out.
 
-As in `openai_chat`, the SDK does transport, auth and errors while the body is read as raw SSE lines
-and each payload decoded with orjson. Responses streams typed events (`response.output_text.delta`,
+As in `openai_chat`, the SDK does transport, auth and errors while the body is read as raw bytes, split
+into SSE `data:` payloads (llm/sse.py) and each decoded with orjson; the event name is also in the JSON
+(`type`), so `event:` lines are not read. Responses streams typed events (`response.output_text.delta`,
 `response.function_call_arguments.delta`, ...) keyed by output item, and ends after
 `response.completed` (no `[DONE]`).
 """
@@ -45,8 +46,9 @@ from agentforge.llm.messages import (
     ToolResultContent,
     UserModelMessage,
 )
-from agentforge.llm.openai_chat import TOOL_RESULT_ATTACHMENTS_TEXT, _drain, _sse_data, client_for
+from agentforge.llm.openai_chat import TOOL_RESULT_ATTACHMENTS_TEXT, _drain, client_for
 from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
 
 _INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content-filter"}
@@ -69,7 +71,7 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
         yield StreamStart()
         yield StepStart()
         decoder = ResponsesDecoder()
-        events = _sse_data(idle_timeout(response.iter_lines(), model.chunk_timeout))
+        events = sse_data(idle_timeout(response.iter_bytes(), model.chunk_timeout))
         async for data in events:
             for event in decoder.feed(_decode_event(data)):
                 yield event
@@ -105,13 +107,14 @@ def request_options(model: ResolvedModel, request: ModelRequest) -> dict[str, An
     return deep_merge(deep_merge(body, model.options), request.options)
 
 
-def _decode_event(data: str) -> dict[str, Any]:
+def _decode_event(data: bytes) -> dict[str, Any]:
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise ProviderStreamError("Invalid JSON in provider stream", body=data) from None
+        shown = data.decode(errors="replace")
+        raise ProviderStreamError("Invalid JSON in provider stream", body=shown) from None
     if not isinstance(event, dict):
-        raise ProviderStreamError("Invalid event in provider stream", body=data)
+        raise ProviderStreamError("Invalid event in provider stream", body=data.decode(errors="replace"))
     kind = event.get("type")
     if kind == "error":
         error = {key: event.get(key) for key in ("message", "type", "code", "param")}

@@ -1,6 +1,6 @@
 """Cut a provider stream that stops sending: a per-item idle timeout around an async iterator.
 
-Adapters wrap the raw line iterator of the response body, so keep-alive comments count as life too and
+Adapters wrap the raw byte iterator of the response body, so keep-alive comments count as life too and
 every adapter gets the same behaviour. A stall surfaces as `StreamStalledError`, which `to_named_error`
 maps to a retryable APIError.
 """

@@ -173,8 +173,8 @@ def with_queued_reminders(messages: list[WithParts], after_id: str) -> list[With
 def to_model_messages(
     messages: list[WithParts], *, strip_media: bool = False, model: tuple[str, str] | None = None
 ) -> list[ModelMessage]:
-    """`model` is (providerID, modelID) of the coming call: provider metadata on reasoning (such as
-    signatures) is only sent back to the model that produced it."""
+    """`model` is (providerID, modelID) of the coming call: provider metadata on reasoning and tool calls
+    (such as signatures) is only sent back to the model that produced it."""
     out: list[ModelMessage] = []
     for item in messages:
         if not item.parts:
@@ -235,7 +235,8 @@ def _assistant_messages(
             metadata = part.metadata if same_model else None
             content.append(ReasoningContent(text=part.text, metadata=metadata))
         elif isinstance(part, ToolPart):
-            content.append(ToolCallContent(call_id=part.call_id, tool_name=part.tool, input=part.state.input))
+            metadata = part.metadata if same_model else None
+            content.append(ToolCallContent(part.call_id, part.tool, part.state.input, metadata=metadata))
             result, attachments = _tool_result(part, strip_media)
             results.append(result)
             media.extend(attachments)
