@@ -1,0 +1,127 @@
+"""The config file's schema: `Config` and its sections (auth and tenancy have modules of their own)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentforge.config.auth import AuthConfig
+from agentforge.config.tenancy import TenancyConfig
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4096
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Section(BaseModel):
+    # Keys we do not know yet are kept: later features read them.
+    model_config = ConfigDict(extra="allow", populate_by_name=True, serialize_by_alias=True)
+
+
+class ModelLimit(_Section):
+    context: int | None = Field(default=None, ge=0)
+    output: int | None = Field(default=None, ge=0)
+    input: int | None = Field(default=None, ge=0)
+
+
+class ModelCostTier(_Section):
+    """USD per 1M tokens for requests whose prompt exceeds 200K tokens; unset fields keep the base price."""
+
+    input: float | None = Field(default=None, ge=0)
+    output: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+
+class ModelCost(ModelCostTier):
+    """USD per 1M tokens; `context_over_200k` overrides (field by field) the long-prompt tier."""
+
+    context_over_200k: ModelCostTier | None = None
+
+
+class ModelConfig(_Section):
+    id: str | None = None  # the id sent to the provider, when it differs from the key
+    name: str | None = None
+    limit: ModelLimit | None = None
+    cost: ModelCost | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    # Named option sets a prompt or an agent selects with `variant` (e.g. {"high": {"reasoning_effort":
+    # "high"}}), merged over `options` (KERNEL 5.6).
+    variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ProviderOptions(_Section):
+    base_url: str | None = Field(default=None, alias="baseURL")
+    api_key: str | None = Field(default=None, alias="apiKey")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0)  # seconds
+    # Seconds without a streamed chunk before the attempt fails as stalled (retryable); default 120.
+    chunk_timeout: float | None = Field(default=None, gt=0, alias="chunkTimeout")
+
+
+class ProviderConfig(_Section):
+    api: str = "openai"
+    name: str | None = None
+    options: ProviderOptions = Field(default_factory=ProviderOptions)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+
+
+class ToolOutputConfig(_Section):
+    max_lines: int = Field(default=2000, gt=0)
+    max_bytes: int = Field(default=51200, gt=0)
+
+
+class RetryConfig(_Section):
+    max_attempts: int = Field(default=5, ge=1)
+
+
+class ServerConfig(_Section):
+    host: str = DEFAULT_HOST
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+
+
+class ToolsConfig(_Section):
+    # Whether the default tenant's tool processes inherit the server's environment (local mode: the
+    # user's own machine). Other tenants never do. Server-wide.
+    inherit_env: bool = True
+
+
+def _check_env_names(value: dict[str, str]) -> dict[str, str]:
+    bad = sorted(name for name in value if not _ENV_NAME.match(name))
+    if bad:
+        raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
+    return value
+
+
+class DatabaseConfig(_Section):
+    """Where the store lives. `url`: what the server connects as (default: SQLite in the data dir).
+    `owner_url` (Postgres): the role that owns the tables and runs the migrations, so the server
+    itself can run as a role bound by row-level security (see store/privileges.py)."""
+
+    url: str | None = None
+    owner_url: str | None = None
+
+
+class Config(_Section):
+    """The merged config file. Unknown top-level keys (permission, agent, mcp, ...) are kept."""
+
+    model: str | None = None
+    small_model: str | None = None
+    default_agent: str | None = None
+    provider: dict[str, ProviderConfig] = Field(default_factory=dict)
+    tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    tenancy: TenancyConfig = Field(default_factory=TenancyConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    shell_env: dict[str, str] = Field(default_factory=dict)  # added to tool processes' environment
+
+    @field_validator("shell_env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env_names(value)
