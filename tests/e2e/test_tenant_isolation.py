@@ -552,3 +552,95 @@ async def test_another_tenants_events_never_reach_a_subscriber_live_or_resumed(
         assert [e["type"] for e in for_a_session.events()] == ["server.connected"]
         assert [e["type"] for e in resumed.events()] == ["server.connected"]
         assert b_session.encode() in everything.body
+
+
+async def _a_writes_its_file(forge: Forge) -> Path:
+    sid = (await forge.a.client.post("/session", json={"title": A_TITLE})).json()["id"]
+    forge.live.fake.enqueue(call("write", {"filePath": A_FILE, "content": A_SECRET}), reply("written"))
+    answered = await forge.a.client.post(f"/session/{sid}/message", json=text_body("write the plan"))
+    assert answered.status_code == 200, answered.text
+    file = forge.live.settings.data_dir / "tenants" / TENANT_A / "workspace" / A_FILE
+    assert file.read_text() == A_SECRET
+    return file
+
+
+async def _b_tool_part(forge: Forge, sid: str) -> dict[str, Any]:
+    history = (await forge.b.client.get(f"/session/{sid}/message")).json()
+    part: dict[str, Any] = next(p for item in history for p in item["parts"] if p["type"] == "tool")
+    return part
+
+
+def _tool_parts(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [part for item in history for part in item["parts"] if part["type"] == "tool"]
+
+
+async def test_a_tenants_tools_never_reach_another_tenants_files_whatever_is_approved(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    async with two_tenants(tmp_path, fake_openai, database_url) as forge:
+        file = await _a_writes_its_file(forge)
+        sid = (await forge.b.client.post("/session")).json()["id"]
+        # B approves every outside path for good: still no rule or person may open A's roots, the
+        # server's data, or a directory holding them (a grep there would walk into A's workspace).
+        approve_outside = [{"permission": "external_directory", "pattern": "*", "action": "allow"}]
+        patched = await forge.b.client.patch(f"/session/{sid}", json={"permission": approve_outside})
+        assert patched.status_code == 200, patched.text
+        forge.live.fake.enqueue(
+            call("read", {"filePath": str(file)}),
+            call("write", {"filePath": str(file), "content": "globex was here\n"}),
+            call("grep", {"pattern": "launch codes", "path": str(tmp_path)}),
+            call("read", {"filePath": str(forge.live.settings.data_dir / "agentforge.db")}),
+            reply("nothing for me there"),
+        )
+        answered = await forge.b.client.post(f"/session/{sid}/message", json=text_body("take A's plan"))
+        assert answered.status_code == 200, answered.text
+
+        history = (await forge.b.client.get(f"/session/{sid}/message")).json()
+        read, write, grep, database = _tool_parts(history)
+        for part, where in [(read, file), (write, file), (database, forge.live.settings.data_dir)]:
+            assert part["state"]["status"] == "error", part
+            assert part["state"]["error"].startswith(f"Refusing to access {where}"), part
+            assert "belongs to the server or to another tenant" in part["state"]["error"]
+        assert grep["state"]["status"] == "error"
+        assert grep["state"]["error"] == (
+            f"Refusing to access {tmp_path}: it contains the server's or other tenants' files."
+        )
+        assert A_SECRET.strip().encode() not in (await forge.b.client.get(f"/session/{sid}/message")).content
+        assert file.read_text() == A_SECRET
+        assert (await forge.b.client.get("/permission")).json() == []
+        assert len(forge.live.fake.requests) == 2 + 5  # A's turn, then B's: refusals do not end a turn
+
+
+async def test_an_outside_path_asks_only_its_own_tenant(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    async with two_tenants(tmp_path, fake_openai, database_url) as forge:
+        elsewhere = tmp_path / "shared-docs"
+        elsewhere.mkdir()
+        (elsewhere / "readme.txt").write_text("public notes\n")
+        sid = (await forge.b.client.post("/session")).json()["id"]
+        b_events = EventCollector()
+        await b_events.start(forge.live.client, "/event", **forge.b.headers)
+        forge.live.fake.enqueue(call("read", {"filePath": str(elsewhere / "readme.txt")}), reply("read it"))
+        turn = asyncio.create_task(forge.b.client.post(f"/session/{sid}/message", json=text_body("read")))
+        asked = await b_events.wait_for(lambda f: f.type == "permission.asked")
+        request_id = asked.properties["id"]
+        assert asked.properties["permission"] == "external_directory"
+        assert asked.properties["patterns"] == [f"{elsewhere}/*"]  # pytest's tmp_path is already resolved
+        assert [p["id"] for p in (await forge.b.client.get("/permission")).json()] == [request_id]
+        # A neither sees nor answers B's request: to A it is an id like any unknown one.
+        assert (await forge.a.client.get("/permission")).json() == []
+        foreign = await forge.a.client.post(f"/permission/{request_id}/reply", json={"reply": "once"})
+        unknown_id = made_up_id("permission")
+        missing = await forge.a.client.post(f"/permission/{unknown_id}/reply", json={"reply": "once"})
+        assert foreign.status_code == 404
+        assert foreign.content.replace(request_id.encode(), unknown_id.encode()) == missing.content
+
+        replied = await forge.b.client.post(f"/permission/{request_id}/reply", json={"reply": "once"})
+        assert replied.status_code == 200, replied.text
+        assert (await turn).status_code == 200
+        await b_events.stop()
+        history = (await forge.b.client.get(f"/session/{sid}/message")).json()
+        [read] = _tool_parts(history)
+        assert read["state"]["status"] == "completed"
+        assert "public notes" in read["state"]["output"]
