@@ -433,6 +433,7 @@ async def test_another_tenants_ids_answer_like_ids_that_do_not_exist_and_change_
             assert foreign.headers["content-type"] == missing.headers["content-type"], where
             checked += 1
         assert checked >= 28  # 21 id operations today, 5 again under B's session, 2 under its message
+        await _ids_in_bodies_answer_like_unknown_ids(forge, state, b_ids)
 
         assert await snapshot_of_a(forge, state) == before
         assert (await forge.a.client.get("/permission")).json()[0]["id"] == state.permission
@@ -440,6 +441,21 @@ async def test_another_tenants_ids_answer_like_ids_that_do_not_exist_and_change_
         await finish_streams(forge, [b_everything])
         _assert_nothing_of_a(b_everything, state)
         assert b_ids["session"].encode() in b_everything.body  # the stream did deliver B's own events
+
+
+async def _ids_in_bodies_answer_like_unknown_ids(forge: Forge, state: AState, b_ids: dict[str, str]) -> None:
+    """Ids B names in a request body: a child of A's session, a fork of B's own at A's message."""
+    a_session, a_message = state.messages[0]
+    cases = [
+        ("/session", {"parentID": a_session}, {"parentID": made_up_id("session")}),
+        (f"/session/{b_ids['session']}/fork", {"messageID": a_message}, {"messageID": made_up_id("message")}),
+    ]
+    for path, foreign_body, unknown_body in cases:
+        foreign = await forge.b.client.post(path, json=foreign_body)
+        missing = await forge.b.client.post(path, json=unknown_body)
+        [(a_id, unknown_id)] = zip(foreign_body.values(), unknown_body.values(), strict=True)
+        assert foreign.status_code == 404, (path, foreign.text)
+        assert foreign.content.replace(a_id.encode(), unknown_id.encode()) == missing.content, path
 
 
 async def _a_finishes_its_turns(forge: Forge, state: AState) -> None:
@@ -503,6 +519,11 @@ async def test_listings_never_include_another_tenants_items(
         assert [s["title"] for s in sessions] == ["globex own"]
         assert (await forge.b.client.get("/permission")).json() == []
         assert (await forge.b.client.get("/question")).json() == []
+        assert (await forge.b.client.get("/session/status")).json() == {}  # A's two turns are busy
+        # B's audit chain is its own: numbered from 1 without gaps, so it counts none of A's work.
+        entries = (await forge.b.client.get("/audit")).json()["entries"]
+        assert {entry["tenant"] for entry in entries} == {TENANT_B}
+        assert [entry["seq"] for entry in entries] == list(range(1, len(entries) + 1))
         await state.events.stop()
 
 
