@@ -219,3 +219,8 @@ def test_the_default_tenant_is_fenced_from_the_other_tenants_workspaces_only(tmp
     acme = tenant_fence(server, "acme")
     assert (tmp_path / "spaces").resolve() in acme.closed
     assert (tmp_path / "spaces" / "acme" / "code").resolve() in acme.open
+
+
+def test_a_workspace_root_naming_the_tenant_inside_a_component_fences_its_parent(tmp_path: Path) -> None:
+    server = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "spaces" / "ws-{tenant}")})
+    assert (tmp_path / "spaces").resolve() in tenant_fence(server, "default").closed

@@ -81,9 +81,13 @@ def _workspaces_base(server: Settings) -> Path | None:
     configured = server.config.tenancy.workspace_root
     if configured is None:
         return None
+    root = Path(os.path.abspath(Path(configured).expanduser()))
     if TENANT_PLACEHOLDER in configured:
-        configured = configured.split(TENANT_PLACEHOLDER, 1)[0]
-    return Path(os.path.abspath(Path(configured).expanduser()))
+        # The parent of the first component naming the tenant (`/srv/ws-{tenant}/code` -> `/srv`).
+        parts = root.parts
+        first = next(i for i, part in enumerate(parts) if TENANT_PLACEHOLDER in part)
+        return Path(*parts[:first])
+    return root
 
 
 def tenant_fence(server: Settings, tenant_id: str) -> Fence:
