@@ -175,18 +175,22 @@ async def test_a_tenants_tools_cannot_reach_the_default_workspace_even_with_a_ru
     async with two_tenants(tmp_path, fake_openai, config, database_url) as tenants:
         secret = tenants.live.workspace / "secret.txt"
         secret.write_text("the default tenant's secret\n")
-        tenants.live.fake.enqueue(call("read", {"filePath": str(secret)}), reply("could not"))
+        tenants.live.fake.enqueue(
+            call("read", {"filePath": str(secret)}),
+            call("bash", {"command": f"cat {secret}", "description": "Peek"}),
+            reply("could not"),
+        )
         sid = await prompt_in_new_session(tenants.b, "read the other tenant's file")
 
-        (part,) = await tool_parts(tenants.b, sid)
-        assert part["state"]["status"] == "error"
-        assert part["state"]["error"] == (
-            f"Refusing to access {secret}: it belongs to the server or to another tenant."
-        )
+        for part in await tool_parts(tenants.b, sid):
+            assert part["state"]["status"] == "error", part
+            assert part["state"]["error"] == (
+                f"Refusing to access {secret}: it belongs to the server or to another tenant."
+            )
         # Refused outright: no request waits for anyone, in either tenant.
         assert (await tenants.b.get("/permission")).json() == []
         assert (await tenants.default.get("/permission")).json() == []
-        assert len(tenants.live.fake.requests) == 2  # a refusal by rule lets the model go on
+        assert len(tenants.live.fake.requests) == 3  # a refusal by rule lets the model go on
 
 
 async def test_a_tenants_tool_output_spills_into_its_own_data_directory(
