@@ -1,26 +1,25 @@
-"""Two tenants on one live server: each gets its own overlay (agent prompt, model, permission rule,
-MCP server, output limits), works in its own workspace and data directory, and cannot see the other's
-sessions, permission requests or files.
+"""Two tenants on one live server that requires auth, each with its API key: each gets its own
+overlay (agent prompt, model, permission rule, MCP server, output limits), works in its own
+workspace and data directory, and cannot reach the other's files. Both are driven over HTTP.
 
-The default tenant is driven over HTTP. Until identity lands HTTP cannot pick another tenant, so
-tenant B is driven in-process through `SessionService(rt, "tenant-b")` on the same live runtime and
-the same fake provider.
+The tenant `default` (the server's own workspace and data directory) and `tenant-b` (an overlay,
+roots under the data directory). What one tenant's ids, listings and events show another is in
+test_tenant_isolation.py.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+import httpx2
 
-from agentforge.model.message import WithParts
-from agentforge.model.part import ToolPart, ToolStateCompleted, ToolStateError
-from agentforge.permission.service import PermissionService
-from agentforge.session.inputs import PromptInput, SessionCreateInput
-from agentforge.session.service import InvalidInputError, NotFoundError, SessionService
+from agentforge.identity.apikeys import mint_api_key
+from agentforge.identity.model import MEMBER
 from agentforge.tools.truncation import output_dir
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, call, reply
@@ -30,14 +29,60 @@ ECHO_SERVER = Path(__file__).resolve().parents[1] / "tools" / "mcp_servers" / "e
 B_PROMPT = "You are tenant B's builder."
 
 
+@dataclass
+class Tenants:
+    live: LiveServer
+    default: httpx2.AsyncClient  # tenant `default`, authenticated with its key
+    b: httpx2.AsyncClient  # tenant-b
+
+    @property
+    def b_workspace(self) -> Path:
+        return self.live.settings.data_dir / "tenants" / TENANT / "workspace"
+
+
 def tenancy_config(fake: FakeOpenAI, **overlay: Any) -> dict[str, Any]:
     config = fake_provider_config(fake)
     config["tenancy"] = {"overlays": {TENANT: overlay}}
+    config["auth"] = {"required": True}
     return config
 
 
-def prompt(text: str) -> PromptInput:
-    return PromptInput.model_validate({"parts": [{"type": "text", "text": text}]})
+async def _client(live: LiveServer, tenant: str, stack: contextlib.AsyncExitStack) -> httpx2.AsyncClient:
+    minted = mint_api_key(tenant, "tenancy-test", frozenset({MEMBER}), "test")
+    await live.runtime.store.create_api_key(minted.stored)
+    headers = {"Authorization": f"Bearer {minted.token}"}
+    client = httpx2.AsyncClient(base_url=live.url, headers=headers, timeout=30)
+    return await stack.enter_async_context(client)
+
+
+@contextlib.asynccontextmanager
+async def two_tenants(
+    tmp_path: Path, fake: FakeOpenAI, config: dict[str, Any], database_url: str | None = None
+) -> AsyncIterator[Tenants]:
+    async with (
+        start_live_server(tmp_path, fake, config, database_url=database_url) as live,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        yield Tenants(live, await _client(live, "default", stack), await _client(live, TENANT, stack))
+
+
+def text_body(text: str) -> dict[str, Any]:
+    return {"parts": [{"type": "text", "text": text}]}
+
+
+async def prompt_in_new_session(client: httpx2.AsyncClient, text: str) -> str:
+    """A new session of the client's tenant, prompted once; its id."""
+    created = await client.post("/session")
+    assert created.status_code == 200, created.text
+    sid: str = created.json()["id"]
+    answered = await client.post(f"/session/{sid}/message", json=text_body(text))
+    assert answered.status_code == 200, answered.text
+    return sid
+
+
+async def tool_parts(client: httpx2.AsyncClient, sid: str) -> list[dict[str, Any]]:
+    history = (await client.get(f"/session/{sid}/message")).json()
+    return [part for item in history for part in item["parts"] if part["type"] == "tool"]
 
 
 def tool_names(request: dict[str, Any]) -> set[str]:
@@ -46,32 +91,6 @@ def tool_names(request: dict[str, Any]) -> set[str]:
 
 def system_text(request: dict[str, Any]) -> str:
     return "\n".join(str(m["content"]) for m in request["messages"] if m["role"] == "system")
-
-
-def tool_parts(result: WithParts) -> list[ToolPart]:
-    return [part for part in result.parts if isinstance(part, ToolPart)]
-
-
-async def tenant_b(live: LiveServer) -> SessionService:
-    return SessionService(live.runtime, TENANT)
-
-
-async def http_prompt(live: LiveServer, text: str) -> dict[str, Any]:
-    session = await live.create_session()
-    response = await live.prompt(session["id"], text)
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
-
-
-async def first_pending(permissions: PermissionService, tenant_id: str) -> Any:
-    """The tenant's first waiting permission request, once the tool has asked."""
-    for _ in range(1000):
-        pending = permissions.pending(tenant_id)
-        if pending:
-            return pending[0]
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no permission request of {tenant_id} came")
 
 
 async def test_each_tenant_runs_with_its_own_agent_prompt_model_and_rules(
@@ -84,15 +103,12 @@ async def test_each_tenant_runs_with_its_own_agent_prompt_model_and_rules(
         "permission": {"webfetch": "deny"},
     }
     config = tenancy_config(fake_openai, **overlay)
-    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
-        live.fake.enqueue(reply("default here"), reply("tenant B here"))
-        await http_prompt(live, "hello from default")
-        service = await tenant_b(live)
-        session = await service.create(SessionCreateInput())
-        answered = await service.prompt(session.id, prompt("hello from B"))
-        assert answered.info.role == "assistant"
+    async with two_tenants(tmp_path, fake_openai, config, database_url) as tenants:
+        tenants.live.fake.enqueue(reply("default here"), reply("tenant B here"))
+        await prompt_in_new_session(tenants.default, "hello from default")
+        await prompt_in_new_session(tenants.b, "hello from B")
 
-        default_request, b_request = live.fake.requests
+        default_request, b_request = tenants.live.fake.requests
         assert default_request["model"] == "test-model"
         assert B_PROMPT not in system_text(default_request)
         assert "webfetch" in tool_names(default_request)
@@ -100,12 +116,34 @@ async def test_each_tenant_runs_with_its_own_agent_prompt_model_and_rules(
         assert B_PROMPT in system_text(b_request)
         assert "webfetch" not in tool_names(b_request)
 
-        # Listings answer from the caller's tenant: B's agent is not the default tenant's.
-        agents = {agent["name"] for agent in (await live.client.get("/agent")).json()}
-        assert "auditor" not in agents
-        assert "auditor" in {agent.name for agent in (await service.scope()).agents.list()}
-        defaults = (await live.client.get("/config/providers")).json()["default"]
-        assert defaults == {"fake": "test-model"}
+        # Listings answer from the caller's tenant: B's agent and default model are B's alone.
+        assert "auditor" not in {agent["name"] for agent in (await tenants.default.get("/agent")).json()}
+        assert "auditor" in {agent["name"] for agent in (await tenants.b.get("/agent")).json()}
+        assert (await tenants.default.get("/config/providers")).json()["default"] == {"fake": "test-model"}
+        assert (await tenants.b.get("/config/providers")).json()["default"] == {"fake": "b-model"}
+
+
+async def test_a_broken_overlay_file_fails_only_its_tenant_until_it_is_fixed(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with two_tenants(tmp_path, fake_openai, tenancy_config(fake_openai)) as tenants:
+        overlay_file = tenants.live.settings.data_dir / "tenants" / TENANT / "agentforge.json"
+        overlay_file.parent.mkdir(parents=True)
+        overlay_file.write_text('{"model": ')
+
+        broken = await tenants.b.get("/agent")
+        assert broken.status_code == 500
+        assert broken.json()["name"] == "TenantConfigError"
+        assert broken.json()["data"]["message"].startswith(f"tenant '{TENANT}' cannot be served: ")
+        assert str(overlay_file) in broken.json()["data"]["message"]
+        assert (await tenants.b.post("/session")).status_code == 500
+        assert (await tenants.default.get("/agent")).status_code == 200
+
+        # A failed scope is not kept: the fixed file is read on the next request, no restart.
+        overlay_file.write_text('{"agent": {"auditor": {"description": "B\'s own", "mode": "primary"}}}')
+        fixed = await tenants.b.get("/agent")
+        assert fixed.status_code == 200, fixed.text
+        assert "auditor" in {agent["name"] for agent in fixed.json()}
 
 
 async def test_a_tenants_mcp_server_runs_in_its_workspace_and_only_its_sessions_see_it(
@@ -116,134 +154,83 @@ async def test_a_tenants_mcp_server_runs_in_its_workspace_and_only_its_sessions_
         mcp={"echo": {"type": "local", "command": [sys.executable, str(ECHO_SERVER)]}},
         permission={"echo_*": "allow"},
     )
-    async with start_live_server(tmp_path, fake_openai, config) as live:
-        live.fake.enqueue(reply("no MCP here"))
-        await http_prompt(live, "which tools?")
-        assert not {name for name in tool_names(live.fake.requests[0]) if name.startswith("echo_")}
-        assert (await live.runtime.scope("default")).mcp is None
+    async with two_tenants(tmp_path, fake_openai, config) as tenants:
+        tenants.live.fake.enqueue(reply("no MCP here"))
+        await prompt_in_new_session(tenants.default, "which tools?")
+        assert not {name for name in tool_names(tenants.live.fake.requests[0]) if name.startswith("echo_")}
+        assert (await tenants.live.runtime.scope("default")).mcp is None
 
-        service = await tenant_b(live)
-        session = await service.create(SessionCreateInput())
-        live.fake.enqueue(call("echo_whereami", {"variable": "HOME"}), reply("found it"))
-        await service.prompt(session.id, prompt("where does your server run?"))
-        assert "echo_whereami" in tool_names(live.fake.requests[1])
-        history, _ = await service.messages(session.id, limit=None, before=None)
-        (part,) = [p for item in history for p in item.parts if isinstance(p, ToolPart)]
-        assert isinstance(part.state, ToolStateCompleted)
-        root = (await service.scope()).settings.directory
-        assert part.state.output.startswith(str(root.resolve()))
-        assert root == tmp_path / "data" / "tenants" / TENANT / "workspace"
+        tenants.live.fake.enqueue(call("echo_whereami", {"variable": "HOME"}), reply("found it"))
+        sid = await prompt_in_new_session(tenants.b, "where does your server run?")
+        assert "echo_whereami" in tool_names(tenants.live.fake.requests[1])
+        (part,) = await tool_parts(tenants.b, sid)
+        assert part["state"]["status"] == "completed"
+        assert part["state"]["output"].startswith(str(tenants.b_workspace.resolve()))
 
 
-async def test_a_tenants_tools_cannot_read_another_tenants_workspace_without_permission(
+async def test_a_tenants_tools_cannot_reach_the_default_workspace_even_with_a_rule_allowing_it(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:
-    config = tenancy_config(fake_openai)
-    # Granted by the server config, or the path would be refused without any ask (test_confinement).
+    config = tenancy_config(fake_openai, permission={"external_directory": "allow"})
+    # Even a directory the server config grants past the workspace boundary (tools/confinement.py)
+    # stays fenced when it is another tenant's root.
     config["tenancy"]["external_directories"] = {TENANT: [str(tmp_path / "workspace")]}
-    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
-        secret = live.workspace / "secret.txt"
+    async with two_tenants(tmp_path, fake_openai, config, database_url) as tenants:
+        secret = tenants.live.workspace / "secret.txt"
         secret.write_text("the default tenant's secret\n")
-        service = await tenant_b(live)
-        session = await service.create(SessionCreateInput())
-        live.fake.enqueue(call("read", {"filePath": str(secret)}))
-        turn = asyncio.create_task(service.prompt(session.id, prompt("read the other tenant's file")))
+        tenants.live.fake.enqueue(
+            call("read", {"filePath": str(secret)}),
+            call("bash", {"command": f"cat {secret}", "description": "Peek"}),
+            reply("could not"),
+        )
+        sid = await prompt_in_new_session(tenants.b, "read the other tenant's file")
 
-        request = await first_pending(live.runtime.permissions, TENANT)
-        assert request.permission == "external_directory"
-        assert any(str(live.workspace.resolve()) in pattern for pattern in request.patterns)
-        # The default tenant neither sees nor can answer B's request: unknown to it, like any id.
-        assert (await live.client.get("/permission")).json() == []
-        foreign = await live.client.post(f"/permission/{request.id}/reply", json={"reply": "once"})
-        unknown = await live.client.post("/permission/per_unknown/reply", json={"reply": "once"})
-        assert foreign.status_code == unknown.status_code == 404
-        assert foreign.json()["name"] == unknown.json()["name"] == "NotFoundError"
-        assert foreign.json()["data"]["message"] == f"Permission request not found: {request.id}"
-
-        await live.runtime.permissions.reply(TENANT, request.id, "reject")
-        await turn  # a rejection ends the turn: the model is not called again
-        history, _ = await service.messages(session.id, limit=None, before=None)
-        (part,) = [p for item in history for p in item.parts if isinstance(p, ToolPart)]
-        assert isinstance(part.state, ToolStateError)
-        assert "rejected" in part.state.error
-        assert len(live.fake.requests) == 1
+        for part in await tool_parts(tenants.b, sid):
+            assert part["state"]["status"] == "error", part
+            assert part["state"]["error"] == (
+                f"Refusing to access {secret}: it belongs to the server or to another tenant."
+            )
+        # Refused outright: no request waits for anyone, in either tenant.
+        assert (await tenants.b.get("/permission")).json() == []
+        assert (await tenants.default.get("/permission")).json() == []
+        assert len(tenants.live.fake.requests) == 3  # a refusal by rule lets the model go on
 
 
 async def test_a_tenants_tool_output_spills_into_its_own_data_directory(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    async with start_live_server(tmp_path, fake_openai, tenancy_config(fake_openai)) as live:
-        service = await tenant_b(live)
-        session = await service.create(SessionCreateInput())
+    async with two_tenants(tmp_path, fake_openai, tenancy_config(fake_openai)) as tenants:
         # More lines than a tool may hand the model (2000): the full output is saved to a file.
-        live.fake.enqueue(call("bash", {"command": "seq 1 3000", "description": "Count"}), reply("counted"))
-        await service.prompt(session.id, prompt("count to three thousand"))
+        tenants.live.fake.enqueue(
+            call("bash", {"command": "seq 1 3000", "description": "Count"}), reply("counted")
+        )
+        sid = await prompt_in_new_session(tenants.b, "count to three thousand")
 
-        history, _ = await service.messages(session.id, limit=None, before=None)
-        (part,) = [p for item in history for p in item.parts if isinstance(p, ToolPart)]
-        assert isinstance(part.state, ToolStateCompleted)
+        (part,) = await tool_parts(tenants.b, sid)
+        assert part["state"]["status"] == "completed"
         spilled = list(output_dir(tmp_path / "data" / "tenants" / TENANT).iterdir())
         assert len(spilled) == 1
         assert spilled[0].read_text().split() == [str(n) for n in range(1, 3001)]
-        assert str(spilled[0]) in part.state.output
+        assert str(spilled[0]) in part["state"]["output"]
         assert not output_dir(tmp_path / "data").exists()  # the default tenant's spill directory
 
 
 async def test_a_tenants_sessions_must_lie_in_its_own_workspace(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:
-    async with start_live_server(
-        tmp_path, fake_openai, tenancy_config(fake_openai), database_url=database_url
-    ) as live:
-        service = await tenant_b(live)
-        root = (await service.scope()).settings.directory
-        assert Path((await service.create(SessionCreateInput())).directory) == root
+    async with two_tenants(tmp_path, fake_openai, tenancy_config(fake_openai), database_url) as tenants:
+        root = tenants.b_workspace
+        first = (await tenants.b.post("/session")).json()
+        assert Path(first["directory"]) == root
         (root / "project").mkdir()
-        inside = await service.create(SessionCreateInput(directory=str(root / "project")))
-        assert inside.directory == str(root / "project")
+        inside = (await tenants.b.post("/session", json={"directory": str(root / "project")})).json()
+        assert inside["directory"] == str(root / "project")
 
-        with pytest.raises(InvalidInputError, match="outside the server's workspace for this tenant"):
-            await service.create(SessionCreateInput(directory=str(live.workspace)))
-        stored = await live.runtime.store.list_sessions(TENANT)
-        assert sorted(s.directory for s in stored) == sorted([str(root), str(root / "project")])
-
-        # Over HTTP the default tenant cannot open a session in B's workspace either.
-        response = await live.client.post("/session", json={"directory": str(root)})
-        assert response.status_code == 400
-        assert "outside the server's workspace for this tenant" in response.json()["data"]["message"]
-        assert (await live.client.get("/session")).json() == []
-
-
-async def test_ids_from_another_tenant_answer_404_exactly_like_unknown_ids(
-    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
-) -> None:
-    async with start_live_server(
-        tmp_path, fake_openai, tenancy_config(fake_openai), database_url=database_url
-    ) as live:
-        mine = await live.create_session()
-        service = await tenant_b(live)
-        theirs = (await service.create(SessionCreateInput())).id
-        unknown = "ses_0000000000000000000000000a"
-
-        for method, suffix, body in [
-            ("GET", "", None),
-            ("GET", "/message", None),
-            ("PATCH", "", {"title": "taken over"}),
-            ("DELETE", "", None),
-            ("POST", "/message", {"parts": [{"type": "text", "text": "hi"}]}),
-        ]:
-            foreign = await live.client.request(method, f"/session/{theirs}{suffix}", json=body)
-            missing = await live.client.request(method, f"/session/{unknown}{suffix}", json=body)
-            assert foreign.status_code == missing.status_code == 404, (method, suffix)
-            assert foreign.json() == {
-                **missing.json(),
-                "data": {"message": missing.json()["data"]["message"].replace(unknown, theirs)},
-            }
-        assert [s["id"] for s in (await live.client.get("/session")).json()] == [mine["id"]]
-
-        with pytest.raises(NotFoundError) as from_b:
-            await service.get(mine["id"])
-        with pytest.raises(NotFoundError) as missing_for_b:
-            await service.get(unknown)
-        assert str(from_b.value) == str(missing_for_b.value).replace(unknown, mine["id"])
-        assert (await service.get(theirs)).title.startswith("New session")  # untouched by the PATCH
+        for client, elsewhere in [(tenants.b, tenants.live.workspace), (tenants.default, root)]:
+            refused = await client.post("/session", json={"directory": str(elsewhere)})
+            assert refused.status_code == 400
+            message = refused.json()["data"]["message"]
+            assert "outside the server's workspace for this tenant" in message
+        listed = (await tenants.b.get("/session")).json()
+        assert sorted(s["directory"] for s in listed) == sorted([str(root), str(root / "project")])
+        assert (await tenants.default.get("/session")).json() == []

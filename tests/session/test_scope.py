@@ -13,7 +13,14 @@ import pytest
 from agentforge.config import ConfigError, Settings, load_settings
 from agentforge.identity.model import InvalidTenantId
 from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TMP_DIR, TenantScopeError, open_scope, overlay_path, tenant_roots
+from agentforge.session.scope import (
+    TMP_DIR,
+    TenantScopeError,
+    open_scope,
+    overlay_path,
+    tenant_fence,
+    tenant_roots,
+)
 from agentforge.tools.registry import ToolRegistry
 from agentforge.tools.truncation import output_dir
 
@@ -247,3 +254,35 @@ async def test_a_scope_requested_after_close_is_refused(tmp_path: Path) -> None:
     await rt.close()
     with pytest.raises(TenantScopeError, match="shutting down"):
         await rt.scope("acme")
+
+
+# --- fence ---------------------------------------------------------------------------------------
+
+
+def test_a_tenant_is_fenced_from_the_server_data_and_the_default_workspace_but_not_its_own_roots(
+    tmp_path: Path,
+) -> None:
+    server = settings(tmp_path)
+    fence = tenant_fence(server, "acme")
+    own = tenant_roots(server, "acme")
+    assert fence.closed == (
+        server.data_dir.resolve(),
+        server.directory.resolve(),
+        (server.data_dir / "tenants").resolve(),
+    )
+    assert fence.open == (own.workspace.resolve(), own.data_dir.resolve())
+
+
+def test_the_default_tenant_is_fenced_from_the_other_tenants_workspaces_only(tmp_path: Path) -> None:
+    server = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "spaces" / "{tenant}" / "code")})
+    fence = tenant_fence(server, "default")
+    assert fence.closed == ((server.data_dir / "tenants").resolve(), (tmp_path / "spaces").resolve())
+    assert fence.open == ()
+    acme = tenant_fence(server, "acme")
+    assert (tmp_path / "spaces").resolve() in acme.closed
+    assert (tmp_path / "spaces" / "acme" / "code").resolve() in acme.open
+
+
+def test_a_workspace_root_naming_the_tenant_inside_a_component_fences_its_parent(tmp_path: Path) -> None:
+    server = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "spaces" / "ws-{tenant}")})
+    assert (tmp_path / "spaces").resolve() in tenant_fence(server, "default").closed

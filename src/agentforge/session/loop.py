@@ -243,7 +243,9 @@ class TurnLoop:
         """This turn's rules, most trusted first: the agent's (defaults, then config), the
         session's, then the prompt's `tools` map. Each layer may only narrow the ones before."""
         ruleset = merge(agent.permission, self.session.permission or [], from_tools_map(user.tools))
-        return TurnPermissions(self.rt.permissions, self.tenant_id, self.session.id, ruleset)
+        return TurnPermissions(
+            self.rt.permissions, self.tenant_id, self.session.id, ruleset, fence=self.scope.fence
+        )
 
     def _request(
         self,

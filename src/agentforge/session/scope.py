@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from agentforge.agents.registry import PLANS_DIR, AgentRegistry, load_agents
 from agentforge.config import (
     CONFIG_FILENAME,
+    TENANT_PLACEHOLDER,
     Config,
     ConfigError,
     Settings,
@@ -36,6 +38,7 @@ from agentforge.config import (
 from agentforge.identity.model import InvalidTenantId, validate_tenant_id
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.model.events import DEFAULT_TENANT
+from agentforge.permission.fence import Fence
 from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry, ToolSource
@@ -78,6 +81,36 @@ def tenant_roots(server: Settings, tenant_id: str) -> TenantRoots:
         return TenantRoots(workspace=server.directory, data_dir=server.data_dir)
     workspace = server.config.tenancy.workspace_for(tenant_id, server.data_dir)
     return TenantRoots(workspace=workspace, data_dir=tenant_data_dir(server, tenant_id))
+
+
+def _workspaces_base(server: Settings) -> Path | None:
+    """The directory under which every tenant's configured workspace lies (None: in the data dir)."""
+    configured = server.config.tenancy.workspace_root
+    if configured is None:
+        return None
+    root = Path(os.path.abspath(Path(configured).expanduser()))
+    if TENANT_PLACEHOLDER in configured:
+        # The parent of the first component naming the tenant (`/srv/ws-{tenant}/code` -> `/srv`).
+        parts = root.parts
+        first = next(i for i, part in enumerate(parts) if TENANT_PLACEHOLDER in part)
+        return Path(*parts[:first])
+    return root
+
+
+def tenant_fence(server: Settings, tenant_id: str) -> Fence:
+    """What the tenant's tools never reach, whatever is approved: the other tenants' roots and,
+    for a tenant other than `default`, the server's own data and the default tenant's workspace.
+    The tenant's own roots are carved back out (they may lie in the fenced ones)."""
+    base = _workspaces_base(server)
+    shared = (server.data_dir / TENANTS_DIR, *([base] if base is not None else []))
+    if tenant_id == DEFAULT_TENANT:
+        return Fence(closed=tuple(p.resolve() for p in shared))
+    roots = tenant_roots(server, tenant_id)
+    closed = (server.data_dir, server.directory, *shared)
+    return Fence(
+        closed=tuple(p.resolve() for p in closed),
+        open=(roots.workspace.resolve(), roots.data_dir.resolve()),
+    )
 
 
 def _overlapping(a: Path, b: Path) -> bool:
@@ -167,6 +200,7 @@ class TenantScope:
     agents: AgentRegistry
     tools: ToolRegistry  # built-ins, plugin tools, then the tenant's MCP tools
     confinement: Confinement
+    fence: Fence  # paths outside the workspace that no permission opens to this tenant
     mcp: McpManager | None = None
 
     @property
@@ -200,16 +234,17 @@ class TenantScope:
             await self.mcp.close()
 
 
-def _prepare(server: Settings, tenant_id: str) -> tuple[Settings, AgentRegistry, Confinement]:
+def _prepare(server: Settings, tenant_id: str) -> tuple[Settings, AgentRegistry, Confinement, Fence]:
     settings = tenant_settings(server, tenant_id)
-    return settings, load_agents(settings), tenant_confinement(server, tenant_id, settings)
+    confinement = tenant_confinement(server, tenant_id, settings)
+    return settings, load_agents(settings), confinement, tenant_fence(server, tenant_id)
 
 
 async def open_scope(server: Settings, tenant_id: str, tools: ToolSource) -> TenantScope:
     """Build the tenant's scope and start its MCP servers. Raises ConfigError (or InvalidTenantId)
     when the tenant's config or roots are unusable."""
     # Creating roots, reading the overlay and agent files: off the event loop.
-    settings, agents, confinement = await asyncio.to_thread(_prepare, server, tenant_id)
+    settings, agents, confinement, fence = await asyncio.to_thread(_prepare, server, tenant_id)
     scope = TenantScope(
         tenant_id=tenant_id,
         settings=settings,
@@ -217,6 +252,7 @@ async def open_scope(server: Settings, tenant_id: str, tools: ToolSource) -> Ten
         agents=agents,
         tools=ToolRegistry.from_plugins(tools),
         confinement=confinement,
+        fence=fence,
     )
     try:
         await scope._start_mcp()

@@ -228,7 +228,9 @@ class _SubtaskRun:
 
     def _context(self, agent: Agent) -> ToolContext:
         rules = merge(agent.permission, self.session.permission or [])
-        permissions = TurnPermissions(self.rt.permissions, self.tenant_id, self.session.id, rules)
+        permissions = TurnPermissions(
+            self.rt.permissions, self.tenant_id, self.session.id, rules, fence=self.scope.fence
+        )
         return ToolContext(
             session_id=self.session.id,
             message_id=self.message.id,
