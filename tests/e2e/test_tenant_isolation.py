@@ -672,3 +672,38 @@ async def test_an_outside_path_asks_only_its_own_tenant(
         [read] = _tool_parts(history)
         assert read["state"]["status"] == "completed"
         assert "public notes" in read["state"]["output"]
+
+
+async def test_a_message_id_taken_elsewhere_is_refused_the_same_whoever_holds_it(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    async def user_message_id(client: httpx2.AsyncClient, sid: str) -> str:
+        messages = (await client.get(f"/session/{sid}/message")).json()
+        return str(next(m["info"]["id"] for m in messages if m["info"]["role"] == "user"))
+
+    async with two_tenants(tmp_path, fake_openai, database_url) as forge:
+        a_sid = (await forge.a.client.post("/session")).json()["id"]
+        b_first = (await forge.b.client.post("/session")).json()["id"]
+        b_second = (await forge.b.client.post("/session")).json()["id"]
+        forge.live.fake.enqueue(reply("for A"), reply("for B"))
+        assert (
+            await forge.a.client.post(f"/session/{a_sid}/message", json=text_body("a"))
+        ).status_code == 200
+        assert (
+            await forge.b.client.post(f"/session/{b_first}/message", json=text_body("b"))
+        ).status_code == 200
+        a_id = await user_message_id(forge.a.client, a_sid)
+        b_id = await user_message_id(forge.b.client, b_first)
+        a_before = (await forge.a.client.get(f"/session/{a_sid}/message")).content
+
+        answers = {}
+        for taken in (a_id, b_id):
+            body = {**text_body("reuse"), "messageID": taken}
+            answers[taken] = await forge.b.client.post(f"/session/{b_second}/message", json=body)
+
+        assert answers[a_id].status_code == answers[b_id].status_code == 400
+        assert answers[a_id].content.replace(a_id.encode(), b_id.encode()) == answers[b_id].content
+        assert "cannot be used" in answers[a_id].json()["data"]["message"]
+        assert (await forge.a.client.get(f"/session/{a_sid}/message")).content == a_before
+        assert (await forge.b.client.get(f"/session/{b_second}/message")).json() == []
+        assert len(forge.live.fake.requests) == 2  # no turn ran for a refused prompt

@@ -129,7 +129,8 @@ _upserts: dict[tuple[str, str], Insert] = {}
 def _upsert(writes: Writes, table: Table) -> Insert:
     """INSERT … ON CONFLICT (id) DO UPDATE in the connection's dialect, built once per dialect.
 
-    The update only applies within the same tenant, so one tenant can never overwrite another's row.
+    The update only applies to a row of the same tenant and session, so one tenant can never overwrite
+    another's row, nor a client-chosen id move a message or part between sessions.
     """
     dialect = writes.conn.dialect.name
     statement = _upserts.get((dialect, table.name))
@@ -138,7 +139,8 @@ def _upsert(writes: Writes, table: Table) -> Insert:
         statement = base.on_conflict_do_update(
             index_elements=[table.c.id],
             set_={name: base.excluded[name] for name in _UPSERT_COLUMNS[table.name]},
-            where=table.c.tenant_id == base.excluded.tenant_id,
+            where=(table.c.tenant_id == base.excluded.tenant_id)
+            & (table.c.session_id == base.excluded.session_id),
         )
         _upserts[(dialect, table.name)] = statement
     return statement
@@ -191,7 +193,10 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
         "time_completed": message_time_completed(info),
         "compaction_boundary": message_compaction_boundary(info),
     }
-    writes.defer(_upsert(writes, message), row)
+    # Run now, not batched: a message id already taken elsewhere (a client may choose a user message's
+    # id) must fail this event rather than vanish. Few per turn, unlike part updates.
+    if writes.run(_upsert(writes, message), row).rowcount == 0:
+        raise MissingRowError(f"message id {info['id']} is taken by another session")
 
 
 def message_compaction_boundary(info: Mapping[str, Any]) -> str | None:
