@@ -127,3 +127,25 @@ async def test_entries_name_the_authenticated_users_and_the_approver(
     ]
     assert page.json()["entries"][6]["data"]["decidedBy"] == lead
     assert decided is not None and decided.decided_by == lead
+
+
+async def test_a_call_refused_by_a_rule_is_audited_as_denied_not_executed(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    config = {**fake_provider_config(fake_openai), "permission": {"bash": {"*": "allow", "rm *": "deny"}}}
+    args = {"command": "rm -rf build", "description": "Clean"}
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
+        sid = (await live.create_session())["id"]
+        live.fake.enqueue(call("bash", args), reply("Could not clean."))
+        assert (await live.prompt(sid, "clean up")).status_code == 200
+        entries = (await live.client.get("/audit")).json()["entries"]
+
+    assert [e["action"] for e in entries] == [
+        "session.created",
+        "prompt.accepted",
+        "tool.requested",
+        "tool.denied",
+    ]
+    denied = entries[3]
+    assert (denied["data"]["tool"], denied["data"]["decidedBy"]) == ("bash", "rule")
+    assert denied["data"]["argsSha256"] == hashlib.sha256(rfc8785.dumps(args)).hexdigest()

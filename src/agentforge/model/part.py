@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
@@ -117,6 +117,11 @@ class ToolStateCompleted(Wire):
 class ErrorTime(Wire):
     start: int
     end: int
+
+
+# In a failed tool state's metadata: what refused the call without asking anyone ("rule", "fence",
+# "workspace"), for the audit log's `tool.denied`.
+REFUSED_BY: Final = "refusedBy"
 
 
 class ToolStateError(Wire):

@@ -17,17 +17,23 @@ class DeniedError(PermissionDeniedError):
 
     blocks_loop = False
 
+    def __init__(self, message: str, *, refused_by: str | None = None) -> None:
+        super().__init__(message)
+        self.refused_by = refused_by
+
     @classmethod
     def by_rule(cls, rule: PermissionRule, relevant: Iterable[PermissionRule]) -> DeniedError:
         shown = orjson.dumps([r.wire() for r in relevant]).decode()
         return cls(
             "The user has specified a rule which prevents you from using this specific tool call "
             f"(rule: {rule.permission} {rule.pattern!r} {rule.action}). "
-            f"Here are some of the relevant rules: {shown}"
+            f"Here are some of the relevant rules: {shown}",
+            refused_by="rule",
         )
 
     @classmethod
     def by_policy(cls, decided_by: str) -> DeniedError:
+        # Recorded already, as the request's decision (permission.replied, decided by the policy).
         return cls(f"The permission policy ({decided_by}) prevents you from using this specific tool call.")
 
 

@@ -29,7 +29,7 @@ class TurnPermissions:
             if self.fence.applies_to(request):
                 refusal = await asyncio.to_thread(self.fence.refusal, request)
                 if refusal is not None:
-                    raise DeniedError(refusal)
+                    raise DeniedError(refusal, refused_by="fence")
             await self.service.ask(
                 self.tenant_id, self.session_id, request, self.ruleset, message_id=message_id, call_id=call_id
             )

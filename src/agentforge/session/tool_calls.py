@@ -11,6 +11,7 @@ from agentforge.llm import events as ev
 from agentforge.model import ids
 from agentforge.model.message import AssistantMessage
 from agentforge.model.part import (
+    REFUSED_BY,
     CompletedTime,
     ErrorTime,
     FilePart,
@@ -135,9 +136,11 @@ class ToolCallRunner:
             else:
                 result = await run_tool(tool, tool_input, ctx, limits=self._limits)
         except ToolError as exc:
-            if isinstance(exc, PermissionDeniedError) and exc.blocks_loop:
-                self.blocked = True
-            self._fail(part, str(exc))
+            refused = None
+            if isinstance(exc, PermissionDeniedError):
+                self.blocked = self.blocked or exc.blocks_loop
+                refused = {REFUSED_BY: exc.refused_by} if exc.refused_by else None
+            self._fail(part, str(exc), refused)
         else:
             self._complete(part, result)
 

@@ -18,6 +18,7 @@ from sqlalchemy import bindparam, select
 
 from agentforge.model import events as ev
 from agentforge.model.events import Event
+from agentforge.model.part import REFUSED_BY
 from agentforge.store import audit
 from agentforge.store.audit import AuditEntry
 from agentforge.store.projector import Writes
@@ -102,8 +103,13 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> l
     if stored is None:
         drafts.append((audit.TOOL_REQUESTED, call))
     if status in _FINISHED and before not in _FINISHED:
-        executed = {**call, "status": status, "argsSha256": audit.digest(state.get("input") or {})}
-        drafts.append((audit.TOOL_EXECUTED, executed))
+        args = audit.digest(state.get("input") or {})
+        refused_by = (state.get("metadata") or {}).get(REFUSED_BY)
+        if status == "error" and refused_by:
+            # Refused without asking anyone: the call never ran.
+            drafts.append((audit.TOOL_DENIED, {**call, "decidedBy": refused_by, "argsSha256": args}))
+        else:
+            drafts.append((audit.TOOL_EXECUTED, {**call, "status": status, "argsSha256": args}))
     return drafts
 
 

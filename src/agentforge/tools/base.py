@@ -21,9 +21,15 @@ class ToolError(Exception):
 
 
 class PermissionDeniedError(ToolError):
-    """A permission rule or a person said no. The loop stops after this step when `blocks_loop`."""
+    """A permission rule or a person said no. The loop stops after this step when `blocks_loop`.
+
+    `refused_by` names what refused without asking anyone ("rule", a policy's name, "fence",
+    "workspace"); it goes into the failed tool part's metadata, so the audit log records the denial.
+    A person's answer is recorded with the permission reply instead (None here).
+    """
 
     blocks_loop = True
+    refused_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -59,6 +65,8 @@ AskPermission = Callable[[PermissionRequest], Awaitable[None]]
 
 class OutsideWorkspaceError(PermissionDeniedError):
     """A path outside the workspace, where no permission service can approve it."""
+
+    refused_by = "workspace"
 
 
 async def workspace_only(request: PermissionRequest) -> None:
