@@ -153,3 +153,25 @@ async def test_bad_shell_requests(live: LiveServer) -> None:
     )
     assert gone.status_code == 404
     assert (await live.client.get(f"/session/{sid}/message")).json() == []
+
+
+async def test_a_message_id_of_another_session_is_refused_before_the_command_runs(live: LiveServer) -> None:
+    first = (await live.create_session())["id"]
+    assert (await _shell(live, first, "echo one")).status_code == 200
+    [user, _] = (await live.client.get(f"/session/{first}/message")).json()
+    taken = user["info"]["id"]
+    before = (await live.client.get(f"/session/{first}/message")).content
+
+    second = (await live.create_session())["id"]
+    marker = live.workspace / "ran.txt"
+    response = await _shell(live, second, f"touch {marker}", messageID=taken)
+
+    assert response.status_code == 400, response.text
+    assert response.json()["data"]["message"] == f"messageID {taken} cannot be used: send a new msg_ id"
+    assert not marker.exists()
+    assert (await live.client.get(f"/session/{second}/message")).json() == []
+    assert (await live.client.get(f"/session/{first}/message")).content == before
+    assert (await live.client.get("/session/status")).json() == {}
+    # The same session may reuse its own id: that is an update of its own message, not a collision.
+    again = await _shell(live, first, "echo two", messageID=taken)
+    assert again.status_code == 200, again.text

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentforge.server.responses import WireResponse, error_body
+from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
 from agentforge.session.scope import TenantScopeError
 from agentforge.session.service import InvalidInputError, NotFoundError
@@ -45,6 +46,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(NotFoundError)
     async def not_found(_request: Request, exc: NotFoundError) -> WireResponse:
         return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)
+
+    @app.exception_handler(MessageIdTakenError)
+    async def taken(_request: Request, exc: MessageIdTakenError) -> WireResponse:
+        return WireResponse(error_body("BadRequestError", str(exc)), status_code=400)
 
     @app.exception_handler(InvalidInputError)
     async def invalid(_request: Request, exc: InvalidInputError) -> WireResponse:

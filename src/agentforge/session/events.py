@@ -22,6 +22,7 @@ from agentforge.model.events import (
 )
 from agentforge.model.message import AssistantMessage, UserMessage
 from agentforge.model.part import PartBase
+from agentforge.store.batch import StoreWriteError
 
 
 class EventSink(Protocol):
@@ -34,6 +35,11 @@ class EventSink(Protocol):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class MessageIdTakenError(Exception):
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"messageID {message_id} cannot be used: send a new msg_ id")
 
 
 class SessionEvents:
@@ -56,6 +62,14 @@ class SessionEvents:
 
     async def update_message(self, info: UserMessage | AssistantMessage) -> None:
         await self.submit_message(info)
+
+    async def write_new_message(self, info: UserMessage) -> None:
+        """Write a message whose id a client chose; MessageIdTakenError when another session (of any
+        tenant) holds that id. The same answer either way, so it reveals nothing of other tenants."""
+        try:
+            await self.update_message(info)
+        except StoreWriteError:
+            raise MessageIdTakenError(info.id) from None
 
     def submit_part(self, part: PartBase) -> asyncio.Future[Event]:
         return self._sink.submit(

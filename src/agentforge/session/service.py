@@ -33,7 +33,6 @@ from agentforge.session.runtime import Runtime
 from agentforge.session.scope import TenantScope
 from agentforge.session.structured import schema_problem
 from agentforge.session.user_parts import PartContext, resolve_parts
-from agentforge.store import StoreWriteError
 
 log = logging.getLogger(__name__)
 
@@ -223,19 +222,11 @@ class SessionService:
         if body.message_id is None:
             self.events.submit_message(info)
         else:
-            await self._write_chosen_id_message(info)
+            await self.events.write_new_message(info)
         for part in parts:
             self.events.submit_part(part)
         await self._touch(session, model)
         return WithParts(info=info, parts=parts)
-
-    async def _write_chosen_id_message(self, info: UserMessage) -> None:
-        """A client-chosen message id must be new: written and checked before anything else. The same
-        answer whoever holds the id (this tenant or another), so it reveals nothing about other tenants."""
-        try:
-            await self.events.update_message(info)
-        except StoreWriteError:
-            raise InvalidInputError(f"messageID {info.id} cannot be used: send a new msg_ id") from None
 
     def _pick_model(
         self, scope: TenantScope, session: Session, body: PromptInput, agent_model: str | None

@@ -71,9 +71,14 @@ class _ShellRun:
         self.events: SessionEvents = rt.events(scope.tenant_id)
 
     async def __call__(self, body: ShellInput, abort: asyncio.Event) -> WithParts:
-        self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
         user_id = body.message_id or ids.ascending("msg")
-        self._write_user_message(user_id)
+        if body.message_id is None:
+            self.events.submit_message(self._user_message(user_id))
+        else:
+            # A client-chosen id must be new, checked before anything runs (as for prompts).
+            await self.events.write_new_message(self._user_message(user_id))
+        self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
+        self._note_user_ran_tool(user_id)
         message = self._assistant(user_id)
         self.events.submit_message(message)
         part = ToolPart(
@@ -104,16 +109,16 @@ class _ShellRun:
         await self.events.update_message(message)
         return WithParts(info=message, parts=[part])
 
-    def _write_user_message(self, user_id: str) -> None:
-        self.events.submit_message(
-            UserMessage(
-                id=user_id,
-                session_id=self.session.id,
-                time=UserTime(created=now_ms()),
-                agent=self.agent.name,
-                model=self.model,
-            )
+    def _user_message(self, user_id: str) -> UserMessage:
+        return UserMessage(
+            id=user_id,
+            session_id=self.session.id,
+            time=UserTime(created=now_ms()),
+            agent=self.agent.name,
+            model=self.model,
         )
+
+    def _note_user_ran_tool(self, user_id: str) -> None:
         self.events.submit_part(
             TextPart(
                 id=ids.ascending("prt"),
