@@ -97,6 +97,11 @@ async def test_without_db_the_configured_owner_sees_every_tenant(
     assert "acme" in result.output and "default" in result.output
     # One tenant's chain needs no owner: the runtime role reads it under that tenant's setting.
     monkeypatch.delenv("AGENTFORGE_DATABASE_OWNER_URL")
+    # Every chain does: as the runtime role, row-level security would hide them all, so it refuses
+    # rather than report "no audit entries".
+    hidden = await invoke()
+    assert hidden.exit_code == 1
+    assert "cannot see every tenant's chain" in hidden.output
     single = await invoke("--tenant", "acme")
     assert single.exit_code == 0, single.output
     assert "acme" in single.output and "default" not in single.output

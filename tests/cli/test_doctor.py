@@ -145,3 +145,14 @@ async def test_serve_production_refuses_a_public_bind_without_auth_even_if_force
     result = await asyncio.to_thread(CliRunner().invoke, app, args)
     assert result.exit_code == 2
     assert "without authentication configured" in result.output
+
+
+async def test_without_the_owner_url_the_audit_chains_cannot_be_vouched_for(
+    tmp_path: Path, database_url: str
+) -> None:
+    if owner_url_for(database_url) is None:
+        pytest.skip("Postgres roles")
+    await _migrated(database_url)
+    result = await _doctor(_write_config(tmp_path, {"url": database_url}), _data_dir(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert "cannot see every tenant's chain as this role" in result.output

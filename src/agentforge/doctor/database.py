@@ -14,7 +14,7 @@ from typing import Final
 from sqlalchemy import Connection, text
 
 from agentforge.doctor.result import CheckResult, failed, passed, skipped
-from agentforge.store.audit_verify import ChainReport, verify
+from agentforge.store.audit_verify import ChainReport, sees_every_tenant, verify
 from agentforge.store.migrate import current_revision, head_revision
 from agentforge.store.schema import metadata
 
@@ -104,6 +104,8 @@ def check_runtime_role(conn: Connection) -> CheckResult:
 
 def check_audit_chains(conn: Connection) -> CheckResult:
     name = "audit chains"
+    if not sees_every_tenant(conn):
+        return failed(name, "cannot see every tenant's chain as this role: set database.owner_url")
     reports = verify(conn)
     broken = [report for report in reports if not report.ok]
     if broken:

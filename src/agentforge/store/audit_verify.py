@@ -145,7 +145,30 @@ async def _verify_postgres(target: DatabaseTarget, tenant: str | None) -> list[C
 def _verify_on(conn: Connection, tenant: str | None) -> list[ChainReport]:
     if not inspect(conn).has_table(audit_log.name):
         raise AuditDatabaseError("this database has no audit log (start the server once to migrate it)")
+    if tenant is None and not sees_every_tenant(conn):
+        # Row-level security would hide every chain: "no audit entries" would be a false all-clear.
+        raise AuditDatabaseError(
+            "this database role cannot see every tenant's chain (row-level security): verify as the "
+            "owner (database.owner_url, or --db with the owner's URL), or one tenant with --tenant"
+        )
     return verify(conn, tenant)
+
+
+_SEES_EVERY_TENANT = text(
+    """
+    SELECT r.rolsuper OR r.rolbypassrls OR pg_has_role(current_user, c.relowner, 'MEMBER')
+    FROM pg_roles r, pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE r.rolname = current_user AND c.relname = 'audit_log' AND n.nspname = current_schema()
+    """
+)
+
+
+def sees_every_tenant(conn: Connection) -> bool:
+    """Whether this connection's role reads every tenant's rows: always on SQLite; on Postgres a
+    superuser, a BYPASSRLS role, or the owner (the tables' maintenance policy is the owner's)."""
+    if conn.dialect.name != "postgresql":
+        return True
+    return bool(conn.execute(_SEES_EVERY_TENANT).scalar())
 
 
 def _first_line(exc: BaseException) -> str:
