@@ -17,34 +17,15 @@ from typing import Final
 
 from agentforge.identity.errors import AuthFailure, valid_tenant_or_none
 from agentforge.identity.model import Identity, validate_tenant_id
+
+# Re-exported: the records live in the model package so the store can hold them without importing us.
+from agentforge.model.apikey import ApiKey as ApiKey
+from agentforge.model.apikey import StoredApiKey as StoredApiKey
 from agentforge.model.ids import ascending
 
 TOKEN_PREFIX: Final = "afk"
 SECRET_BYTES: Final = 32
 INVALID_KEY: Final = "invalid or revoked API key"
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKey:
-    """What may be shown about a key (never its secret or hash)."""
-
-    id: str
-    tenant: str
-    name: str
-    roles: frozenset[str]
-    created_by: str
-    time_created: int  # unix milliseconds
-    time_revoked: int | None = None
-
-    @property
-    def revoked(self) -> bool:
-        return self.time_revoked is not None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredApiKey:
-    key: ApiKey
-    secret_hash: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Row, select, update
 
-from agentforge.identity.apikeys import ApiKey, StoredApiKey
+from agentforge.model.apikey import ApiKey, StoredApiKey
 from agentforge.store.schema import api_key
 
 

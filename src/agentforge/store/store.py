@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agentforge.identity.apikeys import ApiKey, StoredApiKey
+from agentforge.model.apikey import ApiKey, StoredApiKey
 from agentforge.model.events import SYSTEM_ACTOR, Event
 from agentforge.model.message import WithParts
 from agentforge.model.part import Part
