@@ -70,6 +70,7 @@ def create_app(settings: Settings, *, on_auth_failure: FailureHook = log_failure
     # Built here, not in the lifespan, so a broken key in the auth config stops start-up before serving.
     authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=record_failure)
     app.state.authenticator = authenticator
+    app.state.sse_heartbeat_seconds = events.HEARTBEAT_SECONDS  # tests shorten it
     errors.install(app)
     # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
     # needs an identity, resolved once per request and before any response (SSE included) starts.
