@@ -17,6 +17,7 @@ from agentforge.client.sse import aiter_events
 from agentforge.config import load_settings
 from agentforge.identity.apikeys import MintedApiKey, mint_api_key
 from agentforge.identity.errors import AuthFailure
+from agentforge.identity.failures import FailureThrottle
 from agentforge.identity.model import ADMIN, MEMBER
 from agentforge.identity.request import RequestFacts
 from agentforge.model.events import SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_UNAUTHORIZED
@@ -63,7 +64,12 @@ def _add_admin_route(app: FastAPI) -> None:
 
 @contextlib.asynccontextmanager
 async def serve(
-    tmp_path: Path, fake: FakeOpenAI, auth: dict[str, Any], database_url: str | None = None
+    tmp_path: Path,
+    fake: FakeOpenAI,
+    auth: dict[str, Any],
+    database_url: str | None = None,
+    *,
+    failure_throttle: FailureThrottle | None = None,
 ) -> AsyncIterator[AuthServer]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -79,7 +85,7 @@ async def serve(
     async def record(failure: AuthFailure, facts: RequestFacts) -> None:
         failures.append((failure, facts))
 
-    app = create_app(settings, on_auth_failure=record)
+    app = create_app(settings, on_auth_failure=record, failure_throttle=failure_throttle)
     _add_admin_route(app)
     server = ForgeServer(app, host="127.0.0.1", port=0, log_level="warning")
     task = asyncio.create_task(server.serve())
