@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentforge.config import AuthConfig, Config, Settings
+from agentforge.config import AuthConfig, Config, JwtConfig, Settings
 from agentforge.identity.apikeys import INVALID_KEY, StoredApiKey, mint_api_key
 from agentforge.identity.authenticate import MISSING_TOKEN, NOT_BEARER, Authenticator
 from agentforge.identity.errors import AuthFailure
+from agentforge.identity.jwt import JwtVerifier
 from agentforge.identity.model import ADMIN, LOCAL_IDENTITY, MEMBER, Identity
 from agentforge.identity.request import RequestFacts
 from tests.identity.keys import AUDIENCE, GATEWAY_SECRET, HS_SECRET, ISSUER, gateway_headers, hs_token
@@ -159,3 +162,62 @@ async def test_a_failing_hook_does_not_change_the_answer() -> None:
 
     authenticator.on_failure = broken
     assert (await _refused(authenticator, _facts())).message == MISSING_TOKEN
+
+
+# -- still_valid: what a long-lived request re-checks -----------------------------------------------------
+
+
+class Keys:
+    """A key store whose record can change between two looks, as revoking one does."""
+
+    def __init__(self, stored: StoredApiKey | None) -> None:
+        self.stored = stored
+        self.lookups: list[tuple[str, str]] = []
+
+    async def __call__(self, tenant: str, key_id: str) -> StoredApiKey | None:
+        self.lookups.append((tenant, key_id))
+        return self.stored
+
+
+def _checker(keys: Keys, now: list[float]) -> Authenticator:
+    return Authenticator(AuthConfig(), enabled=True, find_key=keys, clock=lambda: now[0])
+
+
+async def test_a_key_identity_stays_valid_until_its_key_is_revoked_or_gone() -> None:
+    keys = Keys(MEMBER_KEY.stored)
+    authenticator = _checker(keys, [0.0])
+    caller = await authenticator.authenticate(_facts(_bearer(MEMBER_KEY.token)))
+    assert caller.key_id == MEMBER_KEY.stored.key.id and caller.expires_at is None
+    assert await authenticator.still_valid(caller)
+    revoked = dataclasses.replace(MEMBER_KEY.stored.key, time_revoked=1)
+    keys.stored = dataclasses.replace(MEMBER_KEY.stored, key=revoked)
+    assert not await authenticator.still_valid(caller)
+    keys.stored = None
+    assert not await authenticator.still_valid(caller)
+    # Read afresh every time, never from a cache.
+    assert keys.lookups == [("acme", MEMBER_KEY.stored.key.id)] * 4
+
+
+async def test_a_jwt_identity_lapses_at_its_exp_plus_leeway() -> None:
+    jwt_config = JwtConfig(issuer=ISSUER, audience=AUDIENCE, secret=HS_SECRET, leeway=5)
+    now = [0.0]
+    keys = Keys(None)
+    verifier = JwtVerifier(jwt_config)
+    authenticator = Authenticator(
+        AuthConfig(jwt=jwt_config), enabled=True, find_key=keys, jwt=verifier, clock=lambda: now[0]
+    )
+    exp = int(time.time()) + 60
+    caller = await authenticator.authenticate(_facts(_bearer(hs_token(exp=exp))))
+    assert caller.expires_at == exp + 5
+    now[0] = exp + 4.9
+    assert await authenticator.still_valid(caller)
+    now[0] = exp + 5
+    assert not await authenticator.still_valid(caller)
+    assert keys.lookups == []
+
+
+async def test_local_and_unexpiring_identities_stay_valid() -> None:
+    authenticator = _checker(Keys(None), [1e12])
+    assert await authenticator.still_valid(LOCAL_IDENTITY)
+    assert await authenticator.still_valid(Identity("acme", "bob", frozenset({MEMBER}), "gateway"))
+    assert not await authenticator.still_valid(Identity("acme", "bob", method="gateway", expires_at=1e12))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,11 +13,14 @@ from typing import Any
 import httpx2
 from fastapi import FastAPI
 
+from agentforge.client.sse import aiter_events
 from agentforge.config import load_settings
 from agentforge.identity.apikeys import MintedApiKey, mint_api_key
 from agentforge.identity.errors import AuthFailure
+from agentforge.identity.failures import FailureThrottle
 from agentforge.identity.model import ADMIN, MEMBER
 from agentforge.identity.request import RequestFacts
+from agentforge.model.events import SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_UNAUTHORIZED
 from agentforge.server.app import create_app
 from agentforge.server.deps import AdminDep
 from agentforge.server.serve import ForgeServer
@@ -61,7 +64,12 @@ def _add_admin_route(app: FastAPI) -> None:
 
 @contextlib.asynccontextmanager
 async def serve(
-    tmp_path: Path, fake: FakeOpenAI, auth: dict[str, Any], database_url: str | None = None
+    tmp_path: Path,
+    fake: FakeOpenAI,
+    auth: dict[str, Any],
+    database_url: str | None = None,
+    *,
+    failure_throttle: FailureThrottle | None = None,
 ) -> AsyncIterator[AuthServer]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -77,7 +85,7 @@ async def serve(
     async def record(failure: AuthFailure, facts: RequestFacts) -> None:
         failures.append((failure, facts))
 
-    app = create_app(settings, on_auth_failure=record)
+    app = create_app(settings, on_auth_failure=record, failure_throttle=failure_throttle)
     _add_admin_route(app)
     server = ForgeServer(app, host="127.0.0.1", port=0, log_level="warning")
     task = asyncio.create_task(server.serve())
@@ -96,6 +104,33 @@ async def serve(
 
 def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+async def _stream_types(
+    forge: AuthServer,
+    headers: dict[str, str],
+    *,
+    after_first_heartbeat: Callable[[], Awaitable[None]] | None = None,
+) -> list[str]:
+    """The event types of one `GET /event` stream, read until the server ends it (heartbeats every
+    0.1 s, so the credential is re-checked often); `after_first_heartbeat` runs once one arrived."""
+    forge.app.state.sse_heartbeat_seconds = 0.1
+    types: list[str] = []
+    async with asyncio.timeout(20), forge.client.stream("GET", "/event", headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        async for event in aiter_events(response.aiter_bytes()):
+            types.append(event.type)
+            first_heartbeat = event.type == SERVER_HEARTBEAT and types.count(SERVER_HEARTBEAT) == 1
+            if first_heartbeat and after_first_heartbeat is not None:
+                await after_first_heartbeat()
+    return types
+
+
+def _assert_ended_unauthorized(types: list[str]) -> None:
+    assert types[0] == SERVER_CONNECTED
+    assert SERVER_HEARTBEAT in types  # the credential passed its re-checks until it lapsed
+    assert types[-1] == STREAM_UNAUTHORIZED
+    assert types.count(STREAM_UNAUTHORIZED) == 1
 
 
 def _assert_401(response: httpx2.Response, message: str) -> None:
@@ -214,6 +249,53 @@ async def test_the_event_stream_authenticates_before_streaming(
             )
         finally:
             await collector.stop()
+
+
+async def test_an_open_event_stream_ends_once_its_key_is_revoked_elsewhere(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    async with serve(tmp_path, fake_openai, REQUIRED, database_url) as forge:
+        minted = await forge.new_key("acme")
+        kept = await forge.new_key("acme")
+
+        async def revoke() -> None:
+            other = await Store.open(forge.database_url)
+            try:
+                assert await other.revoke_api_key("acme", minted.stored.key.id) is not None
+            finally:
+                await other.close()
+
+        types = await _stream_types(forge, _bearer(minted.token), after_first_heartbeat=revoke)
+        _assert_ended_unauthorized(types)
+        # Only that key's streams end: another key of the tenant keeps streaming.
+        collector = EventCollector()
+        await collector.start(forge.client, "/event", **_bearer(kept.token))
+        try:
+            await collector.wait_for(lambda f: f.type == SERVER_HEARTBEAT, start=len(collector.frames))
+            await collector.wait_for(lambda f: f.type == SERVER_HEARTBEAT, start=len(collector.frames))
+            assert not collector.of_type(STREAM_UNAUTHORIZED)
+        finally:
+            await collector.stop()
+
+
+async def test_an_open_event_stream_ends_once_its_jwt_expires(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with serve(tmp_path, fake_openai, JWT) as forge:
+        token = hs_token(exp=int(time.time()) + 2)
+        _assert_ended_unauthorized(await _stream_types(forge, _bearer(token)))
+        refused = await forge.client.get("/session", headers=_bearer(token))
+        _assert_401(refused, "token expired")
+
+
+async def test_an_event_stream_through_the_gateway_lives_while_its_signature_is_fresh(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    short = {"gateway": {**GATEWAY["gateway"], "max_skew_seconds": 1}}
+    async with serve(tmp_path, fake_openai, short) as forge:
+        # Signed a second ahead (within the skew), so it is fresh for a while at least.
+        headers = gateway_headers("GET", "/event", timestamp=int(time.time()) + 1)
+        _assert_ended_unauthorized(await _stream_types(forge, headers))
 
 
 async def test_a_member_calling_an_admin_route_gets_403(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

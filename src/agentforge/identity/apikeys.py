@@ -88,4 +88,4 @@ def verify_presented(presented: PresentedToken, stored: StoredApiKey | None) -> 
     key = stored.key
     if not matches or key.revoked or key.tenant != presented.tenant or key.id != presented.key_id:
         raise failure
-    return Identity(key.tenant, f"key:{key.id}", key.roles, "api_key")
+    return Identity(key.tenant, f"key:{key.id}", key.roles, "api_key", key_id=key.id)

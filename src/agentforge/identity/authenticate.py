@@ -6,12 +6,14 @@ pass the user's own header through); otherwise `Authorization: Bearer` carries a
 prefix) or a JWT; with no credentials, local mode answers as the local user and an authenticated
 server answers 401. Presented credentials are always verified, whatever the mode.
 
-Every refusal goes to `on_failure` (the audit log's seam) before the caller sees it.
+Every refusal goes to `on_failure` (the audit log's seam) before the caller sees it. A long-lived
+request (the event stream) asks `still_valid` from time to time, so it ends once its credential lapses.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -57,6 +59,7 @@ class Authenticator:
         on_failure: FailureHook = log_failure,
         jwt: JwtVerifier | None = None,
         gateway: GatewayVerifier | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.enabled = enabled
         self.on_failure = on_failure
@@ -64,6 +67,7 @@ class Authenticator:
         self._find_key = find_key
         self._jwt = jwt
         self._gateway = gateway
+        self._clock = clock
 
     @classmethod
     def from_settings(
@@ -95,6 +99,16 @@ class Authenticator:
         except AuthFailure as failure:
             await self._report(failure, facts)
             raise
+
+    async def still_valid(self, caller: Identity) -> bool:
+        """Whether `caller`'s credential would still be accepted: not past its expiry and, for an API
+        key, still stored and not revoked (read afresh, like every request's key)."""
+        if caller.expires_at is not None and self._clock() >= caller.expires_at:
+            return False
+        if caller.key_id is None:
+            return True
+        stored = await self._find_key(caller.tenant, caller.key_id)
+        return stored is not None and not stored.key.revoked and stored.key.tenant == caller.tenant
 
     async def require_role(self, caller: Identity, role: str, facts: RequestFacts) -> None:
         """403 (reported like any refusal) unless `caller` holds `role`."""

@@ -139,7 +139,10 @@ class GatewayVerifier:
         valid_tenant = valid_tenant_or_none(tenant)
         if valid_tenant is None:
             raise AuthFailure(f"{TENANT_HEADER} is not a valid tenant id", method="gateway")
-        return Identity(valid_tenant, user, roles_from_claim(roles or None), "gateway")
+        # The gateway vouches for the user only while its signature is fresh: a stream opened with
+        # it ends then, and the client reconnects through the gateway, which checks the user again.
+        expires_at = float(int(timestamp) + self._skew)
+        return Identity(valid_tenant, user, roles_from_claim(roles or None), "gateway", expires_at=expires_at)
 
     def _check_fresh(self, timestamp: int, nonce: str) -> None:
         now = self._clock()

@@ -105,7 +105,10 @@ class JwtVerifier:
         if not isinstance(user, str) or not user:
             message = f"token lacks the {config.user_claim!r} claim"
             raise AuthFailure(message, method="jwt", claimed_tenant=tenant)
-        return Identity(tenant, user, roles_from_claim(claims.get(config.roles_claim)), "jwt")
+        roles = roles_from_claim(claims.get(config.roles_claim))
+        # `exp` is required and was checked numeric by the decode; the leeway applies to it there too.
+        expires_at = float(claims["exp"]) + config.leeway
+        return Identity(tenant, user, roles, "jwt", expires_at=expires_at)
 
     def _claimed_tenant(self, token: str) -> str | None:
         """The tenant an unverified token names, for the audit record of its failure."""

@@ -41,10 +41,16 @@ def validate_tenant_id(value: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Identity:
+    """Who is calling, plus what can lapse while a long request (an event stream) stays open:
+    `key_id` names the API key to look up again, `expires_at` (unix seconds) is when the credential
+    stops being accepted (a JWT's `exp` plus leeway; a gateway request's freshness window)."""
+
     tenant: str
     user: str
     roles: frozenset[str] = field(default_factory=frozenset)
     method: Method = "local"
+    key_id: str | None = None
+    expires_at: float | None = None
 
     def has_role(self, role: str) -> bool:
         return role in self.roles

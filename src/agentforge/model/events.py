@@ -58,6 +58,8 @@ SERVER_CONNECTED: Final = "server.connected"
 SERVER_HEARTBEAT: Final = "server.heartbeat"
 # Sent as the last event to a subscriber that fell too far behind and was cut off.
 STREAM_LAGGED: Final = "stream.lagged"
+# Sent as the last event to a subscriber whose credentials lapsed (key revoked, token expired).
+STREAM_UNAUTHORIZED: Final = "stream.unauthorized"
 
 
 @dataclass(slots=True)

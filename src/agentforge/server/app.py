@@ -13,6 +13,7 @@ from agentforge.config import Settings
 from agentforge.identity.apikeys import StoredApiKey
 from agentforge.identity.authenticate import Authenticator, FailureHook, log_failure
 from agentforge.identity.errors import AuthFailure
+from agentforge.identity.failures import FailureKey, FailureThrottle
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.identity.request import RequestFacts
 from agentforge.server import deps, errors
@@ -36,8 +37,15 @@ from agentforge.store.audit import AUTH_FAILED
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, *, on_auth_failure: FailureHook = log_failure) -> FastAPI:
-    """The app. `on_auth_failure` hears of every refused request (401/403) before it is answered."""
+def create_app(
+    settings: Settings,
+    *,
+    on_auth_failure: FailureHook = log_failure,
+    failure_throttle: FailureThrottle | None = None,
+) -> FastAPI:
+    """The app. `on_auth_failure` hears of every refused request (401/403) before it is answered;
+    `failure_throttle` decides which of them become audit rows (a fresh one by default)."""
+    throttle = FailureThrottle() if failure_throttle is None else failure_throttle
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -65,11 +73,12 @@ def create_app(settings: Settings, *, on_auth_failure: FailureHook = log_failure
         await on_auth_failure(failure, facts)
         runtime: Runtime | None = getattr(app.state, "runtime", None)
         if runtime is not None:
-            await record_auth_failure(runtime, failure, facts)
+            await record_auth_failure(runtime, throttle, failure, facts)
 
     # Built here, not in the lifespan, so a broken key in the auth config stops start-up before serving.
     authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=record_failure)
     app.state.authenticator = authenticator
+    app.state.sse_heartbeat_seconds = events.HEARTBEAT_SECONDS  # tests shorten it
     errors.install(app)
     # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
     # needs an identity, resolved once per request and before any response (SSE included) starts.
@@ -93,18 +102,29 @@ def create_app(settings: Settings, *, on_auth_failure: FailureHook = log_failure
     return app
 
 
-async def record_auth_failure(runtime: Runtime, failure: AuthFailure, facts: RequestFacts) -> None:
+async def record_auth_failure(
+    runtime: Runtime, throttle: FailureThrottle, failure: AuthFailure, facts: RequestFacts
+) -> None:
     """Audit a refused request in the chain of the tenant it claimed (`_system` when none): what was
-    tried and why it failed, never the credential (nor the query string, which may carry one)."""
+    tried and why it failed, never the credential (nor the query string, which may carry one).
+    Repeats of the same refusal from the same peer are only counted, into the next row's
+    `suppressed` (identity/failures.py), so refusals cannot flood the log."""
+    tenant = failure.claimed_tenant or SYSTEM_TENANT
+    admission = throttle.admit(FailureKey(tenant, facts.peer, failure.message))
+    if admission is None:
+        return
     data = {
         "status": failure.status,
         "reason": failure.message,
         "method": failure.method,
         "request": f"{facts.method} {facts.target.split('?', 1)[0]}",
         "peer": facts.peer,
+        "suppressed": admission.suppressed,
     }
-    tenant = failure.claimed_tenant or SYSTEM_TENANT
+    if admission.overflow:
+        # Too many distinct refusals to tally one by one: the count spans many tenants and peers.
+        data["overflow"] = True
     try:
-        await runtime.store.record_audit(tenant, AUTH_FAILED, actor="anonymous", data=data)
+        await runtime.store.record_audit(admission.key.tenant, AUTH_FAILED, actor="anonymous", data=data)
     except Exception:
         log.exception("could not record an authentication failure in the audit log")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
 
 from agentforge.bus import Subscription
-from agentforge.model.events import SERVER_CONNECTED, SERVER_HEARTBEAT, Event
+from agentforge.model.events import SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_UNAUTHORIZED, Event
 
 SSE_HEADERS = {
     "Cache-Control": "no-cache",
@@ -16,6 +17,7 @@ SSE_HEADERS = {
 }
 
 Replay = Callable[[], Awaitable[list[Event]]]
+Authorized = Callable[[], Awaitable[bool]]
 
 
 def frame(event: Event) -> bytes:
@@ -31,12 +33,18 @@ def _plain(kind: str) -> bytes:
 
 
 async def event_stream(
-    subscription: Subscription, *, heartbeat_seconds: float, replay: Replay | None = None
+    subscription: Subscription,
+    *,
+    heartbeat_seconds: float,
+    replay: Replay | None = None,
+    still_authorized: Authorized | None = None,
 ) -> AsyncIterator[bytes]:
     """`server.connected`, then any missed durable events, then live events with heartbeats.
 
     The subscription is taken before the replay is read, so nothing falls between the two; live
-    events already covered by the replay are skipped by their seq.
+    events already covered by the replay are skipped by their seq. Every `heartbeat_seconds`
+    (busy or idle) `still_authorized` is asked again; once it says no, a last `stream.unauthorized`
+    event is sent and the stream ends.
     """
     try:
         yield _plain(SERVER_CONNECTED)
@@ -46,10 +54,18 @@ async def event_stream(
                 if event.session_id is not None and event.seq is not None:
                     replayed[event.session_id] = event.seq
                 yield frame(event)
+        loop = asyncio.get_running_loop()
+        next_check = loop.time() + heartbeat_seconds
         while True:
             batch = await subscription.next_batch(timeout=heartbeat_seconds)
             if batch is None:
                 return
+            due = not batch or loop.time() >= next_check
+            if still_authorized is not None and due:
+                if not await still_authorized():
+                    yield _plain(STREAM_UNAUTHORIZED)
+                    return
+                next_check = loop.time() + heartbeat_seconds
             if not batch:
                 yield _plain(SERVER_HEARTBEAT)
                 continue

@@ -1,25 +1,36 @@
-"""`GET /event`: the live event stream of the caller's tenant (KERNEL 1.3), resumable by seq."""
+"""`GET /event`: the live event stream of the caller's tenant (KERNEL 1.3), resumable by seq.
+
+The caller's credential is checked again at every heartbeat: a stream ends once its API key is
+revoked or its token expires, instead of living as long as the connection does.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from agentforge.identity.authenticate import Authenticator
+from agentforge.identity.model import Identity
 from agentforge.model.events import Event
-from agentforge.server.deps import RuntimeDep, TenantDep
-from agentforge.server.sse import SSE_HEADERS, Replay, event_stream
+from agentforge.server.deps import IdentityDep, RuntimeDep, TenantDep
+from agentforge.server.sse import SSE_HEADERS, Authorized, Replay, event_stream
 from agentforge.session.service import InvalidInputError
 
 router = APIRouter(tags=["events"])
 
-HEARTBEAT_SECONDS = 10.0
+HEARTBEAT_SECONDS = 10.0  # the default of `app.state.sse_heartbeat_seconds`
+
+log = logging.getLogger(__name__)
 
 
 @router.get("/event", summary="Server-Sent Events of this tenant (optionally one session)")
 async def events(
+    request: Request,
     rt: RuntimeDep,
+    caller: IdentityDep,
     tenant_id: TenantDep,
     session_id: Annotated[str | None, Query(alias="sessionID")] = None,
     after: Annotated[int | None, Query(ge=0, description="resume after this session seq")] = None,
@@ -41,12 +52,32 @@ async def events(
             return await rt.store.events_after(tenant_id, sid, since)
 
         replay = replay_missed
-    heartbeat = getattr(rt.settings, "heartbeat_seconds", HEARTBEAT_SECONDS)
+    heartbeat: float = request.app.state.sse_heartbeat_seconds
+    authenticator: Authenticator = request.app.state.authenticator
+    stream = event_stream(
+        subscription,
+        heartbeat_seconds=heartbeat,
+        replay=replay,
+        still_authorized=_still_authorized(authenticator, caller),
+    )
     return StreamingResponse(
-        event_stream(subscription, heartbeat_seconds=heartbeat, replay=replay),
+        stream,
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
+
+
+def _still_authorized(authenticator: Authenticator, caller: Identity) -> Authorized:
+    async def check() -> bool:
+        try:
+            return await authenticator.still_valid(caller)
+        except Exception:
+            # The key could not be read again (store down): end the stream rather than serve
+            # unchecked; the client's reconnect is authenticated from scratch.
+            log.exception("could not re-check the credential of an event stream")
+            return False
+
+    return check
 
 
 def _parse_last_event_id(value: str | None) -> int | None:
