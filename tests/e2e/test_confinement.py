@@ -203,3 +203,38 @@ async def test_paths_outside_a_tenants_workspace_are_refused_without_an_ask(forg
     assert await forge.pending_permissions(ACME) == []
     # Refused, not asked: the turn ended without waiting for anyone and without another model call.
     assert len(forge.live.fake.requests) == 1
+
+
+async def test_a_server_run_from_the_parent_of_the_workspaces_serves_every_tenant_apart(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    # Like cwd /srv/forge with workspaces in /srv/forge/tenants/{tenant}: refused in local mode only.
+    config = {
+        **fake_provider_config(fake_openai),
+        "auth": {"required": True},
+        "tenancy": {"workspace_root": str(tmp_path / "workspace" / "tenants" / "{tenant}")},
+    }
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
+        forge = Forge(live, tmp_path, {})
+        for tenant in ("default", ACME):
+            minted = mint_api_key(tenant, "test", frozenset({MEMBER}), "test")
+            await live.runtime.store.create_api_key(minted.stored)
+            forge.headers[tenant] = {"Authorization": f"Bearer {minted.token}"}
+        acme_session = await forge.session(ACME)
+        plans = live.workspace / "tenants" / ACME / "plans.txt"
+        forge.live.fake.enqueue(
+            call("write", {"filePath": "plans.txt", "content": "acme's plans\n"}), reply("ok")
+        )
+        await forge.post(ACME, f"/session/{acme_session}/message", {"parts": [{"type": "text", "text": "w"}]})
+        assert plans.read_text() == "acme's plans\n"
+
+        # The default tenant's workspace contains acme's, yet acme's files stay out of its reach.
+        default_session = await forge.session("default")
+        forge.live.fake.enqueue(call("read", {"filePath": str(plans)}), reply("done"))
+        await forge.post(
+            "default", f"/session/{default_session}/message", {"parts": [{"type": "text", "text": "r"}]}
+        )
+        (state,) = await forge.tool_states("default", default_session)
+        assert state["status"] == "error"
+        assert "outside this tenant's workspace" in state["error"], state["error"]
+        assert "acme's plans" not in str(state)

@@ -195,6 +195,14 @@ async def test_a_server_run_from_a_parent_of_the_workspaces_serves_tenants_only_
     assert default.confinement.boundary.workspace == directory.resolve()
     assert any(expected.resolve().is_relative_to(closed) for closed in default.fence.closed)
     assert directory.resolve() not in acme.fence.open
+    # acme's files and the server's data lie inside the default workspace: the boundary keeps them
+    # out (the fence only sees paths outside a workspace), but not the default tenant's own dirs.
+    boundary = default.confinement.boundary
+    assert not boundary.contains(expected.resolve() / "plans.txt")
+    assert not boundary.contains((tmp_path / "data" / "tenants" / "acme").resolve())
+    assert not boundary.contains((tmp_path / "data" / "forge.db").resolve())
+    assert boundary.contains(output_dir(tmp_path / "data").resolve() / "spill.txt")
+    assert boundary.contains(directory.resolve() / "project" / "main.py")
 
 
 # --- confinement -------------------------------------------------------------------------------

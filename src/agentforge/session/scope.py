@@ -128,9 +128,10 @@ def is_local_mode(server: Settings) -> bool:
 def _check_apart(server: Settings, tenant_id: str, roots: TenantRoots) -> None:
     """In local mode, a tenant's roots must not overlap the default tenant's workspace: the default
     tenant is unconfined there, and its tools would reach the other tenant's files without any
-    permission ask (or the other way round). With authentication on the default tenant is confined
-    and the fence keeps every tenant out of the others' roots, so a server run from a parent of the
-    workspaces (`/` under systemd or Docker) is fine."""
+    permission ask (or the other way round). With authentication on the default tenant is confined:
+    its boundary excludes the other tenants' roots and the server's data inside its workspace, and
+    the fence keeps every tenant out of the others' roots, so a server run from a parent of the
+    workspaces (`/` under systemd or Docker, `/srv/forge` with `/srv/forge/tenants/{tenant}`) is fine."""
     shared = server.directory.resolve()
     for path in (roots.workspace, roots.data_dir):
         if _overlapping(path.resolve(), shared):
@@ -185,6 +186,15 @@ def is_confined(server: Settings, tenant_id: str) -> bool:
     return not is_local_user(server, tenant_id) or not server.config.tools.inherit_env
 
 
+def _not_its_own(server: Settings, tenant_id: str) -> tuple[Path, ...]:
+    """What the confined default tenant's workspace (the server directory) may contain but its tools
+    must not reach: the server's data and the other tenants' roots (a server run from `/` or from a
+    parent of the workspaces). The fence only sees paths outside a workspace, so the boundary must."""
+    if tenant_id != DEFAULT_TENANT:
+        return ()  # its workspace is its own: the other roots are outside it
+    return (server.data_dir.resolve(), *tenant_fence(server, tenant_id).closed)
+
+
 def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> Confinement:
     """What the tenant's tools run with; creates its temp directory when it gets a clean
     environment. Blocking file IO (mkdir, resolving symlinks): run it in a thread."""
@@ -199,7 +209,9 @@ def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> 
     own = (output_dir(settings.data_dir), settings.data_dir / PLANS_DIR, tmpdir)
     granted = server.config.tenancy.external_directories_for(tenant_id)
     boundary = WorkspaceBoundary(
-        workspace=settings.directory.resolve(), also=tuple(path.resolve() for path in (*own, *granted))
+        workspace=settings.directory.resolve(),
+        also=tuple(path.resolve() for path in (*own, *granted)),
+        excluded=_not_its_own(server, tenant_id),
     )
     # Commands run as the server's OS user: only the operator can allow them (tenancy.shell).
     shell_denied = None if server.config.tenancy.shell_granted(tenant_id) else tenant_id

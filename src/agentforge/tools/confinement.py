@@ -79,16 +79,26 @@ class ProcessEnv:
         return base
 
 
+def _within(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
 @dataclass(frozen=True, slots=True)
 class WorkspaceBoundary:
     """The directories a confined tenant's tools may reach at all: its workspace first, then its
-    private directories and the extra directories the server grants it. All resolved (real) paths."""
+    private directories and the extra directories the server grants it. `excluded`: directories
+    inside the workspace that are not its own (the server's data and the other tenants' roots, when
+    the workspace is a parent of theirs); the `also` directories are carved back out of them. All
+    resolved (real) paths."""
 
     workspace: Path
     also: tuple[Path, ...] = ()
+    excluded: tuple[Path, ...] = ()
 
     def contains(self, real: Path) -> bool:
-        return any(real == root or real.is_relative_to(root) for root in (self.workspace, *self.also))
+        if any(_within(real, root) for root in self.also):
+            return True
+        return _within(real, self.workspace) and not any(_within(real, root) for root in self.excluded)
 
     def refusal(self, path: Path, real: Path) -> str:
         """The tool error for a path outside: what the model needs to change course."""
