@@ -117,7 +117,7 @@ async def test_the_default_tenant_with_auth_on_is_kept_inside_the_server_directo
     outside = forge.tmp_path / "outside.txt"
     outside.write_text("not the default tenant's\n")
     session_id = await forge.session("default")
-    forge.live.fake.enqueue(call("read", {"filePath": str(outside)}), reply("done"))
+    forge.live.fake.enqueue(call("read", {"filePath": str(outside)}))  # a refusal ends the turn
     await forge.post("default", f"/session/{session_id}/message", {"parts": [{"type": "text", "text": "x"}]})
     (state,) = await forge.tool_states("default", session_id)
     assert state["status"] == "error"
@@ -230,7 +230,7 @@ async def test_a_server_run_from_the_parent_of_the_workspaces_serves_every_tenan
 
         # The default tenant's workspace contains acme's, yet acme's files stay out of its reach.
         default_session = await forge.session("default")
-        forge.live.fake.enqueue(call("read", {"filePath": str(plans)}), reply("done"))
+        forge.live.fake.enqueue(call("read", {"filePath": str(plans)}))  # a refusal ends the turn
         await forge.post(
             "default", f"/session/{default_session}/message", {"parts": [{"type": "text", "text": "r"}]}
         )
@@ -238,3 +238,17 @@ async def test_a_server_run_from_the_parent_of_the_workspaces_serves_every_tenan
         assert state["status"] == "error"
         assert "outside this tenant's workspace" in state["error"], state["error"]
         assert "acme's plans" not in str(state)
+
+        # A search from the top of its workspace would walk into acme's: refused, not filtered.
+        (live.workspace / "notes.txt").write_text("default's plans\n")
+        step = Script()
+        step.tool_call("grep", {"pattern": "plans"})
+        step.tool_call("glob", {"pattern": "**/*.txt"})
+        forge.live.fake.enqueue(step.usage(10, 5).finish("tool_calls"))
+        await forge.post(
+            "default", f"/session/{default_session}/message", {"parts": [{"type": "text", "text": "s"}]}
+        )
+        states = (await forge.tool_states("default", default_session))[1:]
+        assert [state["status"] for state in states] == ["error", "error"]
+        for state in states:
+            assert f"contains {(live.workspace / 'tenants').resolve()}" in state["error"], state["error"]

@@ -100,6 +100,14 @@ class WorkspaceBoundary:
             return True
         return _within(real, self.workspace) and not any(_within(real, root) for root in self.excluded)
 
+    def excluded_within(self, directory: Path) -> Path | None:
+        """An existing excluded directory strictly inside `directory` (a search there would walk
+        into it), or None. Touches the filesystem: call it off the event loop."""
+        for root in self.excluded:
+            if root != directory and root.is_relative_to(directory) and root.exists():
+                return root
+        return None
+
     def refusal(self, path: Path, real: Path) -> str:
         """The tool error for a path outside: what the model needs to change course."""
         leads_to = f" (it resolves to {real})" if real != path else ""
