@@ -377,6 +377,19 @@ def test_external_directories_are_absolute_per_valid_tenant() -> None:
         load_config(override={"tenancy": {"external_directories": {"Acme Corp": ["/srv"]}}}, env={})
 
 
+def test_the_shell_grant_names_valid_tenants_or_all_of_them() -> None:
+    assert not load_config(override={}, env={})[0].tenancy.shell_granted("acme")
+    listed, _ = load_config(override={"tenancy": {"shell": ["acme"]}}, env={})
+    assert listed.tenancy.shell_granted("acme")
+    assert not listed.tenancy.shell_granted("beta")
+    everyone, _ = load_config(override={"tenancy": {"shell": "*"}}, env={})
+    assert everyone.tenancy.shell_granted("beta")
+    with pytest.raises(ConfigError, match="invalid tenant id 'Acme Corp'"):
+        load_config(override={"tenancy": {"shell": ["Acme Corp"]}}, env={})
+    with pytest.raises(ConfigError, match="shell"):
+        load_config(override={"tenancy": {"shell": "acme"}}, env={})
+
+
 def test_tenant_overlays_are_keyed_by_valid_tenant_ids() -> None:
     with pytest.raises(ConfigError, match="invalid tenant id 'Acme Corp'"):
         load_config(override={"tenancy": {"overlays": {"Acme Corp": {}}}}, env={})

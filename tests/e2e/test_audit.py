@@ -86,7 +86,12 @@ async def test_config_loaded_is_recorded_once_per_distinct_config(
 async def test_entries_name_the_authenticated_users_and_the_approver(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:
-    config = {**fake_provider_config(fake_openai), "permission": {"bash": "ask"}, "auth": {"required": True}}
+    config = {
+        **fake_provider_config(fake_openai),
+        "permission": {"bash": "ask"},
+        "auth": {"required": True},
+        "tenancy": {"shell": ["acme"]},  # acme's bash call is what gets approved
+    }
     args = {"command": "echo audited", "description": "Say it"}
     async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
         member = mint_api_key("acme", "dev", frozenset({MEMBER}), "test")

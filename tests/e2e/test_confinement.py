@@ -1,7 +1,9 @@
 """A tenant's tools stay in its workspace and never see the server's secrets, through HTTP with API
 keys: the model's bash, the user's shell route and command snippets get the tenant's clean
-environment; file tools are refused outside its workspace without a permission ask. The default
-tenant (local mode) keeps the server's environment."""
+environment; file tools are refused outside its workspace without a permission ask. Commands run
+only for the tenants the server config grants them (`tenancy.shell`): without the grant the bash
+tool is not offered, the shell route answers 403 and command snippets are refused. With
+authentication on, the tenant `default` is confined like any other."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 SECRET_NAME = "FORGE_TEST_SERVER_SECRET"
 SECRET_VALUE = "hunter2-do-not-leak"
 ACME = "acme"
+UNGRANTED = "globex"  # a tenant the server config does not let run commands
 
 
 @dataclass
@@ -33,9 +36,11 @@ class Forge:
     def workspace(self, tenant: str) -> Path:
         return self.tmp_path / "data" / "tenants" / tenant / "workspace"
 
-    async def post(self, tenant: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def post(
+        self, tenant: str, path: str, body: dict[str, Any] | None = None, status: int = 200
+    ) -> Any:
         response = await self.live.client.post(path, json=body, headers=self.headers[tenant])
-        assert response.status_code == 200, response.text
+        assert response.status_code == status, response.text
         return response.json()
 
     async def session(self, tenant: str) -> str:
@@ -64,12 +69,15 @@ async def forge(
     config = {
         **fake_provider_config(fake_openai),
         "auth": {"required": True},
-        "tenancy": {"overlays": {ACME: {"shell_env": {"ACME_REGION": "eu-1"}}}},
+        "tenancy": {
+            "overlays": {ACME: {"shell_env": {"ACME_REGION": "eu-1"}}},
+            "shell": [ACME, "default"],
+        },
         "command": {"environment": {"template": "Env:\n!`env`"}},
     }
     async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
         headers = {}
-        for tenant in ("default", ACME, "globex"):
+        for tenant in ("default", ACME, UNGRANTED):
             minted = mint_api_key(tenant, "test", frozenset({MEMBER}), "test")
             await live.runtime.store.create_api_key(minted.stored)
             headers[tenant] = {"Authorization": f"Bearer {minted.token}"}
@@ -89,7 +97,7 @@ async def bash_env(forge: Forge, tenant: str) -> dict[str, str]:
     return env_of(state["output"])
 
 
-async def test_a_tenants_bash_gets_a_clean_environment_and_the_default_tenant_its_own(forge: Forge) -> None:
+async def test_a_tenants_bash_gets_a_clean_environment_and_so_does_default_with_auth_on(forge: Forge) -> None:
     acme = await bash_env(forge, ACME)
     assert SECRET_NAME not in acme
     assert SECRET_VALUE not in "\n".join(acme.values())
@@ -98,9 +106,58 @@ async def test_a_tenants_bash_gets_a_clean_environment_and_the_default_tenant_it
     assert acme["ACME_REGION"] == "eu-1"
     assert not any(name.startswith("AGENTFORGE_") for name in acme)
 
-    local = await bash_env(forge, "default")
-    assert local[SECRET_NAME] == SECRET_VALUE
-    assert "ACME_REGION" not in local  # another tenant's declared variables stay its own
+    # Authentication is on: whoever holds a `default` key is a tenant, not the server's local user.
+    default = await bash_env(forge, "default")
+    assert SECRET_NAME not in default
+    assert default["HOME"] == str(forge.live.workspace)  # its workspace stays the server directory
+    assert "ACME_REGION" not in default  # another tenant's declared variables stay its own
+
+
+async def test_the_default_tenant_with_auth_on_is_kept_inside_the_server_directory(forge: Forge) -> None:
+    outside = forge.tmp_path / "outside.txt"
+    outside.write_text("not the default tenant's\n")
+    session_id = await forge.session("default")
+    forge.live.fake.enqueue(call("read", {"filePath": str(outside)}))  # a refusal ends the turn
+    await forge.post("default", f"/session/{session_id}/message", {"parts": [{"type": "text", "text": "x"}]})
+    (state,) = await forge.tool_states("default", session_id)
+    assert state["status"] == "error"
+    assert "outside this tenant's workspace" in state["error"], state["error"]
+    assert await forge.pending_permissions("default") == []
+
+
+async def test_a_tenant_without_the_shell_grant_runs_no_commands(forge: Forge) -> None:
+    session_id = await forge.session(UNGRANTED)
+    forge.live.fake.enqueue(reply("no shell here"))
+    await forge.post(UNGRANTED, f"/session/{session_id}/message", {"parts": [{"type": "text", "text": "hi"}]})
+    offered = [tool["function"]["name"] for tool in forge.live.fake.requests[-1].get("tools") or []]
+    assert "read" in offered
+    assert "bash" not in offered
+
+    refused = await forge.post(
+        UNGRANTED, f"/session/{session_id}/shell", {"agent": "build", "command": "env"}, status=403
+    )
+    assert "disabled for tenant 'globex'" in refused["data"]["message"]
+    assert "tenancy.shell" in refused["data"]["message"]
+
+    requests_before = len(forge.live.fake.requests)
+    refused = await forge.post(
+        UNGRANTED, f"/session/{session_id}/command", {"command": "environment", "arguments": ""}, status=403
+    )
+    assert "disabled for tenant 'globex'" in refused["data"]["message"]
+    assert len(forge.live.fake.requests) == requests_before  # nothing was prompted
+    messages = await forge.live.client.get(f"/session/{session_id}/message", headers=forge.headers[UNGRANTED])
+    assert len(messages.json()) == 2  # only the first exchange: no shell run was recorded
+
+
+async def test_a_bash_call_from_a_tenant_without_the_grant_is_refused(forge: Forge) -> None:
+    session_id = await forge.session(UNGRANTED)
+    forge.live.fake.enqueue(call("bash", {"command": "env", "description": "Show env"}), reply("ok"))
+    await forge.post(UNGRANTED, f"/session/{session_id}/message", {"parts": [{"type": "text", "text": "x"}]})
+    (state,) = await forge.tool_states(UNGRANTED, session_id)
+    # Routed to `invalid` (the model is told what it may call): the command never ran.
+    assert state["input"]["tool"] == "bash", state
+    assert "unavailable tool 'bash'" in state["output"], state
+    assert "PATH=" not in state["output"]
 
 
 async def test_the_shell_route_and_command_snippets_get_the_tenants_environment(forge: Forge) -> None:
@@ -146,3 +203,52 @@ async def test_paths_outside_a_tenants_workspace_are_refused_without_an_ask(forg
     assert await forge.pending_permissions(ACME) == []
     # Refused, not asked: the turn ended without waiting for anyone and without another model call.
     assert len(forge.live.fake.requests) == 1
+
+
+async def test_a_server_run_from_the_parent_of_the_workspaces_serves_every_tenant_apart(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    # Like cwd /srv/forge with workspaces in /srv/forge/tenants/{tenant}: refused in local mode only.
+    config = {
+        **fake_provider_config(fake_openai),
+        "auth": {"required": True},
+        "tenancy": {"workspace_root": str(tmp_path / "workspace" / "tenants" / "{tenant}")},
+    }
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
+        forge = Forge(live, tmp_path, {})
+        for tenant in ("default", ACME):
+            minted = mint_api_key(tenant, "test", frozenset({MEMBER}), "test")
+            await live.runtime.store.create_api_key(minted.stored)
+            forge.headers[tenant] = {"Authorization": f"Bearer {minted.token}"}
+        acme_session = await forge.session(ACME)
+        plans = live.workspace / "tenants" / ACME / "plans.txt"
+        forge.live.fake.enqueue(
+            call("write", {"filePath": "plans.txt", "content": "acme's plans\n"}), reply("ok")
+        )
+        await forge.post(ACME, f"/session/{acme_session}/message", {"parts": [{"type": "text", "text": "w"}]})
+        assert plans.read_text() == "acme's plans\n"
+
+        # The default tenant's workspace contains acme's, yet acme's files stay out of its reach.
+        default_session = await forge.session("default")
+        forge.live.fake.enqueue(call("read", {"filePath": str(plans)}))  # a refusal ends the turn
+        await forge.post(
+            "default", f"/session/{default_session}/message", {"parts": [{"type": "text", "text": "r"}]}
+        )
+        (state,) = await forge.tool_states("default", default_session)
+        assert state["status"] == "error"
+        assert "outside this tenant's workspace" in state["error"], state["error"]
+        assert "acme's plans" not in str(state)
+
+        # A search from the top of its workspace would walk into acme's: refused, not filtered.
+        (live.workspace / "notes.txt").write_text("default's plans\n")
+        step = Script()
+        step.tool_call("grep", {"pattern": "plans"})
+        step.tool_call("glob", {"pattern": "**/*.txt"})
+        forge.live.fake.enqueue(step.usage(10, 5).finish("tool_calls"))
+        await forge.post(
+            "default", f"/session/{default_session}/message", {"parts": [{"type": "text", "text": "s"}]}
+        )
+        states = (await forge.tool_states("default", default_session))[1:]
+        assert [state["status"] for state in states] == ["error", "error"]
+        for state in states:
+            assert f"contains {(live.workspace / 'tenants').resolve()}" in state["error"], state["error"]

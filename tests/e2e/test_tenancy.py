@@ -42,7 +42,7 @@ class Tenants:
 
 def tenancy_config(fake: FakeOpenAI, **overlay: Any) -> dict[str, Any]:
     config = fake_provider_config(fake)
-    config["tenancy"] = {"overlays": {TENANT: overlay}}
+    config["tenancy"] = {"overlays": {TENANT: overlay}, "shell": "*"}
     config["auth"] = {"required": True}
     return config
 

@@ -106,8 +106,10 @@ async def two_tenants(
     """A live server requiring auth, tenants A and B with an admin key each. `b_may_reach`: a directory
     the server config grants B beyond its workspace (else every outside path is refused outright)."""
     config = {**fake_provider_config(fake), "auth": {"required": True}, "permission": {"bash": "ask"}}
+    tenancy: dict[str, Any] = {"shell": "*"}  # the probes run bash and the shell route
     if b_may_reach is not None:
-        config["tenancy"] = {"external_directories": {TENANT_B: [str(b_may_reach)]}}
+        tenancy["external_directories"] = {TENANT_B: [str(b_may_reach)]}
+    config["tenancy"] = tenancy
     async with (
         start_live_server(tmp_path, fake, config, database_url=database_url) as live,
         contextlib.AsyncExitStack() as stack,

@@ -159,6 +159,52 @@ async def test_a_bad_overlay_file_names_the_file_and_the_problem(
     assert str(path) in str(caught.value)
 
 
+def settings_in(directory: Path, tmp_path: Path, **config: Any) -> Settings:
+    """A server run from `directory` (e.g. `/` under systemd or Docker)."""
+    return load_settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'forge.db'}",
+        directory=directory,
+        config_override={"model": "fake/m", "provider": {"fake": {"options": {"baseURL": "http://x"}}}}
+        | config,
+    )
+
+
+@pytest.mark.parametrize("layout", ["root", "parent"])
+async def test_a_server_run_from_a_parent_of_the_workspaces_serves_tenants_only_with_auth_on(
+    tmp_path: Path, layout: str
+) -> None:
+    # `root`: cwd `/`, workspaces in the data directory; `parent`: cwd `/srv/forge`, workspaces in
+    # `/srv/forge/tenants/{tenant}`.
+    srv = tmp_path / "srv" / "forge"
+    srv.mkdir(parents=True)
+    directory = Path("/") if layout == "root" else srv
+    tenancy = {} if layout == "root" else {"workspace_root": str(srv / "tenants" / "{tenant}")}
+    local = settings_in(directory, tmp_path, tenancy=tenancy)
+    with pytest.raises(ConfigError, match="overlaps the default tenant's workspace"):
+        await open_scope(local, "acme", BuiltinTools())
+
+    served = settings_in(directory, tmp_path, tenancy=tenancy, auth={"required": True})
+    acme = await open_scope(served, "acme", BuiltinTools())
+    in_data = tmp_path / "data" / "tenants" / "acme" / "workspace"
+    expected = in_data if layout == "root" else srv / "tenants" / "acme"
+    assert acme.settings.directory == expected
+    # The default tenant is confined to the server directory and fenced from acme's roots.
+    default = await open_scope(served, "default", BuiltinTools())
+    assert default.confinement.boundary is not None
+    assert default.confinement.boundary.workspace == directory.resolve()
+    assert any(expected.resolve().is_relative_to(closed) for closed in default.fence.closed)
+    assert directory.resolve() not in acme.fence.open
+    # acme's files and the server's data lie inside the default workspace: the boundary keeps them
+    # out (the fence only sees paths outside a workspace), but not the default tenant's own dirs.
+    boundary = default.confinement.boundary
+    assert not boundary.contains(expected.resolve() / "plans.txt")
+    assert not boundary.contains((tmp_path / "data" / "tenants" / "acme").resolve())
+    assert not boundary.contains((tmp_path / "data" / "forge.db").resolve())
+    assert boundary.contains(output_dir(tmp_path / "data").resolve() / "spill.txt")
+    assert boundary.contains(directory.resolve() / "project" / "main.py")
+
+
 # --- confinement -------------------------------------------------------------------------------
 
 
@@ -204,6 +250,44 @@ async def test_the_default_tenant_inherits_the_environment_unless_configured_oth
     env = clean.confinement.env
     assert (env.inherit, env.home, env.tmpdir) == (False, tmp_path / "workspace", tmp_path / "data" / TMP_DIR)
     assert clean.confinement.boundary is None  # local mode keeps the usual external_directory asks
+
+
+async def test_the_default_tenant_is_confined_when_authentication_is_on(tmp_path: Path) -> None:
+    server = settings(tmp_path, auth={"required": True}, shell_env={"X": "1"})
+    default = await open_scope(server, "default", BuiltinTools())
+    env = default.confinement.env
+    assert (env.inherit, env.home, env.tmpdir) == (False, tmp_path / "workspace", tmp_path / "data" / TMP_DIR)
+    assert env.declared == {"X": "1"}
+    boundary = default.confinement.boundary
+    assert boundary is not None
+    assert boundary.workspace == (tmp_path / "workspace").resolve()
+    assert not boundary.contains(tmp_path / "elsewhere")
+    assert default.confinement.shell_denied == "default"
+
+
+async def test_commands_are_off_for_confined_tenants_unless_the_server_grants_them(tmp_path: Path) -> None:
+    local = settings(tmp_path)
+    assert (await open_scope(local, "default", BuiltinTools())).confinement.shell_denied is None
+    assert (await open_scope(local, "acme", BuiltinTools())).confinement.shell_denied == "acme"
+
+    listed = settings(tmp_path, tenancy={"shell": ["acme"]}, auth={"required": True})
+    assert (await open_scope(listed, "acme", BuiltinTools())).confinement.shell_denied is None
+    assert (await open_scope(listed, "beta", BuiltinTools())).confinement.shell_denied == "beta"
+    assert (await open_scope(listed, "default", BuiltinTools())).confinement.shell_denied == "default"
+
+    everyone = settings(tmp_path, tenancy={"shell": "*"}, auth={"required": True})
+    for tenant_id in ("acme", "beta", "default"):
+        assert (await open_scope(everyone, tenant_id, BuiltinTools())).confinement.shell_denied is None
+
+
+async def test_a_tenant_overlay_cannot_grant_itself_commands(tmp_path: Path) -> None:
+    server = settings(tmp_path)
+    path = write_overlay(server, "acme", {"tenancy": {"shell": ["acme"]}})
+    with pytest.raises(ConfigError, match="tenancy cannot be set per tenant") as caught:
+        await open_scope(server, "acme", BuiltinTools())
+    assert str(path) in str(caught.value)
+    with pytest.raises(ConfigError, match="tenancy cannot be set per tenant"):
+        settings(tmp_path, tenancy={"overlays": {"acme": {"tenancy": {"shell": "*"}}}})
 
 
 async def test_a_tenant_overlay_file_cannot_make_its_tools_inherit_the_environment(tmp_path: Path) -> None:

@@ -154,3 +154,16 @@ async def test_every_file_tool_of_a_confined_tenant_stops_at_the_boundary(
     assert harness.asks == []
     assert sorted(p.name for p in outside.iterdir()) == ["f.txt"]
     assert (outside / "f.txt").read_text() == "a"
+
+
+def test_excluded_directories_inside_the_workspace_are_out_except_the_tenants_own() -> None:
+    boundary = WorkspaceBoundary(
+        workspace=Path("/srv/forge"),
+        also=(Path("/srv/forge/data/tool-output"),),
+        excluded=(Path("/srv/forge/data"), Path("/srv/forge/tenants")),
+    )
+    assert boundary.contains(Path("/srv/forge/project/main.py"))
+    assert not boundary.contains(Path("/srv/forge/tenants/acme/plans.txt"))
+    assert not boundary.contains(Path("/srv/forge/data/forge.db"))
+    assert boundary.contains(Path("/srv/forge/data/tool-output/spill.txt"))
+    assert not boundary.contains(Path("/srv/other"))

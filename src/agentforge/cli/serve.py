@@ -10,6 +10,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from agentforge.cli.connect import Target, build_settings
+from agentforge.cli.nondumpable import make_non_dumpable
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
 from agentforge.config import Settings, is_loopback
 from agentforge.server.serve import ForgeServer
@@ -62,6 +63,8 @@ def serve(
         raise typer.Exit(2)
     if production:
         _require_production_checks(settings)
+    # From here on, same-uid processes (tenants' commands) cannot read our environ or ptrace us.
+    make_non_dumpable()
     from agentforge.server.app import create_app
 
     _run_server(create_app(settings), settings.host, settings.port, log_level)

@@ -25,11 +25,19 @@ Tenancy (the optional `tenancy` section) gives each tenant its own workspace and
 - `external_directories`: per tenant id, absolute directories outside its workspace that its tools may
   still reach (after the usual `external_directory` permission ask). Every other path outside a
   tenant's workspace is refused outright: a tenant's own user cannot approve their way out of it.
+- `shell`: the tenants that may run commands at all (the bash tool, the shell route, `!`cmd`` snippets
+  of commands), as a list of tenant ids or `"*"` for all. Default: none. Commands run as the server's
+  own OS user, so a tenant's command could read the server's process and every other tenant's files:
+  grant this only with an OS-level sandbox (separate uid, container, bubblewrap) around the server.
+
+Confined tenants are every tenant other than `default`, and `default` too when authentication is on:
+only the local user of local mode is trusted with the server's environment, its own directory without
+a boundary and commands (`tenancy.shell` does not apply to it).
 
 The processes a tenant's tools start (bash, the shell route, command snippets, MCP stdio servers) get
 a clean environment (tools/confinement.py): the server's secrets never reach them. `shell_env`
-(`{NAME: value}`, settable per tenant) adds variables to it. The tenant `default` inherits the server's
-environment unless `tools.inherit_env` is false (server-wide).
+(`{NAME: value}`, settable per tenant) adds variables to it. The tenant `default` in local mode
+inherits the server's environment unless `tools.inherit_env` is false (server-wide).
 
 Authentication (section `auth`, see `AuthConfig`) is ON, meaning every request must carry valid
 credentials, when any of these holds:

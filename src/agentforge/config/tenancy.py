@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -12,6 +12,7 @@ from agentforge.config.errors import ConfigError
 from agentforge.identity.model import InvalidTenantId, validate_tenant_id
 
 TENANT_PLACEHOLDER = "{tenant}"
+ALL_TENANTS = "*"
 # Settings of the process, not of a tenant: one server, one database, one identity setup, one set of
 # in-process plugins, one permission deadline timer.
 SERVER_WIDE_KEYS = frozenset(
@@ -48,6 +49,11 @@ class TenancyConfig(BaseModel):
     workspace_root: str | None = None
     overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
     external_directories: dict[str, list[str]] = Field(default_factory=dict)
+    # Tenants whose commands may run at all (bash tool, shell route, command snippets), or "*" for
+    # every tenant. Confined tenants get none by default: their commands would run as the server's
+    # own OS user, able to read its environment and every other tenant's files. Grant this only
+    # with an OS-level sandbox (separate uid, container, bubblewrap) around the server.
+    shell: list[str] | Literal["*"] = Field(default_factory=list)
 
     @field_validator("workspace_root")
     @classmethod
@@ -68,6 +74,24 @@ class TenancyConfig(BaseModel):
             if relative:
                 raise ValueError(f"{tenant_id}: directories must be absolute paths, got {relative}")
         return value
+
+    @field_validator("shell")
+    @classmethod
+    def _shell_tenants(cls, value: list[str] | str) -> list[str] | str:
+        if isinstance(value, list):
+            for tenant_id in value:
+                if tenant_id == ALL_TENANTS:
+                    continue
+                try:
+                    validate_tenant_id(tenant_id)
+                except InvalidTenantId as exc:
+                    raise ValueError(str(exc)) from None
+        return value
+
+    def shell_granted(self, tenant_id: str) -> bool:
+        """Whether the server config lets this (confined) tenant run commands."""
+        granted = [self.shell] if isinstance(self.shell, str) else self.shell
+        return ALL_TENANTS in granted or tenant_id in granted
 
     def external_directories_for(self, tenant_id: str) -> list[Path]:
         return [Path(d).expanduser() for d in self.external_directories.get(tenant_id, [])]

@@ -13,6 +13,7 @@ from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
 from agentforge.session.scope import TenantScopeError
 from agentforge.session.service import InvalidInputError, NotFoundError
+from agentforge.tools.confinement import ShellNotAllowedError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(InvalidInputError)
     async def invalid(_request: Request, exc: InvalidInputError) -> WireResponse:
         return WireResponse(error_body("BadRequestError", str(exc)), status_code=400)
+
+    @app.exception_handler(ShellNotAllowedError)
+    async def shell_not_allowed(_request: Request, exc: ShellNotAllowedError) -> WireResponse:
+        return WireResponse(error_body("ForbiddenError", str(exc)), status_code=403)
 
     @app.exception_handler(SessionBusyError)
     async def busy(_request: Request, exc: SessionBusyError) -> WireResponse:

@@ -4,7 +4,9 @@ A command is `command.<name>` in the config (`{template, description?, agent?, m
 or a file `<name>.md` (front matter with the same keys, the body as template) in
 `<config dir>/commands/` or `<workspace>/.agentforge/commands/`; later sources override earlier ones.
 Running one expands the template with the arguments, runs its !`shell` snippets in the workspace,
-turns `@` references into parts, and prompts the session, either directly or as a subtask.
+turns `@` references into parts, and prompts the session, either directly or as a subtask. A confined
+tenant without the server's `tenancy.shell` grant cannot run a command with snippets
+(ShellNotAllowedError, a 403).
 """
 
 from __future__ import annotations
@@ -163,6 +165,10 @@ def expand(template: str, arguments: str) -> str:
     return text.strip()
 
 
+def has_shell_snippets(text: str) -> bool:
+    return _SHELL_SNIPPET.search(text) is not None
+
+
 async def run_shell_snippets(text: str, *, cwd: Path, env: dict[str, str]) -> str:
     """Replace every !`command` by what it prints, run in `cwd` (killed after a timeout)."""
     snippets = list(dict.fromkeys(_SHELL_SNIPPET.findall(text)))
@@ -220,10 +226,13 @@ class CommandRunner:
         workspace = Path(session.directory)
         command = await self._find(scope, session_id, body.command, workspace)
         agent = self._agent(scope, command.agent or body.agent or scope.agents.default_name)
+        template = expand(command.template, body.arguments)
+        if has_shell_snippets(template):
+            scope.confinement.check_shell()  # snippets run commands: refused without the grant
         env = scope.confinement.env.build(
             await shell_env(self.rt.plugins, cwd=workspace, session_id=session_id, call_id=None)
         )
-        text = await run_shell_snippets(expand(command.template, body.arguments), cwd=workspace, env=env)
+        text = await run_shell_snippets(template, cwd=workspace, env=env)
         model = self._model(scope.catalog, command, agent, body)
         agent_names = [a.name for a in scope.agents.list()]
         if (agent.mode == "subagent" and command.subtask is not False) or command.subtask is True:

@@ -46,6 +46,7 @@ from agentforge.session.subtask import SessionSubagents, caller_model, describe_
 from agentforge.session.todos import StoreTodos
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
 from agentforge.tools.base import SHELL_ENV_EXTRA
+from agentforge.tools.builtin.bash import BashTool
 from agentforge.tools.builtin.question import QUESTIONS_EXTRA
 from agentforge.tools.builtin.task import SUBAGENTS_EXTRA
 from agentforge.tools.builtin.todo import TODOS_EXTRA
@@ -216,6 +217,8 @@ class TurnLoop:
         )
         # KERNEL 5.6: tools the user switched off for this turn, and tools the rules deny outright.
         switched_off = {name for name, enabled in (user.tools or {}).items() if not enabled}
+        if self.scope.confinement.shell_denied is not None:
+            switched_off.add(BashTool.id)  # a confined tenant without the server's tenancy.shell grant
         for name in switched_off | permissions.disabled(available):
             available.pop(name, None)
         describe_task_tool(available, self.scope.agents, permissions.ruleset)

@@ -8,9 +8,12 @@ directory, so a single-tenant server behaves exactly as before tenancy existed. 
 are created on first use, private to the server's user (0700).
 
 A tenant's `confinement` (tools/confinement.py) is what its tools run with: the environment of the
-processes they start and, for tenants other than `default`, the hard boundary of the paths they
-reach (its workspace, its own tool-output, plans and temp directories, and the directories the
-server config grants it in `tenancy.external_directories`).
+processes they start and, for confined tenants, the hard boundary of the paths they reach (its
+workspace, its own tool-output, plans and temp directories, and the directories the server config
+grants it in `tenancy.external_directories`) and whether it may run commands at all (only with the
+server's `tenancy.shell` grant). Confined are all tenants but `default` in local mode (authentication
+off): with authentication on, whoever holds a `default` credential is a tenant like any other, kept
+inside the server's directory.
 
 Everything here is derived from config and files; the services every tenant shares (store, bus,
 permissions, plugins, runners) stay on the Runtime.
@@ -117,9 +120,18 @@ def _overlapping(a: Path, b: Path) -> bool:
     return a == b or a.is_relative_to(b) or b.is_relative_to(a)
 
 
+def is_local_mode(server: Settings) -> bool:
+    """Authentication is off: every request is the local user of tenant `default`."""
+    return not server.config.auth.enabled(server.host)
+
+
 def _check_apart(server: Settings, tenant_id: str, roots: TenantRoots) -> None:
-    """A tenant's roots must not overlap the default tenant's workspace: the default tenant's tools
-    would reach the other tenant's files without any permission ask (or the other way round)."""
+    """In local mode, a tenant's roots must not overlap the default tenant's workspace: the default
+    tenant is unconfined there, and its tools would reach the other tenant's files without any
+    permission ask (or the other way round). With authentication on the default tenant is confined:
+    its boundary excludes the other tenants' roots and the server's data inside its workspace, and
+    the fence keeps every tenant out of the others' roots, so a server run from a parent of the
+    workspaces (`/` under systemd or Docker, `/srv/forge` with `/srv/forge/tenants/{tenant}`) is fine."""
     shared = server.directory.resolve()
     for path in (roots.workspace, roots.data_dir):
         if _overlapping(path.resolve(), shared):
@@ -153,17 +165,34 @@ def tenant_settings(server: Settings, tenant_id: str) -> Settings:
     """The tenant's effective settings, its roots created. Blocking file IO: run it in a thread."""
     roots = tenant_roots(server, tenant_id)
     if tenant_id != DEFAULT_TENANT:
-        _check_apart(server, tenant_id, roots)
+        if is_local_mode(server):
+            _check_apart(server, tenant_id, roots)
         _make_private_dir(roots.data_dir)
         _make_private_dir(roots.workspace)
     config = _effective_config(server, tenant_id)
     return replace(server, config=config, directory=roots.workspace, data_dir=roots.data_dir)
 
 
+def is_local_user(server: Settings, tenant_id: str) -> bool:
+    """The local user of local mode: the one tenant trusted with the server's own directory and
+    commands without any grant."""
+    return tenant_id == DEFAULT_TENANT and is_local_mode(server)
+
+
 def is_confined(server: Settings, tenant_id: str) -> bool:
-    """Tenants other than `default` always are; `default` too when `tools.inherit_env` is false
-    (read from the server's config: no overlay can set it)."""
-    return tenant_id != DEFAULT_TENANT or not server.config.tools.inherit_env
+    """Whether the tenant's processes get a clean environment: every tenant but the local user, and
+    the local user too when `tools.inherit_env` is false (read from the server's config: no overlay
+    can set it)."""
+    return not is_local_user(server, tenant_id) or not server.config.tools.inherit_env
+
+
+def _not_its_own(server: Settings, tenant_id: str) -> tuple[Path, ...]:
+    """What the confined default tenant's workspace (the server directory) may contain but its tools
+    must not reach: the server's data and the other tenants' roots (a server run from `/` or from a
+    parent of the workspaces). The fence only sees paths outside a workspace, so the boundary must."""
+    if tenant_id != DEFAULT_TENANT:
+        return ()  # its workspace is its own: the other roots are outside it
+    return (server.data_dir.resolve(), *tenant_fence(server, tenant_id).closed)
 
 
 def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> Confinement:
@@ -175,14 +204,18 @@ def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> 
     tmpdir = settings.data_dir / TMP_DIR
     _make_private_dir(tmpdir)
     env = ProcessEnv(inherit=False, home=settings.directory, tmpdir=tmpdir, declared=declared)
-    if tenant_id == DEFAULT_TENANT:
+    if is_local_user(server, tenant_id):
         return Confinement(env=env)  # local mode: a clean environment, the usual permission asks
     own = (output_dir(settings.data_dir), settings.data_dir / PLANS_DIR, tmpdir)
     granted = server.config.tenancy.external_directories_for(tenant_id)
     boundary = WorkspaceBoundary(
-        workspace=settings.directory.resolve(), also=tuple(path.resolve() for path in (*own, *granted))
+        workspace=settings.directory.resolve(),
+        also=tuple(path.resolve() for path in (*own, *granted)),
+        excluded=_not_its_own(server, tenant_id),
     )
-    return Confinement(env=env, boundary=boundary)
+    # Commands run as the server's OS user: only the operator can allow them (tenancy.shell).
+    shell_denied = None if server.config.tenancy.shell_granted(tenant_id) else tenant_id
+    return Confinement(env=env, boundary=boundary, shell_denied=shell_denied)
 
 
 def check_configured_overlays(server: Settings) -> None:

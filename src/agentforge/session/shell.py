@@ -204,7 +204,9 @@ def _pick_model(scope: TenantScope, session: Session, body: ShellInput, agent: A
 
 
 async def run_shell(rt: Runtime, scope: TenantScope, session: Session, body: ShellInput) -> WithParts:
-    """Run the command to its end (or abort); the assistant message and its `bash` part."""
+    """Run the command to its end (or abort); the assistant message and its `bash` part. Raises
+    ShellNotAllowedError for a confined tenant without the server's `tenancy.shell` grant."""
+    scope.confinement.check_shell()
     if body.message_id is not None and not ids.has_prefix(body.message_id, "msg"):
         raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
     agent = _pick_agent(scope, body.agent)

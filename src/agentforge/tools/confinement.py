@@ -16,6 +16,10 @@ and the directories the server config grants it (`tenancy.external_directories`)
 once: the `external_directory` permission cannot widen it, since the tenant's own user answers that
 ask. Inside the boundary, paths outside the session's directory still go through the ask.
 
+Commands: bash, the shell route and command snippets run as the server's own OS user, so a
+confined tenant runs none unless the server config grants it (`tenancy.shell`, to be used only with
+an OS-level sandbox around the server); without the grant, `Confinement.check_shell` refuses them.
+
 What this does NOT do: sandbox the text of a bash command. Literal path arguments of file commands
 (`cat /etc/x`, `cd ..`) are checked, but `python -c "open('/etc/x')"` or `$VAR` paths are not; and
 a path is checked before the tool uses it (a symlink swapped in between is not seen). Only an OS
@@ -75,16 +79,34 @@ class ProcessEnv:
         return base
 
 
+def _within(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
 @dataclass(frozen=True, slots=True)
 class WorkspaceBoundary:
     """The directories a confined tenant's tools may reach at all: its workspace first, then its
-    private directories and the extra directories the server grants it. All resolved (real) paths."""
+    private directories and the extra directories the server grants it. `excluded`: directories
+    inside the workspace that are not its own (the server's data and the other tenants' roots, when
+    the workspace is a parent of theirs); the `also` directories are carved back out of them. All
+    resolved (real) paths."""
 
     workspace: Path
     also: tuple[Path, ...] = ()
+    excluded: tuple[Path, ...] = ()
 
     def contains(self, real: Path) -> bool:
-        return any(real == root or real.is_relative_to(root) for root in (self.workspace, *self.also))
+        if any(_within(real, root) for root in self.also):
+            return True
+        return _within(real, self.workspace) and not any(_within(real, root) for root in self.excluded)
+
+    def excluded_within(self, directory: Path) -> Path | None:
+        """An existing excluded directory strictly inside `directory` (a search there would walk
+        into it), or None. Touches the filesystem: call it off the event loop."""
+        for root in self.excluded:
+            if root != directory and root.is_relative_to(directory) and root.exists():
+                return root
+        return None
 
     def refusal(self, path: Path, real: Path) -> str:
         """The tool error for a path outside: what the model needs to change course."""
@@ -95,12 +117,32 @@ class WorkspaceBoundary:
         )
 
 
+class ShellNotAllowedError(Exception):
+    """A confined tenant without the server's `tenancy.shell` grant tried to run a command."""
+
+    def __init__(self, tenant_id: str) -> None:
+        super().__init__(
+            f"Running commands is disabled for tenant {tenant_id!r}: commands would run as the "
+            "server's own OS user. The server operator can enable it with tenancy.shell "
+            "(only with an OS-level sandbox around the server)."
+        )
+        self.tenant_id = tenant_id
+
+
 @dataclass(frozen=True, slots=True)
 class Confinement:
-    """A tenant's process environment and, when confined, its hard workspace boundary."""
+    """A tenant's process environment, when confined its hard workspace boundary, and whether it
+    may run commands (bash, the shell route, command snippets): `shell_denied` names the tenant
+    when it may not."""
 
     env: ProcessEnv = field(default_factory=ProcessEnv)
     boundary: WorkspaceBoundary | None = None
+    shell_denied: str | None = None
+
+    def check_shell(self) -> None:
+        """Raise ShellNotAllowedError when this tenant may not run commands."""
+        if self.shell_denied is not None:
+            raise ShellNotAllowedError(self.shell_denied)
 
 
 UNCONFINED = Confinement()

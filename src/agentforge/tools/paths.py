@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentforge.tools.base import OutsideWorkspaceError, PermissionRequest, ToolContext
-from agentforge.tools.confinement import confinement_of
+from agentforge.tools.confinement import WorkspaceBoundary, confinement_of
 from agentforge.tools.truncation import output_dir
 
 PathKind = Literal["file", "directory", "auto"]
@@ -82,6 +82,20 @@ def _resolve(path: Path, kind: PathKind) -> tuple[Path, Path]:
     return real, real if is_directory else real.parent
 
 
+async def _check_boundary(boundary: WorkspaceBoundary, path: Path, real: Path, *, is_directory: bool) -> None:
+    """Refuse a path outside a confined tenant's boundary, or a directory holding excluded files
+    (other tenants' or the server's): a search there would walk into them."""
+    if not boundary.contains(real):
+        raise OutsideWorkspaceError(boundary.refusal(path, real))
+    if is_directory and boundary.excluded:
+        inside = await asyncio.to_thread(boundary.excluded_within, real)
+        if inside is not None:
+            raise OutsideWorkspaceError(
+                f"Refusing to access {path}: it contains {inside}, which is not this tenant's. "
+                "Work in a subdirectory that does not contain it."
+            )
+
+
 async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "auto") -> Path:
     """Resolve `raw` and make sure the tool may touch it; returns the absolute path.
 
@@ -92,8 +106,8 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
     # Resolving symlinks and checking for a directory touch the filesystem: keep them off the loop.
     real, directory = await asyncio.to_thread(_resolve, path, kind)
     boundary = confinement_of(ctx).boundary
-    if boundary is not None and not boundary.contains(real):
-        raise OutsideWorkspaceError(boundary.refusal(path, real))
+    if boundary is not None:
+        await _check_boundary(boundary, path, real, is_directory=real == directory)
     if _inside_workspace(ctx, path, real) or _in_truncation_dir(ctx, real):
         return path
 

@@ -333,3 +333,11 @@ async def test_a_confined_workdir_and_file_arguments_stay_in_the_workspace(
     with pytest.raises(OutsideWorkspaceError, match="outside this tenant's workspace"):
         await harness.run(BashTool(), command="cat /etc/hostname", description="Read hostname")
     assert harness.asked("external_directory") == []
+
+
+async def test_a_tenant_without_the_shell_grant_runs_nothing(harness: Harness, tmp_path: Path) -> None:
+    marker = harness.workspace / "ran"
+    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=ProcessEnv(inherit=False), shell_denied="acme")
+    with pytest.raises(ToolError, match="Running commands is disabled for tenant 'acme'"):
+        await harness.run(BashTool(), command=f"touch {marker}", description="Touch")
+    assert not marker.exists()

@@ -16,6 +16,9 @@ from agentforge.session.shell import ShellInput, run_shell
 router = APIRouter(tags=["command"])
 
 _WITH_PARTS: dict[int | str, dict[str, Any]] = {200: {"model": WithParts}}
+_SHELL_OFF: dict[int | str, dict[str, Any]] = {
+    403: {"description": "The caller's tenant may not run commands (server config tenancy.shell)"}
+}
 
 
 @router.get("/command", summary="Commands available in the caller's workspace")
@@ -27,7 +30,7 @@ async def commands(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
 
 @router.post(
     "/session/{session_id}/command",
-    responses=_WITH_PARTS,
+    responses=_WITH_PARTS | _SHELL_OFF,
     summary="Expand a command's template and send it as a prompt",
 )
 async def run_command(session_id: str, body: CommandInput, sessions: SessionsDep) -> WireResponse:
@@ -36,8 +39,8 @@ async def run_command(session_id: str, body: CommandInput, sessions: SessionsDep
 
 @router.post(
     "/session/{session_id}/shell",
-    responses=_WITH_PARTS,
-    summary="Run a shell command as the user; 409 while the session is busy",
+    responses=_WITH_PARTS | _SHELL_OFF,
+    summary="Run a shell command as the user; 409 while the session is busy, 403 without the grant",
 )
 async def shell(session_id: str, body: ShellInput, sessions: SessionsDep) -> WireResponse:
     session = await sessions.get(session_id)

@@ -2,6 +2,8 @@
 
 The command runs with the tenant's process environment (tools/confinement.py: a tenant other than
 `default` never sees the server's secrets) and its `workdir` must be inside the tenant's boundary.
+A confined tenant without the server's `tenancy.shell` grant never gets this tool (the session leaves
+it out of the tool table); `execute` refuses it too, for a call that reaches it anyway.
 The command text itself is not sandboxed: only literal path arguments of file commands are checked
 (see confinement.py for what that leaves open).
 """
@@ -17,7 +19,7 @@ from typing import Any
 from pydantic import Field
 
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
-from agentforge.tools.confinement import tool_process_env
+from agentforge.tools.confinement import ShellNotAllowedError, confinement_of, tool_process_env
 from agentforge.tools.params import ToolParams
 from agentforge.tools.paths import guard_path
 from agentforge.tools.process import KILL_GRACE_SECONDS, ProcessOutcome, run_process_group
@@ -108,6 +110,10 @@ class BashTool(Tool[BashParams]):
         self._kill_grace = kill_grace
 
     async def execute(self, args: BashParams, ctx: ToolContext) -> ToolResult:
+        try:
+            confinement_of(ctx).check_shell()
+        except ShellNotAllowedError as exc:
+            raise ToolError(str(exc)) from None
         workdir = await self._workdir(args, ctx)
         await self._ask_permissions(args.command, workdir, ctx)
         timeout_ms = min(args.timeout or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
