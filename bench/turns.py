@@ -148,7 +148,15 @@ async def server_process(tmp: Path, fake: FakeOpenAI) -> AsyncIterator[LiveServe
     url = line.rsplit(" ", 1)[-1].strip()
     try:
         async with httpx2.AsyncClient(base_url=url, timeout=120) as client:
-            yield LiveServer(url=url, settings=None, fake=fake, client=client, workspace=workspace)  # type: ignore[arg-type]
+            # The server runs in its own process: no in-process settings or app to hand over.
+            yield LiveServer(
+                url=url,
+                settings=None,  # type: ignore[arg-type]
+                fake=fake,
+                client=client,
+                workspace=workspace,
+                app=None,  # type: ignore[arg-type]
+            )
     finally:
         process.terminate()
         await process.wait()

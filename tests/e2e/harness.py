@@ -49,7 +49,7 @@ class LiveServer:
 
     @property
     def runtime(self) -> Runtime:
-        """The server's runtime, to drive a tenant in-process that HTTP cannot pick (yet)."""
+        """The server's runtime (in-process servers only), for what a test must reach behind HTTP."""
         rt: Runtime = self.app.state.runtime
         return rt
 
