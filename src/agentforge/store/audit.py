@@ -159,7 +159,34 @@ def row_hash(prev_hash: str, entry: Mapping[str, Any]) -> str:
 
 def append(conn: Connection, entries: Iterable[AuditEntry]) -> list[AuditRecord]:
     """Chain and insert `entries` (in order) inside the caller's transaction; returns the rows."""
-    heads: dict[str, tuple[int, str]] = {}
+    return _chain_and_insert(conn, entries, {})
+
+
+class ChainBuffer:
+    """The entries of one writer transaction, chained and inserted per flush: one head read per tenant
+    per transaction and one multi-row insert, instead of one of each per entry. The heads it read stay
+    valid for the transaction (the chain lock, or SQLite's write lock, is held until it ends)."""
+
+    def __init__(self) -> None:
+        self._pending: list[AuditEntry] = []
+        self._heads: dict[str, tuple[int, str]] = {}
+
+    def add(self, entries: Iterable[AuditEntry]) -> None:
+        self._pending.extend(entries)
+
+    def flush(self, conn: Connection) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            _chain_and_insert(conn, pending, self._heads)
+
+    def forget_heads(self) -> None:
+        """After something else appended in this transaction (a mutation): read the heads again."""
+        self._heads.clear()
+
+
+def _chain_and_insert(
+    conn: Connection, entries: Iterable[AuditEntry], heads: dict[str, tuple[int, str]]
+) -> list[AuditRecord]:
     records: list[AuditRecord] = []
     for entry in entries:
         seq, prev = heads.get(entry.tenant_id) or _lock_and_read_head(conn, entry.tenant_id)

@@ -20,7 +20,7 @@ from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.model.part import REFUSED_BY
 from agentforge.store import audit
-from agentforge.store.audit import AuditEntry
+from agentforge.store.audit import AuditEntry, ChainBuffer
 from agentforge.store.projector import Writes
 from agentforge.store.schema import message, part, session
 
@@ -40,8 +40,9 @@ _SESSION_EXISTS = select(session.c.id).where(
 _Draft = tuple[str, dict[str, Any]]
 
 
-def record_event(writes: Writes, event: Event) -> None:
-    """Append the audit entries `event` calls for (none for most) inside the writer's transaction."""
+def record_event(writes: Writes, event: Event, chain: ChainBuffer | None = None) -> None:
+    """Append the audit entries `event` calls for (none for most) inside the writer's transaction:
+    into `chain`, which the caller flushes before its transaction ends, or at once without one."""
     derive = _DERIVERS.get(event.type)
     if derive is None:
         return
@@ -52,6 +53,9 @@ def record_event(writes: Writes, event: Event) -> None:
         AuditEntry(event.tenant_id, action, event.actor, data, session_id=event.session_id)
         for action, data in drafts
     ]
+    if chain is not None:
+        chain.add(entries)
+        return
     writes.flush()  # keep the projector's earlier statements ahead of ours
     audit.append(writes.conn, entries)
 

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Insert, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
-from agentforge.store.audit import lock_chains
+from agentforge.store.audit import ChainBuffer, lock_chains
 from agentforge.store.audit_events import record_event
 from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
 from agentforge.store.schema import event as event_table
@@ -106,6 +106,7 @@ class TenantRuns:
 
     def __init__(self, conn: Connection, *, scoped: bool) -> None:
         self.writes = Writes(conn)
+        self.chain = ChainBuffer()  # the run's audit entries, inserted with its event-log rows
         self._scoped = scoped
         self._tenant: str | None = None
         self._log_rows: list[dict[str, Any]] = []
@@ -126,6 +127,7 @@ class TenantRuns:
         if self._log_rows:
             self.writes.conn.execute(_INSERT_EVENT, self._log_rows)
             self._log_rows = []
+        self.chain.flush(self.writes.conn)
 
 
 class BatchApplier:
@@ -163,11 +165,12 @@ class BatchApplier:
             for item in events:
                 runs.enter(item.tenant_id)
                 if isinstance(item, Mutation):
-                    runs.writes.flush()
+                    runs.flush()
                     outcomes.append(Applied(item.apply(conn)))
+                    runs.chain.forget_heads()  # it may have appended to a chain itself
                     continue
                 seq = self._next_seq(conn, draft, session_of(item))
-                record_event(runs.writes, item)
+                record_event(runs.writes, item, runs.chain)
                 apply_event(runs.writes, item)
                 draft[session_of(item)] = seq
                 runs.log(event_row(item, seq))

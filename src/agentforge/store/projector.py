@@ -193,8 +193,12 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
         "time_completed": message_time_completed(info),
         "compaction_boundary": message_compaction_boundary(info),
     }
-    # Run now, not batched: a message id already taken elsewhere (a client may choose a user message's
-    # id) must fail this event rather than vanish. Few per turn, unlike part updates.
+    if info["role"] != "user":
+        # Assistant messages get their ids from the server: never taken, so batched like parts.
+        writes.defer(_upsert(writes, message), row)
+        return
+    # A client may choose a user message's id: run now, not batched, so an id already taken elsewhere
+    # fails this event rather than vanish.
     if writes.run(_upsert(writes, message), row).rowcount == 0:
         raise MissingRowError(f"message id {info['id']} is taken by another session")
 
