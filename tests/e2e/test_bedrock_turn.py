@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from agentforge.llm import anthropic_messages
+from tests.e2e.anthropic_turn import WriteTurn, cloud_provider, texts
 from tests.e2e.harness import EventCollector, LiveServer, start_live_server
 from tests.fakes.anthropic_server import AnthropicScript
 from tests.fakes.bedrock_server import FakeBedrock, http_error, throttled
@@ -21,30 +22,15 @@ MODEL_ID = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 
 
 def bedrock_config(fake: FakeBedrock) -> dict[str, Any]:
-    return {
-        "model": "bedrock/claude",
-        "provider": {
-            "bedrock": {
-                "api": "anthropic-bedrock",
-                "options": {
-                    "baseURL": fake.base_url,
-                    "region": "us-east-2",
-                    "accessKeyId": "AKIDFAKE",
-                    "secretAccessKey": "fake-secret",
-                },
-                "models": {
-                    "claude": {
-                        "id": MODEL_ID,
-                        "limit": {"context": 200_000, "output": 8192},
-                        "cost": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75},
-                    }
-                },
-            }
-        },
-        "retry": {"max_attempts": 2},
-        "compaction": {"auto": False},  # a context overflow is stored, not compacted
-        "title": False,
+    options = {
+        "baseURL": fake.base_url,
+        "region": "us-east-2",
+        "accessKeyId": "AKIDFAKE",
+        "secretAccessKey": "fake-secret",
     }
+    config = cloud_provider("bedrock", "anthropic-bedrock", options, MODEL_ID)
+    config["compaction"] = {"auto": False}  # a context overflow is stored, not compacted
+    return config
 
 
 @pytest_asyncio.fixture
@@ -64,43 +50,14 @@ async def bedrock_live(
     await anthropic_messages.close_clients()
 
 
-def texts(message: dict[str, Any]) -> list[str]:
-    return [p["text"] for p in message["parts"] if p["type"] == "text"]
-
-
 async def test_turn_with_thinking_tool_call_and_usage(
     bedrock_live: LiveServer, fake_bedrock: FakeBedrock
 ) -> None:
-    fake_bedrock.enqueue(
-        AnthropicScript()
-        .thinking("The user wants a file.", signature="sig-bedrock")
-        .text("Writing it.")
-        .tool_use("write", {"filePath": "notes.txt", "content": "hi\n"}, call_id="toolu_w")
-        .usage(120, 60, cache_read=2000, cache_write=300),
-        AnthropicScript().text("Done: notes.txt written.").usage(40, 10, cache_read=2300),
+    turn = WriteTurn(
+        "sig-bedrock", "toolu_w", (120, 60, 2000, 300), (40, 10, 2300, 0), thinking="The user wants a file."
     )
-    session = await bedrock_live.create_session()
-    response = await bedrock_live.prompt(session["id"], "Write notes.txt with hi.")
-    assert response.status_code == 200, response.text
-    assert (bedrock_live.workspace / "notes.txt").read_text() == "hi\n"
-
-    history = (await bedrock_live.client.get(f"/session/{session['id']}/message")).json()
-    assert [m["info"]["role"] for m in history] == ["user", "assistant", "assistant"]
-    first, last = history[1], history[2]
-    reasoning = [p for p in first["parts"] if p["type"] == "reasoning"]
-    assert [p["text"] for p in reasoning] == ["The user wants a file."]
-    assert reasoning[0]["metadata"] == {"anthropic": {"signature": "sig-bedrock"}}
-    assert texts(first) == ["Writing it."]
-    tool = next(p for p in first["parts"] if p["type"] == "tool")
-    assert tool["tool"] == "write" and tool["callID"] == "toolu_w"
-    assert tool["state"]["status"] == "completed"
-    assert first["info"]["finish"] == "tool-calls"
-    assert first["info"]["tokens"]["input"] == 120 and first["info"]["tokens"]["output"] == 60
-    assert first["info"]["tokens"]["cache"] == {"read": 2000, "write": 300}
-    # USD per 1M: 120*3 + 60*15 + 2000*0.3 + 300*3.75
-    assert abs(first["info"]["cost"] - (360 + 900 + 600 + 1125) / 1_000_000) < 1e-12
-    assert texts(last) == ["Done: notes.txt written."]
-    assert last["info"]["tokens"]["cache"] == {"read": 2300, "write": 0}
+    fake_bedrock.enqueue(*turn.scripts())
+    await turn.run_and_check(bedrock_live)
 
     # Both calls went to the configured model id, SigV4-signed for the configured region and key.
     assert fake_bedrock.model_ids == [MODEL_ID, MODEL_ID]

@@ -19,7 +19,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from .http11 import Connection, FakeServer, PeerGone, Request
+from .http11 import Connection, Drop, FakeServer, Pause, PeerGone, Raw, Request, Sleep
 
 ARGUMENT_CHUNK_SIZE = 8  # tool input JSON streams in pieces this long, like the real API
 
@@ -31,33 +31,13 @@ class _Event:
 
 
 @dataclass(slots=True)
-class _Raw:
-    data: str
-
-
-@dataclass(slots=True)
-class _Pause:
-    gate: asyncio.Event
-
-
-@dataclass(slots=True)
-class _Sleep:
-    seconds: float
-
-
-@dataclass(slots=True)
-class _Drop:
-    pass
-
-
-@dataclass(slots=True)
 class _HttpError:
     status: int
     body: dict[str, Any]
     headers: dict[str, str]
 
 
-_Step = _Event | _Raw | _Pause | _Sleep | _Drop
+_Step = _Event | Raw | Pause | Sleep | Drop
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -140,20 +120,20 @@ class AnthropicScript:
 
     def raw(self, data: str) -> AnthropicScript:
         """Stream `data: <data>` verbatim, without an event name (e.g. a malformed chunk)."""
-        self._steps.append(_Raw(data))
+        self._steps.append(Raw(data))
         return self
 
     def pause(self, gate: asyncio.Event) -> AnthropicScript:
-        self._steps.append(_Pause(gate))
+        self._steps.append(Pause(gate))
         return self
 
     def sleep(self, seconds: float) -> AnthropicScript:
-        self._steps.append(_Sleep(seconds))
+        self._steps.append(Sleep(seconds))
         return self
 
     def drop(self) -> AnthropicScript:
         """Close the connection here, mid-stream, without finishing the body."""
-        self._steps.append(_Drop())
+        self._steps.append(Drop())
         return self
 
     @property
@@ -244,13 +224,11 @@ class FakeAnthropic(FakeServer[AnthropicScript]):
                     return True
                 case _Event(name=name, data=data):
                     await writer.send(name, data)
-                case _Raw(data):
+                case Raw(data):
                     await writer.send_raw(data)
-                case _Pause(gate):
-                    await conn.wait(asyncio.ensure_future(gate.wait()), None)
-                case _Sleep(seconds):
-                    await conn.wait(None, seconds)
-                case _Drop():
+                case Pause() | Sleep():
+                    await conn.hold(step)
+                case Drop():
                     return False
         await writer.send("ping", {})
         delta = {"stop_reason": script.stop_reason, "stop_sequence": None}

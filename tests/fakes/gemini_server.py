@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .http11 import Connection, FakeServer, PeerGone, Request
+from .http11 import Connection, Drop, FakeServer, PeerGone, Raw, Request, Sleep
 
 _STREAM_PATH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):streamGenerateContent$")
 
@@ -27,26 +27,11 @@ class _HttpError:
 
 
 @dataclass(slots=True)
-class _Raw:
-    data: str
-
-
-@dataclass(slots=True)
 class _ErrorChunk:
     body: dict[str, Any]
 
 
-@dataclass(slots=True)
-class _Sleep:
-    seconds: float
-
-
-@dataclass(slots=True)
-class _Drop:
-    pass
-
-
-_Step = dict[str, Any] | _Raw | _ErrorChunk | _Sleep | _Drop
+_Step = dict[str, Any] | Raw | _ErrorChunk | Sleep | Drop
 
 
 def error_body(
@@ -138,17 +123,17 @@ class GeminiScript:
 
     def raw(self, data: str) -> GeminiScript:
         """Stream `data: <data>` verbatim (e.g. a malformed chunk)."""
-        self.steps.append(_Raw(data))
+        self.steps.append(Raw(data))
         return self
 
     def sleep(self, seconds: float) -> GeminiScript:
         """Go silent for `seconds` (giving up early if the client leaves)."""
-        self.steps.append(_Sleep(seconds))
+        self.steps.append(Sleep(seconds))
         return self
 
     def drop(self) -> GeminiScript:
         """Close the connection here, mid-stream, without finishing the body."""
-        self.steps.append(_Drop())
+        self.steps.append(Drop())
         return self
 
 
@@ -194,15 +179,15 @@ class FakeGemini(FakeServer[GeminiScript]):
             return True
         for step in script.steps:
             match step:
-                case _Raw(data):
+                case Raw(data):
                     await conn.send_event(data)
                 case _ErrorChunk(body):
                     await conn.send_event(json.dumps(body))
                     await conn.end_stream()
                     return True
-                case _Sleep(seconds):
-                    await conn.wait(None, seconds)
-                case _Drop():
+                case Sleep():
+                    await conn.hold(step)
+                case Drop():
                     return False
                 case dict() as part:
                     await self._send(conn, {"candidates": [_candidate([part])]}, model)

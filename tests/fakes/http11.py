@@ -20,6 +20,33 @@ MAX_HEADER_BYTES = 64 * 1024
 ScriptT = TypeVar("ScriptT")
 
 
+# Script steps every fake protocol understands, whatever its own events look like.
+@dataclass(slots=True)
+class Raw:
+    """Send `data: <data>` verbatim (e.g. a malformed chunk)."""
+
+    data: str
+
+
+@dataclass(slots=True)
+class Pause:
+    """Stop streaming until `gate` is set (giving up if the client leaves)."""
+
+    gate: asyncio.Event
+
+
+@dataclass(slots=True)
+class Sleep:
+    """Go silent for `seconds` (giving up early if the client leaves)."""
+
+    seconds: float
+
+
+@dataclass(slots=True)
+class Drop:
+    """Close the connection here, mid-stream, without finishing the body."""
+
+
 class PeerGone(Exception):
     """The client closed the connection while we were streaming to it."""
 
@@ -122,6 +149,13 @@ class Connection:
                 awaitable.cancel()
         if self.peer_gone:
             raise PeerGone
+
+    async def hold(self, step: Pause | Sleep) -> None:
+        """Carry out a Pause or Sleep step."""
+        if isinstance(step, Pause):
+            await self.wait(asyncio.ensure_future(step.gate.wait()), None)
+        else:
+            await self.wait(None, step.seconds)
 
     @property
     def peer_gone(self) -> bool:

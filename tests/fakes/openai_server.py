@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .http11 import Connection, FakeServer, PeerGone, Request
+from .http11 import Connection, Drop, FakeServer, Pause, PeerGone, Raw, Request, Sleep
 
 ARGUMENT_CHUNK_SIZE = 8  # tool-call arguments stream in pieces this long, like real providers
 # Azure OpenAI names the deployment in the path; `?api-version=...` is recorded in `request_queries`.
@@ -34,28 +34,8 @@ class _Delta:
 
 
 @dataclass(slots=True)
-class _Raw:
-    data: str
-
-
-@dataclass(slots=True)
 class _StreamedError:
     error: dict[str, Any]
-
-
-@dataclass(slots=True)
-class _Pause:
-    gate: asyncio.Event
-
-
-@dataclass(slots=True)
-class _Sleep:
-    seconds: float
-
-
-@dataclass(slots=True)
-class _Drop:
-    pass
 
 
 @dataclass(slots=True)
@@ -65,7 +45,7 @@ class _HttpError:
     headers: dict[str, str]
 
 
-_Step = _Delta | _Raw | _StreamedError | _Pause | _Sleep | _Drop
+_Step = _Delta | Raw | _StreamedError | Pause | Sleep | Drop
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -115,11 +95,11 @@ class Script:
         return self
 
     def pause(self, gate: asyncio.Event) -> Script:
-        self._steps.append(_Pause(gate))
+        self._steps.append(Pause(gate))
         return self
 
     def sleep(self, seconds: float) -> Script:
-        self._steps.append(_Sleep(seconds))
+        self._steps.append(Sleep(seconds))
         return self
 
     def usage(self, prompt: int, completion: int, *, reasoning: int = 0, cached: int = 0) -> Script:
@@ -145,7 +125,7 @@ class Script:
 
     def drop(self) -> Script:
         """Close the connection here, mid-stream, without finishing the body."""
-        self._steps.append(_Drop())
+        self._steps.append(Drop())
         return self
 
     def error_event(self, message: str, *, type: str = "server_error", code: str | None = None) -> Script:
@@ -155,7 +135,7 @@ class Script:
 
     def raw(self, data: str) -> Script:
         """Stream `data: <data>` verbatim (e.g. a malformed chunk)."""
-        self._steps.append(_Raw(data))
+        self._steps.append(Raw(data))
         return self
 
     def _default_finish_reason(self) -> str:
@@ -226,17 +206,15 @@ class FakeOpenAI(FakeServer[Script]):
             match step:
                 case _Delta(delta):
                     await chunks.send(delta)
-                case _Raw(data):
+                case Raw(data):
                     await chunks.send_data(data)
                 case _StreamedError(error):
                     await chunks.send_data(json.dumps({"error": error}))
                     await conn.end_stream()
                     return True
-                case _Pause(gate):
-                    await conn.wait(asyncio.ensure_future(gate.wait()), None)
-                case _Sleep(seconds):
-                    await conn.wait(None, seconds)
-                case _Drop():
+                case Pause() | Sleep():
+                    await conn.hold(step)
+                case Drop():
                     return False
         await chunks.send({}, finish_reason=script._finish_reason or script._default_finish_reason())
         if script._usage is not None:

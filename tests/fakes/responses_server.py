@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from .http11 import Connection, FakeServer, PeerGone, Request
+from .http11 import Connection, Drop, FakeServer, PeerGone, Raw, Request, Sleep
 
 ARGUMENT_CHUNK_SIZE = 8
 
@@ -38,22 +38,7 @@ class _HttpError:
     headers: dict[str, str]
 
 
-@dataclass(slots=True)
-class _Raw:
-    data: str
-
-
-@dataclass(slots=True)
-class _Sleep:
-    seconds: float
-
-
-@dataclass(slots=True)
-class _Drop:
-    pass
-
-
-_Step = _Item | _Raw | _Sleep | _Drop
+_Step = _Item | Raw | Sleep | Drop
 
 
 class ResponsesScript:
@@ -116,17 +101,17 @@ class ResponsesScript:
 
     def raw(self, data: str) -> ResponsesScript:
         """Stream `data: <data>` verbatim, without an event name (e.g. a malformed chunk)."""
-        self.items.append(_Raw(data))
+        self.items.append(Raw(data))
         return self
 
     def sleep(self, seconds: float) -> ResponsesScript:
         """Go silent for `seconds` (giving up early if the client leaves)."""
-        self.items.append(_Sleep(seconds))
+        self.items.append(Sleep(seconds))
         return self
 
     def drop(self) -> ResponsesScript:
         """Close the connection here, mid-stream, without finishing the body."""
-        self.items.append(_Drop())
+        self.items.append(Drop())
         return self
 
 
@@ -194,11 +179,11 @@ class _Writer:
                 case _Item():
                     await self._item(index, step)
                     index += 1
-                case _Raw(data):
+                case Raw(data):
                     await self._conn.send_event(data)
-                case _Sleep(seconds):
-                    await self._conn.wait(None, seconds)
-                case _Drop():
+                case Sleep():
+                    await self._conn.hold(step)
+                case Drop():
                     return False
         await self._end(script)
         return True
