@@ -14,9 +14,9 @@ from fastapi import FastAPI
 
 from agentforge.client.sse import aiter_events
 from agentforge.config import Settings, load_settings
+from agentforge.runtime.runtime import Runtime
 from agentforge.server.app import create_app
 from agentforge.server.serve import ForgeServer
-from agentforge.session.runtime import Runtime
 from tests.databases import owner_url_for
 from tests.fakes.openai_server import FakeOpenAI
 

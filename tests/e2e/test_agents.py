@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agentforge.session import prompts
-from agentforge.session.reminders import BUILD_SWITCH, PLAN_MODE
+from agentforge.session.context import prompts
+from agentforge.session.context.reminders import BUILD_SWITCH, PLAN_MODE
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, call, reply
 

@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agentforge.session.compaction import CONTINUE_TEXT, SUMMARY_REQUEST
-from agentforge.session.history import CLEARED_TOOL_OUTPUT, COMPACTION_QUESTION
+from agentforge.session.context.compaction import CONTINUE_TEXT, SUMMARY_REQUEST
+from agentforge.session.context.history import CLEARED_TOOL_OUTPUT, COMPACTION_QUESTION
 from agentforge.store import Store
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, reply

@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
-from agentforge.session.scope import TMP_DIR
+from agentforge.runtime.scope import TMP_DIR
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest_asyncio
 
 from agentforge.agents.registry import AgentRegistry
-from agentforge.session.title import TITLE_REQUEST, system_prompt, title_agent
+from agentforge.session.channels.title import TITLE_REQUEST, system_prompt, title_agent
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, reply
 

@@ -21,10 +21,10 @@ from agentforge.identity.failures import FailureThrottle
 from agentforge.identity.model import ADMIN, MEMBER
 from agentforge.identity.request import RequestFacts
 from agentforge.model.events import SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_UNAUTHORIZED
+from agentforge.runtime.runtime import Runtime
 from agentforge.server.app import create_app
 from agentforge.server.deps import AdminDep
 from agentforge.server.serve import ForgeServer
-from agentforge.session.runtime import Runtime
 from agentforge.store import Store
 from tests.e2e.harness import EventCollector, fake_provider_config
 from tests.fakes.openai_server import FakeOpenAI

@@ -6,7 +6,7 @@ from __future__ import annotations
 from agentforge.model import ids
 from agentforge.model.message import WithParts
 from agentforge.model.part import CompactionPart
-from agentforge.session.history import filter_compacted
+from agentforge.session.context.history import filter_compacted
 from agentforge.store import Store
 from tests.session.builders import Conversation, compaction
 from tests.session.stored import store_conversation

@@ -16,6 +16,7 @@ from agentforge.identity.errors import AuthFailure
 from agentforge.identity.failures import FailureKey, FailureThrottle
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.identity.request import RequestFacts
+from agentforge.runtime.runtime import Runtime
 from agentforge.server import deps, errors
 from agentforge.server.routes import (
     agent,
@@ -31,7 +32,6 @@ from agentforge.server.routes import (
     summarize,
     todo,
 )
-from agentforge.session.runtime import Runtime
 from agentforge.store.audit import AUTH_FAILED
 
 log = logging.getLogger(__name__)

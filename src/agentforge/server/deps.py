@@ -15,8 +15,8 @@ from agentforge.identity.errors import AuthFailure
 from agentforge.identity.model import ADMIN, Identity
 from agentforge.identity.request import RequestFacts
 from agentforge.model.events import CURRENT_ACTOR
+from agentforge.runtime.runtime import Runtime
 from agentforge.server.errors import ApiError
-from agentforge.session.runtime import Runtime
 from agentforge.session.service import SessionService
 
 

@@ -8,10 +8,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agentforge.runtime.scope import TenantScopeError
 from agentforge.server.responses import WireResponse, error_body
 from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
-from agentforge.session.scope import TenantScopeError
 from agentforge.session.service import InvalidInputError, NotFoundError
 from agentforge.tools.confinement import ShellNotAllowedError
 

@@ -26,10 +26,20 @@ from agentforge.permission.gate import TurnPermissions
 from agentforge.permission.rules import from_tools_map, merge
 from agentforge.plugins import calls as hooks
 from agentforge.plugins.calls import PLUGINS_EXTRA
-from agentforge.session import structured, system, title
-from agentforge.session.compaction import Compactor
-from agentforge.session.events import SessionEvents
-from agentforge.session.history import (
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import TenantScope
+from agentforge.session import structured
+from agentforge.session.channels import title
+from agentforge.session.channels.subtask import (
+    SessionSubagents,
+    caller_model,
+    describe_task_tool,
+    run_subtask,
+)
+from agentforge.session.channels.todos import StoreTodos
+from agentforge.session.context import system
+from agentforge.session.context.compaction import Compactor
+from agentforge.session.context.history import (
     Bindings,
     bind,
     filter_compacted,
@@ -37,13 +47,10 @@ from agentforge.session.history import (
     to_model_messages,
     with_queued_reminders,
 )
+from agentforge.session.context.reminders import with_reminders
+from agentforge.session.events import SessionEvents
 from agentforge.session.processor import Processor, ProcessorDeps
-from agentforge.session.reminders import with_reminders
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScope
 from agentforge.session.skeleton import assistant_skeleton
-from agentforge.session.subtask import SessionSubagents, caller_model, describe_task_tool, run_subtask
-from agentforge.session.todos import StoreTodos
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
 from agentforge.tools.base import SHELL_ENV_EXTRA
 from agentforge.tools.builtin.bash import BashTool

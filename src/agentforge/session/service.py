@@ -25,12 +25,12 @@ from agentforge.model.message import (
 from agentforge.model.part import ModelRef
 from agentforge.model.session import Session, SessionModel, SessionTime, StatusIdle
 from agentforge.plugins import calls as hooks
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import TenantScope
+from agentforge.session.context.prune import schedule_prune
 from agentforge.session.events import now_ms
 from agentforge.session.inputs import PromptInput, SessionCreateInput, SessionUpdateInput
 from agentforge.session.loop import TurnLoop
-from agentforge.session.prune import schedule_prune
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScope
 from agentforge.session.structured import schema_problem
 from agentforge.session.user_parts import PartContext, resolve_parts
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from agentforge.bus import Bus
-from agentforge.session.questions import QuestionService
+from agentforge.session.channels.questions import QuestionService
 from agentforge.tools.base import PermissionDeniedError, ToolError, ToolResult
 from agentforge.tools.builtin.question import QUESTIONS_EXTRA, QuestionRejectedError, QuestionTool
 from tests.tools.harness import Harness

@@ -8,7 +8,7 @@ import pytest
 import pytest_asyncio
 
 from agentforge.model.events import DEFAULT_TENANT, TODO_UPDATED, Event
-from agentforge.session.todos import StoreTodos
+from agentforge.session.channels.todos import StoreTodos
 from agentforge.store import Store, sqlite_url
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.todo import TODOS_EXTRA, TodoReadTool, TodoWriteTool

@@ -10,8 +10,8 @@ from fastapi import APIRouter
 from agentforge.model.message import WithParts
 from agentforge.server.deps import RuntimeDep, SessionsDep, TenantDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.commands import CommandInput, CommandRunner, list_commands
-from agentforge.session.shell import ShellInput, run_shell
+from agentforge.session.channels.commands import CommandInput, CommandRunner, list_commands
+from agentforge.session.channels.shell import ShellInput, run_shell
 
 router = APIRouter(tags=["command"])
 

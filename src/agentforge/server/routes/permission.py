@@ -8,9 +8,9 @@ from agentforge.identity.model import Identity
 from agentforge.model.base import Wire
 from agentforge.model.permission import PermissionReply, PermissionRequestInfo
 from agentforge.permission.service import UnknownPermissionRequestError
+from agentforge.runtime.runtime import Runtime
 from agentforge.server.deps import IdentityDep, RuntimeDep, SessionsDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.runtime import Runtime
 from agentforge.session.service import NotFoundError
 
 router = APIRouter(tags=["permission"])

@@ -13,8 +13,8 @@ from agentforge.model.part import Part
 from agentforge.model.session import Session
 from agentforge.server.deps import SessionsDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.edits import MessageEdits
-from agentforge.session.fork import fork_session
+from agentforge.session.channels.edits import MessageEdits
+from agentforge.session.channels.fork import fork_session
 
 router = APIRouter(prefix="/session", tags=["session"])
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from agentforge.server.deps import SessionsDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.summarize import SummarizeInput, summarize
+from agentforge.session.context.summarize import SummarizeInput, summarize
 
 router = APIRouter(prefix="/session", tags=["session"])
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from agentforge.server.deps import RuntimeDep, SessionsDep, TenantDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.todos import StoreTodos
+from agentforge.session.channels.todos import StoreTodos
 
 router = APIRouter(prefix="/session", tags=["session"])
 

@@ -1,7 +1,7 @@
 """The `question` tool (KERNEL 7.7): ask the user questions and wait for the answers.
 
 The tool reaches the people through `ctx.extra["questions"]`, an object the session layer provides
-(bound to the caller's tenant; `agentforge.session.questions`): it publishes `question.asked` and
+(bound to the caller's tenant; `agentforge.session.channels.questions`): it publishes `question.asked` and
 waits for `POST /question/{id}/reply` or `/reject`.
 """
 

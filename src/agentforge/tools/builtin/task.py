@@ -1,7 +1,7 @@
 """The `task` tool (KERNEL 8.3): run a subagent in a child session and hand back its answer.
 
 The tool itself knows nothing about sessions: it talks to a `Subagents` object that the session
-layer puts in `ctx.extra[SUBAGENTS_EXTRA]` (implemented in `session/subtask.py`), which creates or
+layer puts in `ctx.extra[SUBAGENTS_EXTRA]` (implemented in `session/channels/subtask.py`), which creates or
 resumes the child session and runs the subagent's turn there.
 """
 

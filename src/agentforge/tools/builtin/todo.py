@@ -1,7 +1,7 @@
 """The `todowrite` and `todoread` tools (KERNEL 7.7): the session's task list, kept by the store.
 
 The tools reach the list through `ctx.extra["todos"]`, an object the session layer provides
-(`agentforge.session.todos.StoreTodos`), so the tools do not depend on the store.
+(`agentforge.session.channels.todos.StoreTodos`), so the tools do not depend on the store.
 """
 
 from __future__ import annotations

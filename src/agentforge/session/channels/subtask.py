@@ -37,11 +37,11 @@ from agentforge.model.session import PermissionRule, Session
 from agentforge.permission.gate import TurnPermissions
 from agentforge.permission.rules import Ruleset, evaluate, merge
 from agentforge.plugins.calls import PLUGINS_EXTRA, run_tool_with_hooks
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import TenantScope
+from agentforge.session.channels.references import prompt_parts
 from agentforge.session.events import now_ms
 from agentforge.session.inputs import ModelInput, PromptInput, SessionCreateInput
-from agentforge.session.references import prompt_parts
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScope
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.builtin.task import (

@@ -20,8 +20,8 @@ from agentforge.model.events import SESSION_UPDATED, Event
 from agentforge.model.message import UserMessage, WithParts
 from agentforge.model.part import SubtaskPart, TextPart
 from agentforge.model.session import Session
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScope
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import TenantScope
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentforge.model.part import ToolPart, ToolStateCompleted
-from agentforge.session.prune import PRUNE_MINIMUM, PRUNE_PROTECT, mark_pruned, prunable_parts
+from agentforge.session.context.prune import PRUNE_MINIMUM, PRUNE_PROTECT, mark_pruned, prunable_parts
 from tests.session.builders import Conversation, compaction, tool_completed
 
 TOKEN = "abcd"  # estimate: one token per four characters

@@ -31,7 +31,7 @@ from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.tool_calls import ABORTED_MESSAGE
 
 if TYPE_CHECKING:
-    from agentforge.session.runtime import Runtime
+    from agentforge.runtime.runtime import Runtime
 
 INTERRUPTED_TURN_MESSAGE: Final = "The server stopped while this turn was running"
 log = logging.getLogger(__name__)

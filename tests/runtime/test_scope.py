@@ -12,8 +12,8 @@ import pytest
 
 from agentforge.config import ConfigError, Settings, load_settings
 from agentforge.identity.model import InvalidTenantId
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import (
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import (
     TMP_DIR,
     TenantScopeError,
     open_scope,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.session.instructions import InstructionSources, configured_patterns, instructions
+from agentforge.session.context.instructions import InstructionSources, configured_patterns, instructions
 from agentforge.tools.confinement import WorkspaceBoundary
 
 
@@ -66,7 +66,7 @@ async def test_global_file_and_config_globs_follow_each_once(
     absolute = tree["root"] / "team.md"
     absolute.write_text("team")
     patterns = ("docs/*.md", "AGENTS.md", str(absolute), "https://example.com/rules.md", "missing/*.md")
-    with caplog.at_level(logging.INFO, logger="agentforge.session.instructions"):
+    with caplog.at_level(logging.INFO, logger="agentforge.session.context.instructions"):
         found = await instructions(sources(tree, None, *patterns))
     assert [entry.split("\n", 1)[1] for entry in found] == ["project", "global", "style a", "style b", "team"]
     assert "Skipping instructions URL https://example.com/rules.md" in caplog.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentforge.config import Config
 from agentforge.model.session import Session, SessionTime
-from agentforge.session.title import clean_title, is_default_title, should_generate, source_text
+from agentforge.session.channels.title import clean_title, is_default_title, should_generate, source_text
 from tests.session.builders import Conversation, subtask, text
 
 DEFAULT = "New session - 2025-01-02T03:04:05.678Z"

@@ -33,11 +33,11 @@ from agentforge.model.message import (
 from agentforge.model.part import CompactionPart, FilePart, ModelRef, Part, SpanTime, TextPart, Tokens
 from agentforge.model.session import Session
 from agentforge.plugins import calls as hooks
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import TenantScope
+from agentforge.session.context.history import is_compaction_request, to_model_messages
 from agentforge.session.events import SessionEvents, now_ms
-from agentforge.session.history import is_compaction_request, to_model_messages
 from agentforge.session.processor import Outcome, Processor, ProcessorDeps
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScope
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.turn_tools import TurnTools
 

@@ -7,7 +7,7 @@ import pytest
 
 from agentforge.bus import Bus
 from agentforge.model.events import Event
-from agentforge.session.questions import QuestionService
+from agentforge.session.channels.questions import QuestionService
 from agentforge.tools.base import PermissionDeniedError
 from agentforge.tools.builtin.question import DISMISSED, QuestionRejectedError
 

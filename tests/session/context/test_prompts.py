@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.session import prompts
+from agentforge.session.context import prompts
 
 
 @pytest.mark.parametrize(

@@ -33,8 +33,8 @@ from agentforge.model.part import (
 )
 from agentforge.model.permission import PermissionRequestInfo, PermissionRequestTime
 from agentforge.model.session import Session
-from agentforge.session.recovery import INTERRUPTED_TURN_MESSAGE, close_interrupted_turns
-from agentforge.session.runtime import Runtime
+from agentforge.runtime.recovery import INTERRUPTED_TURN_MESSAGE, close_interrupted_turns
+from agentforge.runtime.runtime import Runtime
 from agentforge.session.tool_calls import ABORTED_MESSAGE
 from agentforge.store import Store
 from tests.databases import owner_url_for
@@ -295,7 +295,7 @@ async def test_runtime_open_closes_open_turns_of_every_tenant_once(
     finally:
         await store.close()
 
-    with caplog.at_level(logging.INFO, logger="agentforge.session.runtime"):
+    with caplog.at_level(logging.INFO, logger="agentforge.runtime.runtime"):
         rt = await Runtime.open(_settings(tmp_path, fake_openai, database_url))
     try:
         assert "Closed 2 turn(s)" in caplog.text
@@ -336,7 +336,7 @@ async def test_a_second_start_finds_nothing_left_open(
     first = await Runtime.open(settings)
     await first.close()
 
-    with caplog.at_level(logging.INFO, logger="agentforge.session.runtime"):
+    with caplog.at_level(logging.INFO, logger="agentforge.runtime.runtime"):
         second = await Runtime.open(settings)
     await second.close()
 

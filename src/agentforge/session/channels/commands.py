@@ -29,9 +29,9 @@ from agentforge.model.events import Event
 from agentforge.model.message import WithParts
 from agentforge.model.part import ModelRef
 from agentforge.plugins.calls import shell_env
+from agentforge.runtime.scope import TenantScope
+from agentforge.session.channels.references import prompt_parts
 from agentforge.session.inputs import FilePartInput, ModelInput, PartInput, PromptInput, SubtaskPartInput
-from agentforge.session.references import prompt_parts
-from agentforge.session.scope import TenantScope
 from agentforge.session.service import InvalidInputError, SessionService
 from agentforge.tools.builtin.bash import default_shell
 from agentforge.tools.process import run_process_group

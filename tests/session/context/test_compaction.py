@@ -10,7 +10,7 @@ from agentforge.llm.provider import ResolvedModel
 from agentforge.model import ids
 from agentforge.model.message import WithParts
 from agentforge.model.part import CacheTokens, CompactionPart, Tokens
-from agentforge.session.compaction import (
+from agentforge.session.context.compaction import (
     CompactionConfig,
     is_overflow,
     preserve_budget,
@@ -18,7 +18,7 @@ from agentforge.session.compaction import (
     tail_start,
     usable_tokens,
 )
-from agentforge.session.history import filter_compacted
+from agentforge.session.context.history import filter_compacted
 from tests.session.builders import Conversation, compaction
 
 

@@ -1,7 +1,7 @@
 """The services a running server holds, wired once at start-up.
 
 What depends on a tenant's config (models, agents, tools, MCP servers, workspace) lives in that
-tenant's scope (`await rt.scope(tenant_id)`, session/scope.py); the Runtime holds what every tenant
+tenant's scope (`await rt.scope(tenant_id)`, runtime/scope.py); the Runtime holds what every tenant
 shares. `settings` are the server's own: read tenant-dependent values from the scope's settings.
 """
 
@@ -22,13 +22,13 @@ from agentforge.model.events import DEFAULT_TENANT, SYSTEM_ACTOR
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
+from agentforge.runtime.hooks import plugin_policy
+from agentforge.runtime.recovery import close_interrupted_turns
+from agentforge.runtime.scope import ScopeCache, TenantScope, check_configured_overlays, open_scope
+from agentforge.session.channels.questions import QuestionService
 from agentforge.session.events import SessionEvents
-from agentforge.session.hooks import plugin_policy
 from agentforge.session.processor import StreamFn
-from agentforge.session.questions import QuestionService
-from agentforge.session.recovery import close_interrupted_turns
 from agentforge.session.runner import RunnerRegistry
-from agentforge.session.scope import ScopeCache, TenantScope, check_configured_overlays, open_scope
 from agentforge.session.status import StatusTracker
 from agentforge.store.audit import digest
 from agentforge.store.store import Store

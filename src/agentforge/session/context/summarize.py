@@ -8,8 +8,8 @@ from agentforge.llm.provider import UnknownModelError
 from agentforge.model.base import Wire
 from agentforge.model.message import UserMessage
 from agentforge.model.part import ModelRef
-from agentforge.session.compaction import Compactor
-from agentforge.session.scope import TenantScope
+from agentforge.runtime.scope import TenantScope
+from agentforge.session.context.compaction import Compactor
 from agentforge.session.service import InvalidInputError, SessionService
 
 # How far back to look for the agent of the newest user message.

@@ -16,8 +16,8 @@ from pathlib import Path
 from agentforge.agents.registry import Agent
 from agentforge.config import Settings, user_config_file
 from agentforge.llm.provider import ResolvedModel
-from agentforge.session.instructions import InstructionSources, configured_patterns, read_instructions
-from agentforge.session.prompts import provider_prompt
+from agentforge.session.context.instructions import InstructionSources, configured_patterns, read_instructions
+from agentforge.session.context.prompts import provider_prompt
 from agentforge.tools.confinement import WorkspaceBoundary
 
 MAX_STEPS_PROMPT = """CRITICAL - MAXIMUM STEPS REACHED

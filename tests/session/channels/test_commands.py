@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from agentforge.config import Config, ConfigError
-from agentforge.session.commands import (
+from agentforge.session.channels.commands import (
     Command,
     expand,
     load_commands,
     run_shell_snippets,
     tokenize,
 )
+from agentforge.session.channels.references import prompt_parts
 from agentforge.session.inputs import AgentPartInput, FilePartInput, TextPartInput
-from agentforge.session.references import prompt_parts
 
 
 def test_tokenize_keeps_quoted_strings_and_image_tokens_whole() -> None:

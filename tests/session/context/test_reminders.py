@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentforge.model.message import WithParts
 from agentforge.model.part import TextPart
-from agentforge.session.reminders import BUILD_SWITCH, PLAN_MODE, with_reminders
+from agentforge.session.context.reminders import BUILD_SWITCH, PLAN_MODE, with_reminders
 from tests.session.builders import Conversation
 
 

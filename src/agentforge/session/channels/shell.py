@@ -34,10 +34,10 @@ from agentforge.model.part import (
 )
 from agentforge.model.session import Session, StatusBusy, StatusIdle
 from agentforge.plugins.calls import shell_env
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import TenantScope
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.inputs import ModelInput
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScope
 from agentforge.session.service import InvalidInputError
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.tools.builtin.bash import default_shell

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentforge.model.message import AssistantMessage
 from agentforge.model.part import CompactionPart, ToolPart, ToolStateCompleted
-from agentforge.session.fork import copy_messages, fork_title
+from agentforge.session.channels.fork import copy_messages, fork_title
 from tests.session.builders import Conversation, compaction, file, text, tool_completed
 
 

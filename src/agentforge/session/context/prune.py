@@ -13,10 +13,10 @@ from typing import Final
 
 from agentforge.model.message import AssistantMessage, UserMessage, WithParts
 from agentforge.model.part import CompletedTime, ToolPart, ToolStateCompleted
-from agentforge.session.compaction import CompactionConfig, estimate_tokens
+from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.scope import TenantScope
+from agentforge.session.context.compaction import CompactionConfig, estimate_tokens
 from agentforge.session.events import now_ms
-from agentforge.session.runtime import Runtime
-from agentforge.session.scope import TenantScope
 
 log = logging.getLogger(__name__)
 

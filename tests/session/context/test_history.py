@@ -15,7 +15,7 @@ from agentforge.llm.messages import (
 from agentforge.model.errors import aborted_error, api_error
 from agentforge.model.message import WithParts
 from agentforge.model.part import CompactionPart, SubtaskPart, TextPart
-from agentforge.session.history import (
+from agentforge.session.context.history import (
     CLEARED_TOOL_OUTPUT,
     COMPACTION_QUESTION,
     INTERRUPTED_TOOL_OUTPUT,

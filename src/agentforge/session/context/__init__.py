@@ -1,0 +1,1 @@
+"""What a model call sees: history, compaction, pruning, the system prompt, instructions, reminders."""
