@@ -21,7 +21,7 @@ import httpx2
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
 from agentforge.tools.truncation import output_dir
-from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
+from tests.e2e.harness import PYTHON_READABLE, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, call, reply
 
 TENANT = "tenant-b"
@@ -44,6 +44,7 @@ def tenancy_config(fake: FakeOpenAI, **overlay: Any) -> dict[str, Any]:
     config = fake_provider_config(fake)
     config["tenancy"] = {"overlays": {TENANT: overlay}, "shell": "*"}
     config["auth"] = {"required": True}
+    config["sandbox"] = {"readable": PYTHON_READABLE}  # the tenant's MCP server runs our Python
     return config
 
 
