@@ -21,7 +21,6 @@ from agentforge.server.serve import ForgeServer
 from tests.databases import owner_url_for
 from tests.fakes.openai_server import FakeOpenAI
 
-
 # What a confined tenant's sandboxed commands need to run this checkout's Python (MCP servers and
 # scripts from tests/): the repository (its virtualenv included) and the base interpreter.
 REPOSITORY = Path(__file__).resolve().parents[2]
