@@ -44,6 +44,7 @@ from agentforge.llm.provider import ProviderCatalog
 from agentforge.model.events import DEFAULT_TENANT
 from agentforge.permission.fence import Fence
 from agentforge.runtime.sandboxing import tenant_sandbox
+from agentforge.store.private import make_private_dir
 from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry, ToolSource
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 
 TENANTS_DIR = "tenants"
 TMP_DIR = "tmp"  # under the tenant's data directory: TMPDIR of its tool processes
-PRIVATE_MODE = 0o700
 
 
 class TenantScopeError(Exception):
@@ -145,7 +145,7 @@ def _check_apart(server: Settings, tenant_id: str, roots: TenantRoots) -> None:
 
 def _make_private_dir(path: Path) -> None:
     try:
-        path.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+        make_private_dir(path)
     except OSError as exc:  # a file in the way, no permission, ...
         raise ConfigError(f"cannot create {path}: {exc.strerror or exc}") from exc
 
