@@ -69,6 +69,8 @@ PATTERN_FIRST = frozenset(
     {"grep", "egrep", "fgrep", "rg", "ag", "ack", "sed", "awk", "gawk", "mawk", "nawk", "jq", "yq"}
 )
 _PATTERN_OPTIONS = frozenset({"-e", "-f", "--regexp", "--expression", "--file"})
+# Options of those whose next word is the pattern itself.
+_PATTERN_VALUE_OPTIONS = frozenset({"-e", "--regexp", "--expression"})
 # Commands whose first operand is a mode or an owner.
 MODE_FIRST = frozenset({"chmod", "chown", "chgrp"})
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox"})
@@ -236,13 +238,17 @@ def _operands(program: str, words: list[str | None]) -> Iterator[str]:
     operands: list[str | None] = []  # None: a dynamic operand (still takes its place)
     pattern_given = False
     options_done = False
+    skip_next = False
     for word in words:
-        if word is None:
+        if skip_next:
+            skip_next = False  # `-e PATTERN`
+        elif word is None:
             operands.append(None)
         elif not options_done and word == "--":
             options_done = True
         elif not options_done and word.startswith("-") and word != "-":
             pattern_given = pattern_given or word in _PATTERN_OPTIONS or word[:2] in ("-e", "-f")
+            skip_next = program in PATTERN_FIRST and word in _PATTERN_VALUE_OPTIONS
             value = word.partition("=")[2]
             if value and _looks_like_path(value):
                 yield value
