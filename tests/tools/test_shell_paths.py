@@ -59,6 +59,7 @@ def test_path_literals_in_interpreter_code(command: str, paths: list[str]) -> No
         ("sed -n '/start/p' notes.txt", ["notes.txt"]),
         ("chmod 755 bin/run", ["bin/run"]),
         ("cat notes.txt 2>/dev/null >/dev/stderr < /dev/null", ["notes.txt"]),
+        ("exec 3<>/dev/tcp/example.com/80", []),  # bash's network redirection: not a file
         ('rm -f "$UNSET"/x *.log `pwd`/y', []),  # unknown variable, glob, substitution
         ("cat ${x:-/etc}/passwd", []),  # only plain $name is followed
     ],

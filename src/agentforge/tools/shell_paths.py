@@ -81,8 +81,9 @@ _INTERPRETER = re.compile(
 _CODE_FLAGS = frozenset({"-c", "-e", "-E", "--eval", "-p", "--print", "-r", "--command"})
 # Quoted literals in code that look like paths: absolute, home-relative or climbing out.
 _PATH_LITERAL = re.compile(r"""(['"`])((?:/|~/|\.\./)[\w.~@%+-][^'"`\n\\]*)\1""")
-# Devices a command may always read or write.
-_DEVICES = re.compile(r"^/dev/(null|zero|u?random|full|stdin|stdout|stderr|tty|fd/\d+)$")
+# Devices a command may always read or write, and bash's network redirections (not files: the
+# sandbox decides about the network).
+_DEVICES = re.compile(r"^/dev/(null|zero|u?random|full|stdin|stdout|stderr|tty|fd/\d+|tcp/.+|udp/.+)$")
 _REDIRECT_TO_FD = re.compile(r"^&?-?\d*-?$")
 _MAX_DEPTH = 4  # nested `bash -c` / `eval` levels parsed
 
