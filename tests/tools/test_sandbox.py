@@ -229,6 +229,13 @@ async def test_limits_reach_the_command_line(workspace: Path) -> None:
     assert "--unshare-net" in argv
 
 
+def test_limits_without_prlimit_refuse_rather_than_run_unlimited(workspace: Path) -> None:
+    view = View(host=True, writable=(workspace,))
+    unlimitable = Sandbox(kind="bwrap", view=view, bwrap=BWRAP, prlimit=None, limits=Limits(cpu_seconds=1))
+    with pytest.raises(SandboxRefusedError, match="prlimit"):
+        unlimitable.command(network=False).wrap(["true"], workspace)
+
+
 async def test_a_refused_sandbox_starts_nothing(workspace: Path) -> None:
     jail = refused("no user namespaces here").command(network=False)
     with pytest.raises(SandboxRefusedError, match="no user namespaces here"):

@@ -24,7 +24,7 @@ the operator turned the sandbox off, only inside it: `Confinement.check_shell` r
 otherwise, and the sandbox refuses them again at start (`SandboxRefusedError`).
 
 What the static checks do NOT do: see everything a command touches. The bash tool parses the
-command (tools/shell_parse.py) and asks `external_directory` for the paths it can see (arguments,
+command (tools/shell_paths.py) and asks `external_directory` for the paths it can see (arguments,
 redirections, simple variables, path literals in interpreter code), but a path computed at run time
 is invisible to it, and a path is checked before the command uses it (a symlink swapped in between
 is not seen). The sandbox is what confines arbitrary commands; the checks give the user a say first.

@@ -142,7 +142,8 @@ class CommandSandbox:
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         """The command line that runs `argv` in `cwd` inside the sandbox (unchanged when the
-        tenant's commands run unsandboxed). Raises SandboxRefusedError when they may not run."""
+        tenant's commands run unsandboxed). Raises SandboxRefusedError when they may not run.
+        Looks at the filesystem: call it off the event loop."""
         sandbox = self.sandbox
         sandbox.check()
         if sandbox.kind == "unsandboxed":
@@ -150,16 +151,18 @@ class CommandSandbox:
         assert sandbox.view is not None and sandbox.bwrap is not None
         limited = list(argv)
         limit_args = sandbox.limits.prlimit_args()
-        if limit_args and sandbox.prlimit is not None:
+        if limit_args:
+            if sandbox.prlimit is None:  # limits that cannot be applied: refuse, never run without
+                raise SandboxRefusedError("the sandbox's limits need prlimit (util-linux), which is missing")
             limited = [str(sandbox.prlimit), *limit_args, "--", *argv]
         return [
             str(sandbox.bwrap),
             *_NAMESPACES,
             *(() if self.network else ("--unshare-net",)),
             *_LIFETIME,
-            *_mounts(sandbox.view, cwd),
+            *_mounts(sandbox.view),
             "--chdir",
-            str(cwd),
+            str(cwd.resolve()),  # the view binds real paths
             "--",
             *limited,
         ]
@@ -191,7 +194,7 @@ def _within(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-def _mounts(view: View, cwd: Path) -> list[str]:
+def _mounts(view: View) -> list[str]:
     """bwrap's mount arguments. bwrap mounts in argument order and a later mount covers what is
     below it, so mounts are sorted parents first: a hidden directory inside the workspace is
     covered after the workspace is bound, and the tenant's own directory inside the hidden data
