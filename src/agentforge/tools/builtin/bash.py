@@ -186,7 +186,8 @@ class BashTool(Tool[BashParams]):
     async def _ask_permissions(
         self, command: str, workdir: Path, env: dict[str, str], ctx: ToolContext
     ) -> None:
-        for argument in static_path_arguments(command, env):
+        # Parsing a long command (a heredoc holding a whole file) takes a while: off the event loop.
+        for argument in await asyncio.to_thread(static_path_arguments, command, env):
             # "~" paths are expanded by the guard; the others are relative to the workdir.
             await guard_path(ctx, argument if argument.startswith("~") else workdir / argument)
         patterns, always = permission_patterns(command)
