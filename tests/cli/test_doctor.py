@@ -156,3 +156,56 @@ async def test_without_the_owner_url_the_audit_chains_cannot_be_vouched_for(
     result = await _doctor(_write_config(tmp_path, {"url": database_url}), _data_dir(tmp_path))
     assert result.exit_code == 1, result.output
     assert "cannot see every tenant's chain as this role" in result.output
+
+
+def _broken_bwrap(tmp_path: Path) -> str:
+    """A bwrap that cannot create namespaces, as on a kernel without user namespaces."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+@pytest.mark.parametrize("sandbox", ["broken", "off"])
+async def test_serve_production_refuses_shell_grants_without_a_working_sandbox(
+    tmp_path: Path, database_url: str, sandbox: str
+) -> None:
+    await _migrated(database_url)
+    section = {"mode": "off"} if sandbox == "off" else {"bwrap": _broken_bwrap(tmp_path)}
+    tenancy = {**_readme_config()["tenancy"], "shell": ["acme"]}
+    config = _write_config(tmp_path, _database_section(database_url), tenancy=tenancy, sandbox=section)
+    args = ["serve", "--production", "--config", str(config), "--data-dir", str(_data_dir(tmp_path))]
+    env = {"COLUMNS": "200", "ANTHROPIC_API_KEY": "sk-ant-test"}
+    result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert "refusing to start in production mode: command sandbox failed" in result.output
+    assert "tenancy.shell grants commands to acme" in result.output
+
+    # Without the grant the same server starts (doctor passes the sandbox check with a warning).
+    plain = _write_config(tmp_path, _database_section(database_url), sandbox=section)
+    checked = await _doctor(plain, _data_dir(tmp_path))
+    assert "command sandbox" in checked.output and "WARN" in checked.output
+    assert "command sandbox failed" not in checked.output
+
+
+async def test_doctor_compares_the_chains_with_their_signed_checkpoints(
+    tmp_path: Path, database_url: str
+) -> None:
+    await _migrated(database_url)
+    config = _write_config(tmp_path, _database_section(database_url))
+    data_dir = _data_dir(tmp_path)
+    args = ["audit", "checkpoint", "--config", str(config), "--data-dir", str(data_dir)]
+    taken = await asyncio.to_thread(CliRunner().invoke, app, args)
+    assert taken.exit_code == 0, taken.output
+    passing = await _doctor(config, data_dir)
+    assert passing.exit_code == 0, passing.output
+    assert "audit checkpoints" in passing.output and "1 signed, the latest from" in passing.output
+
+    statement = "DELETE FROM audit_log WHERE tenant_id = 'default'"
+    if owner_url_for(database_url) is None:
+        run_with_connection(parse_database_url(database_url), lambda conn: conn.execute(text(statement)))
+    else:
+        await asyncio.to_thread(_as_owner, database_url, statement)
+    failing = await _doctor(config, data_dir)
+    assert failing.exit_code == 1, failing.output
+    assert "tenant default: seq 1 rows deleted from the end" in failing.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,11 @@ from agentforge.server.app import create_app
 from agentforge.server.serve import ForgeServer
 from tests.databases import owner_url_for
 from tests.fakes.openai_server import FakeOpenAI
+
+# What a confined tenant's sandboxed commands need to run this checkout's Python (MCP servers and
+# scripts from tests/): the repository (its virtualenv included) and the base interpreter.
+REPOSITORY = Path(__file__).resolve().parents[2]
+PYTHON_READABLE = [str(REPOSITORY), sys.base_prefix]
 
 
 def fake_provider_config(fake: FakeOpenAI, **model: Any) -> dict[str, Any]:

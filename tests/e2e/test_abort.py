@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 
 from tests.e2e.harness import EventCollector, LiveServer
 from tests.fakes.openai_server import Script, call, reply
@@ -37,26 +38,34 @@ async def test_abort_mid_stream_closes_parts_and_session_recovers(live: LiveServ
     assert [p["text"] for p in after.json()["parts"] if p["type"] == "text"] == ["back again"]
 
 
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A killed child may linger as a zombie until reaped; treat that as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] == "Z"
-    except FileNotFoundError:
-        return True
+def _running(marker: bytes) -> bool:
+    """Whether a live process has `marker` in its command line. The command runs in the sandbox's
+    PID namespace, where the pid it sees of its child means nothing out here: we look it up by
+    what it runs. A killed child may linger as a zombie until reaped; that counts as gone."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if marker not in cmdline.read():
+                    continue
+            with open(f"/proc/{entry}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    return True
+        except OSError:
+            continue  # gone meanwhile
+    return False
 
 
 async def test_abort_mid_tool_kills_the_command(live: LiveServer) -> None:
     session = await live.create_session()
     sid = session["id"]
-    pid_file = live.workspace / "sleep.pid"
+    started = live.workspace / "sleep.started"
+    seconds = f"30.{secrets.randbelow(10**6):06d}"  # marks this test's sleep among the host's processes
+    marker = f"sleep\0{seconds}".encode()
     live.fake.enqueue(
         call(
-            "bash", {"command": f"sleep 30 & echo $! > {pid_file}; wait", "description": "Sleep for a while"}
+            "bash", {"command": f"sleep {seconds} & echo x > {started}; wait", "description": "Sleep a while"}
         )
     )
     events = EventCollector()
@@ -70,10 +79,10 @@ async def test_abort_mid_tool_kills_the_command(live: LiveServer) -> None:
         )
     )
     for _ in range(200):
-        if pid_file.exists() and pid_file.read_text().strip():
+        if started.exists() and await asyncio.to_thread(_running, marker):
             break
         await asyncio.sleep(0.01)
-    pid = int(pid_file.read_text())
+    assert await asyncio.to_thread(_running, marker), "the sleep never started"
     await live.client.post(f"/session/{sid}/abort")
     result = (await asyncio.wait_for(prompt, 10)).json()
 
@@ -82,10 +91,10 @@ async def test_abort_mid_tool_kills_the_command(live: LiveServer) -> None:
     assert tool["state"]["metadata"]["interrupted"] is True
     assert result["info"]["error"]["name"] == "MessageAbortedError"
     for _ in range(100):
-        if _process_gone(pid):
+        if not await asyncio.to_thread(_running, marker):
             break
         await asyncio.sleep(0.02)
-    assert _process_gone(pid), "the sleep was not killed"
+    assert not await asyncio.to_thread(_running, marker), "the sleep was not killed"
     await events.stop()
 
     live.fake.enqueue(reply("done"))

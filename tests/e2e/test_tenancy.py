@@ -9,6 +9,7 @@ test_tenant_isolation.py.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ import httpx2
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
 from agentforge.tools.truncation import output_dir
-from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
+from tests.e2e.harness import PYTHON_READABLE, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, call, reply
 
 TENANT = "tenant-b"
@@ -44,6 +45,7 @@ def tenancy_config(fake: FakeOpenAI, **overlay: Any) -> dict[str, Any]:
     config = fake_provider_config(fake)
     config["tenancy"] = {"overlays": {TENANT: overlay}, "shell": "*"}
     config["auth"] = {"required": True}
+    config["sandbox"] = {"readable": PYTHON_READABLE}  # the tenant's MCP server runs our Python
     return config
 
 
@@ -166,6 +168,38 @@ async def test_a_tenants_mcp_server_runs_in_its_workspace_and_only_its_sessions_
         (part,) = await tool_parts(tenants.b, sid)
         assert part["state"]["status"] == "completed"
         assert part["state"]["output"].startswith(str(tenants.b_workspace.resolve()))
+        # It runs in the tenant's OS sandbox: bubblewrap is among its ancestors.
+        assert await asyncio.to_thread(ancestors_of, ECHO_SERVER) == [True]
+
+
+def ancestors_of(script: Path) -> list[bool]:
+    """For each running process of `script` (bwrap's own, whose command line names it too, left
+    out): whether a bwrap is among its ancestors."""
+
+    def command(pid: str) -> bytes:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+    def program(pid: str) -> bytes:
+        return command(pid).split(b"\0")[0]
+
+    def parent(pid: str) -> str:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+
+    found: list[bool] = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or str(script).encode() not in command(entry.name):
+                continue
+            if program(entry.name).endswith(b"bwrap"):
+                continue
+            pid, under_bwrap = entry.name, False
+            while pid not in ("0", "1") and not under_bwrap:
+                pid = parent(pid)
+                under_bwrap = program(pid).endswith(b"bwrap")
+            found.append(under_bwrap)
+        except OSError:
+            continue  # gone meanwhile
+    return found
 
 
 async def test_a_tenants_tools_cannot_reach_the_default_workspace_even_with_a_rule_allowing_it(

@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.model.ids import ascending
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolResult, workspace_only
+from agentforge.tools.base import (
+    AskPermission,
+    PermissionRequest,
+    Tool,
+    ToolContext,
+    ToolResult,
+    workspace_only,
+)
 from agentforge.tools.execute import run_tool
 from agentforge.tools.truncation import TruncationLimits
 
@@ -22,6 +29,7 @@ class Harness:
     approve_external: bool = False
     session_id: str = field(default_factory=lambda: ascending("ses"))
     limits: TruncationLimits = field(default_factory=TruncationLimits)
+    ask_override: AskPermission | None = None  # answers asks instead of the default below
 
     async def _ask(self, request: PermissionRequest) -> None:
         """Record the request; outside paths are refused as without a permission service, unless
@@ -42,7 +50,7 @@ class Harness:
             directory=self.workspace,
             data_dir=self.data_dir,
             extra=self.extra,
-            ask=self._ask,
+            ask=self.ask_override or self._ask,
             metadata=self._metadata,
         )
 

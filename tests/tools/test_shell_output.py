@@ -44,3 +44,17 @@ async def test_invalid_utf8_is_replaced_not_fatal(tmp_path: Path) -> None:
     output = ShellOutput(tmp_path, TruncationLimits())
     await output.add(b"bad \xff byte\n")
     assert (await output.finish()).text == "bad \ufffd byte\n"
+
+
+async def test_the_saved_output_stops_at_its_cap_while_the_tail_follows(tmp_path: Path) -> None:
+    output = ShellOutput(tmp_path, TruncationLimits(max_lines=1000, max_bytes=100), max_total_bytes=300)
+    lines = [f"line {i:03}\n".encode() for i in range(100)]  # 900 bytes: three times the cap
+    for line in lines:
+        await output.add(line)
+    final = await output.finish()
+    assert final.output_path is not None
+    saved = text_of(final.output_path)
+    assert len(saved.encode()) <= 300
+    assert saved == b"".join(lines)[: len(saved)].decode()  # the start, unbroken
+    assert f"Output saved to {final.output_path} up to 300 bytes; the rest was not kept" in final.text
+    assert final.text.endswith("line 098\nline 099\n")  # what the model sees is still the end

@@ -17,7 +17,8 @@ _STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 
 def doctor(config: ConfigPath = None, data_dir: DataDir = None, db: DatabaseUrl = None) -> None:
-    """Check the database, row-level security, roles, audit chains, bind/auth, data dir and keys."""
+    """Check the database, row-level security, roles, audit chains and checkpoints, the command
+    sandbox, bind/auth, data dir and keys."""
     settings = build_settings(Target(config_path=config, data_dir=data_dir, database_url=db))
     results = deployment_checks(settings)
     print_results(results)

@@ -26,9 +26,10 @@ Tenancy (the optional `tenancy` section) gives each tenant its own workspace and
   still reach (after the usual `external_directory` permission ask). Every other path outside a
   tenant's workspace is refused outright: a tenant's own user cannot approve their way out of it.
 - `shell`: the tenants that may run commands at all (the bash tool, the shell route, `!`cmd`` snippets
-  of commands), as a list of tenant ids or `"*"` for all. Default: none. Commands run as the server's
-  own OS user, so a tenant's command could read the server's process and every other tenant's files:
-  grant this only with an OS-level sandbox (separate uid, container, bubblewrap) around the server.
+  of commands), as a list of tenant ids or `"*"` for all. Default: none. Granted, a tenant's commands
+  run only inside the OS sandbox (`sandbox`, config/sandbox.py), which keeps the other tenants' files
+  and the server's data out of their sight; where there is none they are refused, unless
+  `sandbox.mode` is "off" (for a server that runs inside a sandbox of its own).
 
 Confined tenants are every tenant other than `default`, and `default` too when authentication is on:
 only the local user of local mode is trusted with the server's environment, its own directory without
@@ -52,6 +53,7 @@ mode). `agentforge serve` refuses a non-loopback bind while authentication is of
 
 from __future__ import annotations
 
+from agentforge.config.audit import AuditConfig
 from agentforge.config.auth import MIN_SECRET_LENGTH, AuthConfig, GatewayConfig, JwtConfig, is_loopback
 from agentforge.config.errors import ConfigError
 from agentforge.config.loading import (
@@ -72,6 +74,7 @@ from agentforge.config.loading import (
     tenant_config,
     user_config_file,
 )
+from agentforge.config.sandbox import SandboxConfig, SandboxLimits
 from agentforge.config.sections import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -104,6 +107,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "SERVER_WIDE_KEYS",
     "TENANT_PLACEHOLDER",
+    "AuditConfig",
     "AuthConfig",
     "Config",
     "ConfigError",
@@ -117,6 +121,8 @@ __all__ = [
     "ProviderConfig",
     "ProviderOptions",
     "RetryConfig",
+    "SandboxConfig",
+    "SandboxLimits",
     "ServerConfig",
     "Settings",
     "TenancyConfig",

@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentforge.config.audit import AuditConfig
 from agentforge.config.auth import AuthConfig
+from agentforge.config.sandbox import SandboxConfig
 from agentforge.config.tenancy import TenancyConfig
 
 DEFAULT_HOST = "127.0.0.1"
@@ -119,6 +121,8 @@ class Config(_Section):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     shell_env: dict[str, str] = Field(default_factory=dict)  # added to tool processes' environment
 
     @field_validator("shell_env")

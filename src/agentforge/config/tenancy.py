@@ -16,7 +16,17 @@ ALL_TENANTS = "*"
 # Settings of the process, not of a tenant: one server, one database, one identity setup, one set of
 # in-process plugins, one permission deadline timer.
 SERVER_WIDE_KEYS = frozenset(
-    {"server", "database", "auth", "tenancy", "plugin", "permission_timeout", "permission_default"}
+    {
+        "server",
+        "database",
+        "auth",
+        "tenancy",
+        "plugin",
+        "permission_timeout",
+        "permission_default",
+        "sandbox",
+        "audit",
+    }
 )
 # Server-wide keys inside sections a tenant may otherwise set: (section, key).
 SERVER_WIDE_NESTED_KEYS = frozenset({("tools", "inherit_env")})
@@ -41,6 +51,25 @@ def check_overlay(overlay: Mapping[str, Any], *, where: str) -> None:
         )
 
 
+def granted(grant: list[str] | str, tenant_id: str) -> bool:
+    """Whether a grant (a list of tenant ids, or "*") covers `tenant_id`."""
+    grantees = [grant] if isinstance(grant, str) else grant
+    return ALL_TENANTS in grantees or tenant_id in grantees
+
+
+def check_grantees(value: list[str] | str) -> list[str] | str:
+    """A grant's tenant ids must be valid ("*" stands for all)."""
+    if isinstance(value, list):
+        for tenant_id in value:
+            if tenant_id == ALL_TENANTS:
+                continue
+            try:
+                validate_tenant_id(tenant_id)
+            except InvalidTenantId as exc:
+                raise ValueError(str(exc)) from None
+    return value
+
+
 class TenancyConfig(BaseModel):
     # Unlike other sections, unknown keys are refused: a mistyped key here would silently put every
     # tenant in the wrong place.
@@ -50,9 +79,9 @@ class TenancyConfig(BaseModel):
     overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
     external_directories: dict[str, list[str]] = Field(default_factory=dict)
     # Tenants whose commands may run at all (bash tool, shell route, command snippets), or "*" for
-    # every tenant. Confined tenants get none by default: their commands would run as the server's
-    # own OS user, able to read its environment and every other tenant's files. Grant this only
-    # with an OS-level sandbox (separate uid, container, bubblewrap) around the server.
+    # every tenant. Confined tenants get none by default. Granted, their commands run only inside
+    # the OS sandbox (config/sandbox.py): without a working one they are refused, unless
+    # `sandbox.mode` is "off" (the operator's own sandbox around the server).
     shell: list[str] | Literal["*"] = Field(default_factory=list)
 
     @field_validator("workspace_root")
@@ -77,21 +106,15 @@ class TenancyConfig(BaseModel):
 
     @field_validator("shell")
     @classmethod
-    def _shell_tenants(cls, value: list[str] | str) -> list[str] | str:
-        if isinstance(value, list):
-            for tenant_id in value:
-                if tenant_id == ALL_TENANTS:
-                    continue
-                try:
-                    validate_tenant_id(tenant_id)
-                except InvalidTenantId as exc:
-                    raise ValueError(str(exc)) from None
-        return value
+    def _granted_tenants(cls, value: list[str] | str) -> list[str] | str:
+        return check_grantees(value)
 
     def shell_granted(self, tenant_id: str) -> bool:
         """Whether the server config lets this (confined) tenant run commands."""
-        granted = [self.shell] if isinstance(self.shell, str) else self.shell
-        return ALL_TENANTS in granted or tenant_id in granted
+        return granted(self.shell, tenant_id)
+
+    def shell_grantees(self) -> list[str]:
+        return [self.shell] if isinstance(self.shell, str) else list(self.shell)
 
     def external_directories_for(self, tenant_id: str) -> list[Path]:
         return [Path(d).expanduser() for d in self.external_directories.get(tenant_id, [])]

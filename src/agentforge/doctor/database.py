@@ -1,5 +1,5 @@
 """Database checks: reachable, migrated to head, row-level security on every table, a runtime role
-that cannot bypass it, and every audit chain intact.
+that cannot bypass it, and every audit chain intact (and matching its signed checkpoints).
 
 Each check is sync code over one SQLAlchemy `Connection` (run through `store.migrate.run_with_connection`,
 off any event loop). Row-level security and role checks read the Postgres catalogue of the schema the
@@ -14,6 +14,7 @@ from typing import Final
 from sqlalchemy import Connection, text
 
 from agentforge.doctor.result import CheckResult, failed, passed, skipped
+from agentforge.store.audit_checkpoints import Checkpoint
 from agentforge.store.audit_verify import ChainReport, sees_every_tenant, verify
 from agentforge.store.migrate import current_revision, head_revision
 from agentforge.store.schema import metadata
@@ -102,22 +103,35 @@ def check_runtime_role(conn: Connection) -> CheckResult:
     return passed(name, f"{role.rolname}: not superuser, not owner, no BYPASSRLS")
 
 
-def check_audit_chains(conn: Connection) -> CheckResult:
+def check_audit_chains(conn: Connection, checkpoints: Sequence[Checkpoint] = ()) -> CheckResult:
+    """Every chain intact, and still holding the heads the (signature-checked) checkpoints saw."""
     name = "audit chains"
     if not sees_every_tenant(conn):
         return failed(name, "cannot see every tenant's chain as this role: set database.owner_url")
-    reports = verify(conn)
+    reports = verify(conn, checkpoints=checkpoints)
     broken = [report for report in reports if not report.ok]
     if broken:
         return failed(name, "; ".join(_describe(report) for report in broken))
     entries = sum(report.length for report in reports)
-    return passed(name, f"{len(reports)} chain(s), {entries} entries verified")
+    anchored = f", matching {len(checkpoints)} checkpoint(s)" if checkpoints else ""
+    return passed(name, f"{len(reports)} chain(s), {entries} entries verified{anchored}")
+
+
+def audit_chains_check(checkpoints: Sequence[Checkpoint]) -> Check:
+    """`check_audit_chains` against these checkpoints, in the shape the runner calls."""
+
+    def check_audit_chains_(conn: Connection) -> CheckResult:
+        return check_audit_chains(conn, checkpoints)
+
+    check_audit_chains_.__name__ = check_audit_chains.__name__
+    return check_audit_chains_
 
 
 def _describe(report: ChainReport) -> str:
     assert report.broken is not None
     row = report.broken
-    return f"tenant {report.tenant_id}: row seq {row.seq} ({row.id}) {row.reason}"
+    which = f"row seq {row.seq} ({row.id})" if row.id is not None else f"seq {row.seq}"
+    return f"tenant {report.tenant_id}: {which} {row.reason}"
 
 
 RUNTIME_CHECKS: Final[Sequence[Check]] = (

@@ -8,34 +8,46 @@ from collections.abc import Callable
 from sqlalchemy import Connection
 
 from agentforge.config import Settings
-from agentforge.doctor import database, local
+from agentforge.doctor import confinement, database, local
 from agentforge.doctor.result import CheckResult, failed, skipped
 from agentforge.llm.provider import ProviderCatalog
+from agentforge.store.audit_checkpoints import Checkpoint, CheckpointError
 from agentforge.store.engine import parse_database_url
 from agentforge.store.migrate import run_with_connection
 
 
 def run_checks(settings: Settings, *, auth_configured: bool, owner_url: str | None) -> list[CheckResult]:
     dialect = parse_database_url(settings.database_url).dialect
+    checkpoints = _checkpoints(settings)
     results = [
         local.check_bind(settings, auth_configured),
         local.check_data_dir(settings.data_dir),
         local.check_provider_keys(ProviderCatalog(settings.config)),
         local.check_database_kind(dialect, auth_configured),
         local.check_owner_url(dialect, owner_url),
+        confinement.check_sandbox(settings),
+        confinement.check_checkpoints(settings, checkpoints),
     ]
-    results += _database_checks(settings.database_url, owner_url)
+    anchors = checkpoints if isinstance(checkpoints, list) else []
+    results += _database_checks(settings.database_url, owner_url, anchors)
     return results
 
 
-def _database_checks(url: str, owner_url: str | None) -> list[CheckResult]:
+def _checkpoints(settings: Settings) -> list[Checkpoint] | CheckpointError:
+    try:
+        return confinement.latest_checkpoints(settings)
+    except CheckpointError as exc:
+        return exc
+
+
+def _database_checks(url: str, owner_url: str | None, checkpoints: list[Checkpoint]) -> list[CheckResult]:
     runtime = _on_database(url, [database.check_reachable, *database.RUNTIME_CHECKS])
     if runtime[0].failed:
         return [runtime[0], skipped("audit chains", "the database is unreachable")]
     if runtime[1].failed:
         return [*runtime, skipped("audit chains", "the database is not at the newest revision")]
     # Only the owner sees every tenant's chain (row-level security hides the rest from the runtime role).
-    audit = _on_database(owner_url or url, [database.check_audit_chains])
+    audit = _on_database(owner_url or url, [database.audit_chains_check(checkpoints)])
     return runtime + audit
 
 

@@ -31,6 +31,7 @@ from agentforge.session.processor import StreamFn
 from agentforge.session.runner import RunnerRegistry
 from agentforge.session.status import StatusTracker
 from agentforge.store.audit import digest
+from agentforge.store.private import make_private_dir
 from agentforge.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ class Runtime:
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
+        # The data directory holds every tenant's files (and the SQLite database): 0700 when new.
+        await asyncio.to_thread(make_private_dir, settings.data_dir)
         bus = Bus()
         # Importing plugin modules runs their code: off the event loop.
         plugins = await asyncio.to_thread(create_plugin_manager, settings)

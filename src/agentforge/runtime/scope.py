@@ -10,10 +10,11 @@ are created on first use, private to the server's user (0700).
 A tenant's `confinement` (tools/confinement.py) is what its tools run with: the environment of the
 processes they start and, for confined tenants, the hard boundary of the paths they reach (its
 workspace, its own tool-output, plans and temp directories, and the directories the server config
-grants it in `tenancy.external_directories`) and whether it may run commands at all (only with the
-server's `tenancy.shell` grant). Confined are all tenants but `default` in local mode (authentication
-off): with authentication on, whoever holds a `default` credential is a tenant like any other, kept
-inside the server's directory.
+grants it in `tenancy.external_directories`), the OS sandbox its commands run in (sandboxing.py)
+and whether it may run commands at all (only with the server's `tenancy.shell` grant, and only
+inside the sandbox unless the operator turned it off). Confined are all tenants but `default` in
+local mode (authentication off): with authentication on, whoever holds a `default` credential is a
+tenant like any other, kept inside the server's directory.
 
 Everything here is derived from config and files; the services every tenant shares (store, bus,
 permissions, plugins, runners) stay on the Runtime.
@@ -42,6 +43,8 @@ from agentforge.identity.model import InvalidTenantId, validate_tenant_id
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.model.events import DEFAULT_TENANT
 from agentforge.permission.fence import Fence
+from agentforge.runtime.sandboxing import tenant_sandbox
+from agentforge.store.private import make_private_dir
 from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry, ToolSource
@@ -51,7 +54,6 @@ log = logging.getLogger(__name__)
 
 TENANTS_DIR = "tenants"
 TMP_DIR = "tmp"  # under the tenant's data directory: TMPDIR of its tool processes
-PRIVATE_MODE = 0o700
 
 
 class TenantScopeError(Exception):
@@ -143,7 +145,7 @@ def _check_apart(server: Settings, tenant_id: str, roots: TenantRoots) -> None:
 
 def _make_private_dir(path: Path) -> None:
     try:
-        path.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+        make_private_dir(path)
     except OSError as exc:  # a file in the way, no permission, ...
         raise ConfigError(f"cannot create {path}: {exc.strerror or exc}") from exc
 
@@ -197,25 +199,51 @@ def _not_its_own(server: Settings, tenant_id: str) -> tuple[Path, ...]:
 
 def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> Confinement:
     """What the tenant's tools run with; creates its temp directory when it gets a clean
-    environment. Blocking file IO (mkdir, resolving symlinks): run it in a thread."""
+    environment. Blocking file IO (mkdir, resolving symlinks, probing the sandbox): run it in a thread."""
     declared = dict(settings.config.shell_env)
-    if not is_confined(server, tenant_id):
-        return Confinement(env=ProcessEnv(inherit=True, declared=declared))
+    local_user = is_local_user(server, tenant_id)
     tmpdir = settings.data_dir / TMP_DIR
+    granted = server.config.tenancy.external_directories_for(tenant_id)
+    sandbox = tenant_sandbox(
+        server,
+        tenant_id,
+        settings,
+        local_user=local_user,
+        tmpdir=tmpdir,
+        granted=granted,
+        hidden=tenant_fence(server, tenant_id).closed,
+    )
+    # Without a working sandbox where one is needed, no command runs at all (sandboxing.py).
+    refusal = sandbox.note if sandbox.kind == "refused" else None
+    if not is_confined(server, tenant_id):
+        return Confinement(
+            env=ProcessEnv(inherit=True, declared=declared),
+            sandbox=sandbox,
+            shell_denied=tenant_id if refusal else None,
+            shell_refusal=refusal,
+        )
     _make_private_dir(tmpdir)
     env = ProcessEnv(inherit=False, home=settings.directory, tmpdir=tmpdir, declared=declared)
-    if is_local_user(server, tenant_id):
-        return Confinement(env=env)  # local mode: a clean environment, the usual permission asks
+    if local_user:
+        # Local mode: a clean environment, the usual permission asks.
+        return Confinement(
+            env=env, sandbox=sandbox, shell_denied=tenant_id if refusal else None, shell_refusal=refusal
+        )
     own = (output_dir(settings.data_dir), settings.data_dir / PLANS_DIR, tmpdir)
-    granted = server.config.tenancy.external_directories_for(tenant_id)
     boundary = WorkspaceBoundary(
         workspace=settings.directory.resolve(),
         also=tuple(path.resolve() for path in (*own, *granted)),
         excluded=_not_its_own(server, tenant_id),
     )
-    # Commands run as the server's OS user: only the operator can allow them (tenancy.shell).
-    shell_denied = None if server.config.tenancy.shell_granted(tenant_id) else tenant_id
-    return Confinement(env=env, boundary=boundary, shell_denied=shell_denied)
+    # Only the operator can allow commands (tenancy.shell); granted, they run in the sandbox.
+    granted_shell = server.config.tenancy.shell_granted(tenant_id)
+    return Confinement(
+        env=env,
+        boundary=boundary,
+        sandbox=sandbox,
+        shell_denied=None if granted_shell and refusal is None else tenant_id,
+        shell_refusal=refusal if granted_shell else None,
+    )
 
 
 def check_configured_overlays(server: Settings) -> None:
@@ -252,7 +280,12 @@ class TenantScope:
         servers = (self.settings.config.model_extra or {}).get("mcp")
         if not servers:
             return
-        self.mcp = McpManager(servers, directory=self.settings.directory, env=self.confinement.env)
+        self.mcp = McpManager(
+            servers,
+            directory=self.settings.directory,
+            env=self.confinement.env,
+            sandbox=self.confinement.sandbox,
+        )
         await self.mcp.start()
         for name, status in self.mcp.status().items():
             if status["status"] == "failed":

@@ -16,6 +16,7 @@ from agentforge.identity.errors import AuthFailure
 from agentforge.identity.failures import FailureKey, FailureThrottle
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.identity.request import RequestFacts
+from agentforge.runtime.checkpoints import checkpoint_periodically
 from agentforge.runtime.runtime import Runtime
 from agentforge.server import deps, errors
 from agentforge.server.routes import (
@@ -51,6 +52,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings)
         app.state.runtime = runtime
+        # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
+        runtime.spawn(checkpoint_periodically(settings))
         try:
             yield
         finally:

@@ -16,6 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
 from agentforge.store.engine import DatabaseTarget, parse_database_url, postgres_engine, sqlite_engine
+from agentforge.store.private import ensure_private_file
 from agentforge.store.privileges import grant_runtime_role
 
 MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
@@ -91,7 +92,8 @@ def run_with_connection(target: DatabaseTarget, work: Callable[[Connection], Non
 
 
 def _run_on_sqlite(target: DatabaseTarget, work: Callable[[Connection], None]) -> None:
-    target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    # A new database (and its data directory) is private to the server's user from the start.
+    ensure_private_file(target.sqlite_path)
     engine = sqlite_engine(target, pool_size=1, begin="BEGIN IMMEDIATE")
     try:
         with engine.connect() as conn:

@@ -16,15 +16,18 @@ and the directories the server config grants it (`tenancy.external_directories`)
 once: the `external_directory` permission cannot widen it, since the tenant's own user answers that
 ask. Inside the boundary, paths outside the session's directory still go through the ask.
 
-Commands: bash, the shell route and command snippets run as the server's own OS user, so a
-confined tenant runs none unless the server config grants it (`tenancy.shell`, to be used only with
-an OS-level sandbox around the server); without the grant, `Confinement.check_shell` refuses them.
+Commands: bash, the shell route, command snippets and MCP stdio servers start only through a
+`CommandSandbox` (tools/sandbox.py): with the sandbox, a tenant's command sees its workspace as the
+only writable place, not the other tenants' roots nor the server's data, and no network unless
+allowed. A confined tenant runs commands only with the server's `tenancy.shell` grant and, unless
+the operator turned the sandbox off, only inside it: `Confinement.check_shell` refuses them
+otherwise, and the sandbox refuses them again at start (`SandboxRefusedError`).
 
-What this does NOT do: sandbox the text of a bash command. Literal path arguments of file commands
-(`cat /etc/x`, `cd ..`) are checked, but `python -c "open('/etc/x')"` or `$VAR` paths are not; and
-a path is checked before the tool uses it (a symlink swapped in between is not seen). Only an OS
-level sandbox (namespaces, bubblewrap, a container per tenant) can confine arbitrary commands; this
-module keeps the server's secrets out of the process and the file tools inside the workspace.
+What the static checks do NOT do: see everything a command touches. The bash tool parses the
+command (tools/shell_paths.py) and asks `external_directory` for the paths it can see (arguments,
+redirections, simple variables, path literals in interpreter code), but a path computed at run time
+is invisible to it, and a path is checked before the command uses it (a symlink swapped in between
+is not seen). The sandbox is what confines arbitrary commands; the checks give the user a say first.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agentforge.tools.base import ToolContext, shell_env
+from agentforge.tools.sandbox import UNSANDBOXED, Sandbox
 
 # Variables a clean environment takes over from the server: needed to find programs and to
 # decode text the same way, and secret-free.
@@ -118,31 +122,37 @@ class WorkspaceBoundary:
 
 
 class ShellNotAllowedError(Exception):
-    """A confined tenant without the server's `tenancy.shell` grant tried to run a command."""
+    """A tenant may not run commands: a confined one without the server's `tenancy.shell` grant, or
+    one whose commands need the OS sandbox where there is none (`reason` says so)."""
 
-    def __init__(self, tenant_id: str) -> None:
+    def __init__(self, tenant_id: str, reason: str | None = None) -> None:
         super().__init__(
-            f"Running commands is disabled for tenant {tenant_id!r}: commands would run as the "
-            "server's own OS user. The server operator can enable it with tenancy.shell "
-            "(only with an OS-level sandbox around the server)."
+            f"Running commands is disabled for tenant {tenant_id!r}: "
+            + (
+                reason
+                or "the server operator has not granted it (tenancy.shell). Granted tenants' "
+                "commands run inside the OS sandbox."
+            )
         )
         self.tenant_id = tenant_id
 
 
 @dataclass(frozen=True, slots=True)
 class Confinement:
-    """A tenant's process environment, when confined its hard workspace boundary, and whether it
-    may run commands (bash, the shell route, command snippets): `shell_denied` names the tenant
-    when it may not."""
+    """A tenant's process environment, when confined its hard workspace boundary, the sandbox its
+    commands run in, and whether it may run commands (bash, the shell route, command snippets):
+    `shell_denied` names the tenant when it may not, `shell_refusal` why when it is not the grant."""
 
     env: ProcessEnv = field(default_factory=ProcessEnv)
     boundary: WorkspaceBoundary | None = None
     shell_denied: str | None = None
+    shell_refusal: str | None = None
+    sandbox: Sandbox = UNSANDBOXED
 
     def check_shell(self) -> None:
         """Raise ShellNotAllowedError when this tenant may not run commands."""
         if self.shell_denied is not None:
-            raise ShellNotAllowedError(self.shell_denied)
+            raise ShellNotAllowedError(self.shell_denied, self.shell_refusal)
 
 
 UNCONFINED = Confinement()

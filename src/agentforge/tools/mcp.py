@@ -26,6 +26,7 @@ from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp_config import McpConfigError, parse_server_config
 from agentforge.tools.mcp_connection import McpConnectError, McpConnection
 from agentforge.tools.mcp_tool import McpTool, tool_key
+from agentforge.tools.sandbox import UNSANDBOXED, Sandbox
 
 log = logging.getLogger("agentforge.mcp")
 
@@ -39,11 +40,18 @@ class McpManager:
     """The MCP servers of one agentforge process: start them, expose their tools, close them."""
 
     def __init__(
-        self, config_mcp: Mapping[str, Any] | None, *, directory: Path, env: ProcessEnv | None = None
+        self,
+        config_mcp: Mapping[str, Any] | None,
+        *,
+        directory: Path,
+        env: ProcessEnv | None = None,
+        sandbox: Sandbox = UNSANDBOXED,
     ) -> None:
-        """`env`: the environment stdio servers start with (the tenant's; default: the server's)."""
+        """`env`: the environment stdio servers start with (the tenant's; default: the server's);
+        `sandbox`: the tenant's OS sandbox, which its stdio servers start in (tools/sandbox.py)."""
         self.directory = directory
         self.env = env or ProcessEnv()
+        self.sandbox = sandbox
         self._entries = dict(config_mcp or {})
         self._config_errors: dict[str, str] = {}
         self._disabled: set[str] = set()
@@ -82,7 +90,9 @@ class McpManager:
         if not config.enabled:
             self._disabled.add(name)
             return
-        self._connections[name] = McpConnection(name, config, directory=self.directory, env=self.env)
+        self._connections[name] = McpConnection(
+            name, config, directory=self.directory, env=self.env, sandbox=self.sandbox
+        )
 
     async def _open(self, connection: McpConnection) -> list[mcp_types.Tool]:
         try:

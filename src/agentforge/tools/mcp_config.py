@@ -11,7 +11,9 @@ one tool call, so a server that stops answering cannot hold a turn forever. A lo
 the workspace directory with the SDK's minimal inherited environment (HOME, PATH, SHELL, TERM, USER,
 LOGNAME), the tenant's clean base (tools/confinement.py: HOME and TMPDIR of a tenant are its own)
 and `shell_env`, plus `environment`: our own secrets are not handed to third-party servers unless the
-config passes them (`"environment": {"TOKEN": "{env:TOKEN}"}`).
+config passes them (`"environment": {"TOKEN": "{env:TOKEN}"}`). A confined tenant's servers run in
+its OS sandbox (tools/sandbox.py: they see what its commands see, and the network only where
+`sandbox.network` grants it); the local user's own servers run outside it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from agentforge.tools.base import ToolError
 from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp_config import LocalServerConfig, RemoteServerConfig
 from agentforge.tools.mcp_stderr import StderrTail
+from agentforge.tools.sandbox import UNSANDBOXED, Sandbox
 
 log = logging.getLogger("agentforge.mcp")
 
@@ -58,13 +59,16 @@ class McpConnection:
         *,
         directory: Path,
         env: ProcessEnv | None = None,
+        sandbox: Sandbox = UNSANDBOXED,
     ) -> None:
         """`env` is the tenant's process environment; a stdio server starts with its clean form
-        (never the server's own variables, see mcp_config) plus its `environment` config."""
+        (never the server's own variables, see mcp_config) plus its `environment` config, inside
+        the tenant's `sandbox` (the local user's own servers run outside it: `for_mcp_server`)."""
         self.name = name
         self.config = config
         self.directory = directory
         self.env = env or ProcessEnv()
+        self.sandbox = sandbox
         self.error: str | None = None
         self._client: Client | None = None
         self._stop = asyncio.Event()
@@ -159,7 +163,9 @@ class McpConnection:
         if isinstance(self.config, LocalServerConfig):
             self._stderr = StderrTail(self.name)
             await self._stderr.start()
-            command, *args = self.config.command
+            # The network where the tenant has it (sandbox.network): servers often call remote APIs.
+            jail = self.sandbox.for_mcp_server(network=True)
+            command, *args = await asyncio.to_thread(jail.wrap, self.config.command, self.directory)
             # The SDK lays this over its own secret-free base (HOME, PATH, USER, SHELL, ...).
             env = self.env.clean().build(self.config.environment)
             parameters = StdioServerParameters(command=command, args=args, env=env, cwd=self.directory)

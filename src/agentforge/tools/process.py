@@ -8,6 +8,10 @@ We use the low-level subprocess protocol rather than `asyncio.subprocess.Process
 (Python 3.11) only returns once every pipe is closed, so a background child that inherited stdout
 (`server &`) would keep the tool waiting; the protocol tells us about the exit itself, and lets us
 close the pipe when we stop reading.
+
+Every command goes through its `CommandSandbox` (tools/sandbox.py), a required argument: a call site
+cannot forget it. Inside bwrap the command gets a new session of its own too; the process we start
+and signal is bwrap, and when it dies the kernel kills everything in the sandbox's PID namespace.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from agentforge.tools.sandbox import CommandSandbox
 
 KILL_GRACE_SECONDS = 3.0
 KILL_CONFIRM_SECONDS = 1.0
@@ -98,18 +104,21 @@ async def run_process_group(
     time_limit: float | None,
     abort: asyncio.Event,
     on_output: OnOutput,
+    sandbox: CommandSandbox,
     kill_grace: float = KILL_GRACE_SECONDS,
 ) -> ProcessOutcome:
-    """Run `argv` with stdin closed and stdout+stderr combined, feeding output to `on_output`.
+    """Run `argv` in `sandbox` with stdin closed and stdout+stderr combined, feeding output to
+    `on_output`. Raises SandboxRefusedError (before starting anything) when it may not run.
 
     Ends when the process exits, when `time_limit` seconds pass or when `abort` is set (then the
     group is killed, SIGKILL following SIGTERM after `kill_grace` seconds). If the awaiting task
     is cancelled, the group is killed before the cancellation propagates.
     """
     loop = asyncio.get_running_loop()
+    command = await _sandboxed(argv, cwd, sandbox)
     transport, protocol = await loop.subprocess_exec(
         _CommandProtocol,
-        *argv,
+        *command,
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.DEVNULL,
@@ -133,6 +142,11 @@ async def run_process_group(
         exit_code = transport.get_returncode()
         transport.close()  # stop reading a pipe a background child may still hold
     return ProcessOutcome(exit_code=exit_code, ending=ending, pid=pid)
+
+
+async def _sandboxed(argv: Sequence[str], cwd: Path, sandbox: CommandSandbox) -> list[str]:
+    # Building the mounts looks at the filesystem (which paths exist): off the event loop.
+    return await asyncio.to_thread(sandbox.wrap, argv, cwd)
 
 
 async def _wait_for_ending(exited: asyncio.Event, abort: asyncio.Event, time_limit: float | None) -> Ending:

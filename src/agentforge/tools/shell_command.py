@@ -3,18 +3,18 @@
 A command line is split into simple commands on `&&`, `||`, `;`, `|`, `&` and newlines (outside
 quotes). Each simple command (except `cd`) is a permission pattern; its "arity prefix" (the tokens
 that name the command: `git checkout`, `npm run build`) plus " *" is what an "always" approval
-covers. For commands that touch files we also collect static path arguments, so paths outside the
-workspace go through the external-directory guard.
+covers. The paths a command names are found by a real bash parser (shell_paths.py), so paths
+outside the workspace go through the external-directory guard.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-FILE_COMMANDS = frozenset({"cd", "rm", "cp", "mv", "mkdir", "touch", "chmod", "chown", "cat"})
-_FIRST_ARG_IS_NOT_A_PATH = frozenset({"chmod", "chown"})  # mode / owner come first
+from agentforge.tools.shell_paths import referenced_paths
 
 # How many leading tokens identify a command (default 1). Longest prefix wins.
 ARITY: dict[str, int] = {
@@ -56,7 +56,6 @@ ARITY: dict[str, int] = {
 _OPERATORS = ("&&", "||", ";", "|", "&", "\n")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _REDIRECTION = re.compile(r"^(\d*|&)(>>?|<|>&|<&)")
-_NOT_STATIC = re.compile(r"[$`*?\[\]{}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,16 +165,8 @@ def permission_patterns(command: str) -> tuple[list[str], list[str]]:
     return patterns, always
 
 
-def static_path_arguments(command: str) -> list[str]:
-    """Literal path arguments of file-touching commands (`rm x`, `cd ../y`), unexpanded globs and
-    variables left out: those cannot be resolved without running the shell."""
-    paths: list[str] = []
-    for simple in split_commands(command):
-        words = command_words(simple.tokens)
-        if not words or words[0] not in FILE_COMMANDS:
-            continue
-        arguments = [w for w in words[1:] if not w.startswith("-") and not _NOT_STATIC.search(w)]
-        if words[0] in _FIRST_ARG_IS_NOT_A_PATH:
-            arguments = arguments[1:]
-        paths.extend(arguments)
-    return paths
+def static_path_arguments(command: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """The static paths the command names (arguments, redirections, interpreter code), variables
+    from earlier assignments and `env` expanded; globs, substitutions and unknown variables left
+    out: those cannot be resolved without running the shell."""
+    return referenced_paths(command, env)

@@ -3,6 +3,8 @@
 Small outputs stay in memory. Once the output passes the byte limit, everything so far and
 everything after goes to a file under the truncation directory, and only a rolling tail stays in
 memory (twice the limit), enough for the final "last lines" view and the live preview.
+`max_total_bytes` caps the file: past it, output is no longer saved (the tail in memory still
+follows it), so a command printing without end cannot fill the disk before its timeout.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ class FinalOutput:
 
 
 class ShellOutput:
-    def __init__(self, data_dir: Path, limits: TruncationLimits) -> None:
+    def __init__(
+        self, data_dir: Path, limits: TruncationLimits, *, max_total_bytes: int | None = None
+    ) -> None:
         self._data_dir = data_dir
         self._limits = limits
+        self._max_total = max_total_bytes
+        self._dropped = 0  # bytes past max_total_bytes, not saved
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._text = ""  # everything while not spilled; the rolling tail once spilled
         self._bytes = 0
@@ -52,11 +58,18 @@ class ShellOutput:
             await self._start_spill()
             assert self._spill is not None
             await asyncio.to_thread(self._spill.write, self._text + text)
-        elif self._spill is not None:
+        elif self._spill is not None and not self._over_cap(text):
             await asyncio.to_thread(self._spill.write, text)
         self._text += text
         if self._spill is not None:
             self._text = self._text[-2 * self._limits.max_bytes :]
+
+    def _over_cap(self, text: str) -> bool:
+        """Whether `text` (just counted in `_bytes`) goes past `max_total_bytes`: then it is dropped."""
+        if self._max_total is None or self._bytes <= self._max_total:
+            return False
+        self._dropped += len(text.encode("utf-8", errors="replace"))
+        return True
 
     async def _start_spill(self) -> None:
         self._spill_path = new_output_path(self._data_dir)
@@ -76,7 +89,10 @@ class ShellOutput:
             await asyncio.to_thread(self._spill.write, self._text)
         self.close()
         kept = cut.kept if cut is not None else self._text
-        text = f"...output truncated...\n\nFull output saved to: {self._spill_path}\n\n{kept}"
+        saved = f"Full output saved to: {self._spill_path}"
+        if self._dropped:
+            saved = f"Output saved to {self._spill_path} up to {self._max_total} bytes; the rest was not kept"
+        text = f"...output truncated...\n\n{saved}\n\n{kept}"
         return FinalOutput(text, truncated=True, output_path=str(self._spill_path))
 
     def close(self) -> None:

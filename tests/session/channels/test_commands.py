@@ -17,6 +17,7 @@ from agentforge.session.channels.commands import (
 )
 from agentforge.session.channels.references import prompt_parts
 from agentforge.session.inputs import AgentPartInput, FilePartInput, TextPartInput
+from agentforge.tools.sandbox import NO_SANDBOX
 
 
 def test_tokenize_keeps_quoted_strings_and_image_tokens_whole() -> None:
@@ -80,9 +81,13 @@ async def test_shell_snippets_run_in_the_workspace(tmp_path: Path) -> None:
             **os.environ,
             "GREETING": "hi",
         },
+        sandbox=lambda _command: NO_SANDBOX,
     )
     assert text == "Files: marker.txt and hi."
-    assert await run_shell_snippets("no snippets", cwd=tmp_path, env=dict(os.environ)) == "no snippets"
+    unchanged = await run_shell_snippets(
+        "no snippets", cwd=tmp_path, env=dict(os.environ), sandbox=lambda _command: NO_SANDBOX
+    )
+    assert unchanged == "no snippets"
 
 
 async def test_references_name_files_directories_and_agents(tmp_path: Path) -> None:

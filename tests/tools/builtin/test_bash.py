@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools.base import OutsideWorkspaceError, ToolError
+from agentforge.tools.base import OutsideWorkspaceError, PermissionDeniedError, PermissionRequest, ToolError
 from agentforge.tools.builtin.bash import BashTool
 from agentforge.tools.confinement import CONFINEMENT_EXTRA, Confinement, ProcessEnv, WorkspaceBoundary
+from agentforge.tools.sandbox import Sandbox, View
 from agentforge.tools.truncation import TruncationLimits
+from tests.sandboxing import BWRAP, PRLIMIT, requires_sandbox
 from tests.tools.harness import Harness, real, size_of, text_of
 
 
@@ -341,3 +343,106 @@ async def test_a_tenant_without_the_shell_grant_runs_nothing(harness: Harness, t
     with pytest.raises(ToolError, match="Running commands is disabled for tenant 'acme'"):
         await harness.run(BashTool(), command=f"touch {marker}", description="Touch")
     assert not marker.exists()
+
+
+# --- the paths a command names, and the network ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat < /etc/passwd",
+        "head -1 /etc/passwd",
+        "python3 -c \"print(open('/etc/passwd').read())\"",
+        "x=/etc; cat $x/passwd",
+        "grep root /etc/passwd",
+        "bash -c 'tail -n 1 /etc/passwd'",
+    ],
+)
+async def test_reading_outside_the_workspace_asks_first(harness: Harness, command: str) -> None:
+    with pytest.raises(OutsideWorkspaceError):
+        await harness.run(BashTool(), command=command, description="Read outside")
+    [external] = harness.asked("external_directory")
+    assert external.patterns == ["/etc/*"]
+    assert external.metadata["filepath"] == "/etc/passwd"
+    assert harness.asked("bash") == []  # refused before the command itself was even asked about
+
+
+async def test_a_redirect_writing_outside_the_workspace_asks_first(harness: Harness, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(OutsideWorkspaceError):
+        await harness.run(BashTool(), command=f"echo x > {outside}/file", description="Write outside")
+    assert not (outside / "file").exists()
+    [external] = harness.asked("external_directory")
+    assert external.patterns == [f"{real(outside)}/*"]
+
+
+async def test_variables_of_the_commands_environment_are_followed(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORGE_TEST_ELSEWHERE", str(tmp_path))
+    with pytest.raises(OutsideWorkspaceError):
+        await harness.run(BashTool(), command="ls $FORGE_TEST_ELSEWHERE", description="List")
+    [external] = harness.asked("external_directory")
+    assert external.patterns == [f"{real(tmp_path)}/*"]
+
+
+async def test_paths_inside_the_workspace_and_devices_ask_nothing(harness: Harness) -> None:
+    result = await harness.run(
+        BashTool(),
+        command="mkdir -p sub && echo hi > sub/a.txt && head -1 < sub/a.txt 2>/dev/null && cat sub/a.txt >&2",
+        description="Inside",
+    )
+    assert result.output == "hi\nhi\n"
+    assert harness.asked("external_directory") == []
+
+
+class _RuleDenies(PermissionDeniedError):
+    """How a rule's deny reaches a tool: the model may try another way (the loop goes on)."""
+
+    blocks_loop = False
+    refused_by = "rule"
+
+
+def sandboxed(harness: Harness, *, network: bool) -> None:
+    view = View(host=True, writable=(harness.workspace.resolve(),))
+    jail = Sandbox(kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, network=network)
+    harness.extra[CONFINEMENT_EXTRA] = Confinement(sandbox=jail)
+
+
+@requires_sandbox
+async def test_the_network_permission_is_asked_only_where_the_tenant_may_have_it(harness: Harness) -> None:
+    sandboxed(harness, network=False)
+    await harness.run(BashTool(), command="git --version", description="Version")
+    assert harness.asked("network") == []
+
+    sandboxed(harness, network=True)
+    await harness.run(BashTool(), command="git --version", description="Version")
+    [network] = harness.asked("network")
+    assert (network.patterns, network.always) == (["git --version"], ["git --version *"])
+
+
+@requires_sandbox
+async def test_a_rule_denying_the_network_runs_the_command_offline(harness: Harness) -> None:
+    sandboxed(harness, network=True)
+    harness.approve_external = True  # /proc/net/dev is outside the workspace
+    ask = harness.context().ask
+
+    async def deny_network(request: PermissionRequest) -> None:
+        if request.permission == "network":
+            raise _RuleDenies("no network for you")
+        await ask(request)
+
+    # /proc is the sandbox's own: /proc/net/dev lists the interfaces of the command's namespace.
+    interfaces = "awk 'NR > 2 {print $1}' /proc/net/dev"
+    online = await harness.run(BashTool(), command=interfaces, description="Interfaces")
+    assert online.output.split() == await host_interfaces()
+    harness.ask_override = deny_network
+    offline = await harness.run(BashTool(), command=interfaces, description="Interfaces")
+    assert offline.output.split() == ["lo:"]  # a network namespace of its own, with nothing in it
+
+
+async def host_interfaces() -> list[str]:
+    text = await asyncio.to_thread(Path("/proc/net/dev").read_text)
+    return [line.split()[0] for line in text.splitlines()[2:]]

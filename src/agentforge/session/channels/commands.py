@@ -3,16 +3,17 @@
 A command is `command.<name>` in the config (`{template, description?, agent?, model?, subtask?}`)
 or a file `<name>.md` (front matter with the same keys, the body as template) in
 `<config dir>/commands/` or `<workspace>/.agentforge/commands/`; later sources override earlier ones.
-Running one expands the template with the arguments, runs its !`shell` snippets in the workspace,
-turns `@` references into parts, and prompts the session, either directly or as a subtask. A confined
-tenant without the server's `tenancy.shell` grant cannot run a command with snippets
-(ShellNotAllowedError, a 403).
+Running one expands the template with the arguments, runs its !`shell` snippets in the workspace
+(inside the tenant's OS sandbox), turns `@` references into parts, and prompts the session, either
+directly or as a subtask. A confined tenant without the server's `tenancy.shell` grant cannot run a
+command with snippets (ShellNotAllowedError, a 403).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from agentforge.model.errors import unknown_error
 from agentforge.model.events import Event
 from agentforge.model.message import WithParts
 from agentforge.model.part import ModelRef
+from agentforge.permission.rules import evaluate
 from agentforge.plugins.calls import shell_env
 from agentforge.runtime.scope import TenantScope
 from agentforge.session.channels.references import prompt_parts
@@ -35,6 +37,7 @@ from agentforge.session.inputs import FilePartInput, ModelInput, PartInput, Prom
 from agentforge.session.service import InvalidInputError, SessionService
 from agentforge.tools.builtin.bash import default_shell
 from agentforge.tools.process import run_process_group
+from agentforge.tools.sandbox import CommandSandbox, SandboxRefusedError
 
 COMMAND_EXECUTED = "command.executed"
 COMMANDS_DIR = "commands"
@@ -169,17 +172,22 @@ def has_shell_snippets(text: str) -> bool:
     return _SHELL_SNIPPET.search(text) is not None
 
 
-async def run_shell_snippets(text: str, *, cwd: Path, env: dict[str, str]) -> str:
-    """Replace every !`command` by what it prints, run in `cwd` (killed after a timeout)."""
+async def run_shell_snippets(
+    text: str, *, cwd: Path, env: dict[str, str], sandbox: Callable[[str], CommandSandbox]
+) -> str:
+    """Replace every !`command` by what it prints, run in `cwd` in `sandbox(command)` (killed after
+    a timeout)."""
     snippets = list(dict.fromkeys(_SHELL_SNIPPET.findall(text)))
     if not snippets:
         return text
-    outputs = await asyncio.gather(*(_snippet_output(command, cwd, env) for command in snippets))
+    outputs = await asyncio.gather(
+        *(_snippet_output(command, cwd, env, sandbox(command)) for command in snippets)
+    )
     replacements = dict(zip(snippets, outputs, strict=True))
     return _SHELL_SNIPPET.sub(lambda match: replacements[match.group(1)], text)
 
 
-async def _snippet_output(command: str, cwd: Path, env: dict[str, str]) -> str:
+async def _snippet_output(command: str, cwd: Path, env: dict[str, str], sandbox: CommandSandbox) -> str:
     chunks: list[bytes] = []
 
     async def collect(chunk: bytes) -> None:
@@ -193,13 +201,23 @@ async def _snippet_output(command: str, cwd: Path, env: dict[str, str]) -> str:
             time_limit=SHELL_SNIPPET_TIMEOUT_SECONDS,
             abort=asyncio.Event(),
             on_output=collect,
+            sandbox=sandbox,
         )
     except OSError as exc:
         return f"Error running `{command}`: {exc.strerror or exc}"
+    except SandboxRefusedError as exc:
+        return f"Error running `{command}`: {exc}"
     output = b"".join(chunks).decode("utf-8", errors="replace").strip()
     if outcome.ending == "timeout":
         output += f"\n(`{command}` timed out after {SHELL_SNIPPET_TIMEOUT_SECONDS:g} s)"
     return output
+
+
+def _snippet_sandbox(scope: TenantScope, agent: Agent, command: str) -> CommandSandbox:
+    """A snippet runs in the tenant's sandbox, with the network where the tenant has it and the
+    agent's `network` rules do not deny this command (like the shell route: nobody is asked)."""
+    network = evaluate("network", command, agent.permission).action != "deny"
+    return scope.confinement.sandbox.command(network=network)
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -232,7 +250,9 @@ class CommandRunner:
         env = scope.confinement.env.build(
             await shell_env(self.rt.plugins, cwd=workspace, session_id=session_id, call_id=None)
         )
-        text = await run_shell_snippets(template, cwd=workspace, env=env)
+        text = await run_shell_snippets(
+            template, cwd=workspace, env=env, sandbox=lambda snippet: _snippet_sandbox(scope, agent, snippet)
+        )
         model = self._model(scope.catalog, command, agent, body)
         agent_names = [a.name for a in scope.agents.list()]
         if (agent.mode == "subagent" and command.subtask is not False) or command.subtask is True:

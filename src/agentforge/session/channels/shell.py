@@ -2,7 +2,9 @@
 
 It runs in the runner's Shell state: refused while the session is busy, and a prompt sent meanwhile
 waits for it. The output streams into the running part's `metadata.output`; abort kills the
-command's process group and still completes the part with what it printed.
+command's process group and still completes the part with what it printed. It runs in the tenant's
+OS sandbox; the network only where the tenant has it (`sandbox.network`) and the agent's and
+session's `network` rules do not deny this command (nobody is asked: the user typed it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from agentforge.model.part import (
     ToolStateRunning,
 )
 from agentforge.model.session import Session, StatusBusy, StatusIdle
+from agentforge.permission.rules import evaluate
 from agentforge.plugins.calls import shell_env
 from agentforge.runtime.runtime import Runtime
 from agentforge.runtime.scope import TenantScope
@@ -144,7 +147,10 @@ class _ShellRun:
         extra_env = await shell_env(
             self.rt.plugins, cwd=cwd, session_id=self.session.id, call_id=part.call_id
         )
-        output = ShellOutput(self.scope.settings.data_dir, self.scope.limits)
+        sandbox = self.scope.confinement.sandbox
+        output = ShellOutput(
+            self.scope.settings.data_dir, self.scope.limits, max_total_bytes=sandbox.output_bytes
+        )
         preview = asyncio.create_task(self._preview(part, output))
         try:
             outcome = await run_process_group(
@@ -154,6 +160,7 @@ class _ShellRun:
                 time_limit=None,
                 abort=abort,
                 on_output=output.add,
+                sandbox=sandbox.command(network=self._network_allowed(command)),
             )
             final = await output.finish()
         finally:
@@ -163,6 +170,10 @@ class _ShellRun:
         if outcome.ending == "aborted":
             text += ABORTED_NOTE
         return text
+
+    def _network_allowed(self, command: str) -> bool:
+        rule = evaluate("network", command, self.agent.permission, self.session.permission or [])
+        return rule.action != "deny"
 
     async def _preview(self, part: ToolPart, output: ShellOutput) -> None:
         """Publish the output so far on the running part, at most every PREVIEW_INTERVAL_SECONDS."""

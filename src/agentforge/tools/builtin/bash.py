@@ -1,11 +1,17 @@
 """The `bash` tool (KERNEL 7.7): run a shell command in the workspace with live output.
 
 The command runs with the tenant's process environment (tools/confinement.py: a tenant other than
-`default` never sees the server's secrets) and its `workdir` must be inside the tenant's boundary.
-A confined tenant without the server's `tenancy.shell` grant never gets this tool (the session leaves
-it out of the tool table); `execute` refuses it too, for a call that reaches it anyway.
-The command text itself is not sandboxed: only literal path arguments of file commands are checked
-(see confinement.py for what that leaves open).
+`default` never sees the server's secrets), inside the tenant's OS sandbox (tools/sandbox.py), and
+its `workdir` must be inside the tenant's boundary. A confined tenant without the server's
+`tenancy.shell` grant never gets this tool (the session leaves it out of the tool table); `execute`
+refuses it too, for a call that reaches it anyway.
+
+Before it runs, the paths the command names (shell_paths.py: arguments, redirections, simple
+variables, path literals in interpreter code) go through the workspace guard, so a path outside
+asks `external_directory` (or is refused outright for a confined tenant); then the `bash`
+permission is asked. In the sandbox the network is off unless the server grants it to the tenant
+(`sandbox.network`); then the `network` permission decides, asked like `bash` (same patterns): a
+rule that denies it runs the command offline, a person's rejection rejects the call.
 """
 
 from __future__ import annotations
@@ -18,11 +24,19 @@ from typing import Any
 
 from pydantic import Field
 
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools.base import (
+    PermissionDeniedError,
+    PermissionRequest,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
 from agentforge.tools.confinement import ShellNotAllowedError, confinement_of, tool_process_env
 from agentforge.tools.params import ToolParams
 from agentforge.tools.paths import guard_path
 from agentforge.tools.process import KILL_GRACE_SECONDS, ProcessOutcome, run_process_group
+from agentforge.tools.sandbox import CommandSandbox, SandboxRefusedError
 from agentforge.tools.shell_command import permission_patterns, static_path_arguments
 from agentforge.tools.shell_output import FinalOutput, ShellOutput
 from agentforge.tools.truncation import TruncationLimits
@@ -49,7 +63,10 @@ output is saved to a file whose path is given, which you can search with grep or
 - description: say in 5-10 words what the command does (e.g. "Run unit tests for parser").
 - Quote paths that contain spaces. Chain dependent commands with &&; make independent calls in \
 parallel instead.
-- Prefer the read, glob, grep, edit and write tools over cat, find, grep, sed and echo > file."""
+- Prefer the read, glob, grep, edit and write tools over cat, find, grep, sed and echo > file.
+- Commands may run in a sandbox: only the workspace and a private /tmp are writable, and the network \
+may be off. "Read-only file system" or a failing name lookup means the sandbox stopped it: tell the \
+user instead of working around it."""
 
 
 class BashParams(ToolParams):
@@ -110,29 +127,22 @@ class BashTool(Tool[BashParams]):
         self._kill_grace = kill_grace
 
     async def execute(self, args: BashParams, ctx: ToolContext) -> ToolResult:
+        confinement = confinement_of(ctx)
         try:
-            confinement_of(ctx).check_shell()
+            confinement.check_shell()
         except ShellNotAllowedError as exc:
             raise ToolError(str(exc)) from None
         workdir = await self._workdir(args, ctx)
-        await self._ask_permissions(args.command, workdir, ctx)
-        timeout_ms = min(args.timeout or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
-
         env = await tool_process_env(ctx, workdir)
-        output = ShellOutput(ctx.data_dir, self._limits)
+        await self._ask_permissions(args.command, workdir, env, ctx)
+        sandbox = confinement.sandbox.command(network=await self._network(args.command, ctx))
+        timeout_ms = min(args.timeout or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
+        output = ShellOutput(ctx.data_dir, self._limits, max_total_bytes=confinement.sandbox.output_bytes)
         preview = _LivePreview(ctx, args.description, output)
         await preview.publish()
         ticker = asyncio.create_task(preview.run())
         try:
-            outcome = await run_process_group(
-                [self._shell or default_shell(), "-c", args.command],
-                cwd=workdir,
-                env=env,
-                time_limit=timeout_ms / 1000 + TIMEOUT_MARGIN_SECONDS,
-                abort=ctx.abort,
-                on_output=output.add,
-                kill_grace=self._kill_grace,
-            )
+            outcome = await self._run(args.command, workdir, env, sandbox, timeout_ms, output, ctx)
             final = await output.finish()
             if ticker.done():
                 ticker.result()  # publishing progress failed: report it rather than drop it
@@ -140,6 +150,30 @@ class BashTool(Tool[BashParams]):
             ticker.cancel()
             output.close()
         return _result(args, outcome, final, timeout_ms)
+
+    async def _run(
+        self,
+        command: str,
+        workdir: Path,
+        env: dict[str, str],
+        sandbox: CommandSandbox,
+        timeout_ms: int,
+        output: ShellOutput,
+        ctx: ToolContext,
+    ) -> ProcessOutcome:
+        try:
+            return await run_process_group(
+                [self._shell or default_shell(), "-c", command],
+                cwd=workdir,
+                env=env,
+                time_limit=timeout_ms / 1000 + TIMEOUT_MARGIN_SECONDS,
+                abort=ctx.abort,
+                on_output=output.add,
+                sandbox=sandbox,
+                kill_grace=self._kill_grace,
+            )
+        except SandboxRefusedError as exc:
+            raise ToolError(str(exc)) from None
 
     async def _workdir(self, args: BashParams, ctx: ToolContext) -> Path:
         if args.workdir is None:
@@ -149,13 +183,33 @@ class BashTool(Tool[BashParams]):
             raise ToolError(f"workdir {workdir} does not exist or is not a directory")
         return workdir
 
-    async def _ask_permissions(self, command: str, workdir: Path, ctx: ToolContext) -> None:
-        for argument in static_path_arguments(command):
+    async def _ask_permissions(
+        self, command: str, workdir: Path, env: dict[str, str], ctx: ToolContext
+    ) -> None:
+        # Parsing a long command (a heredoc holding a whole file) takes a while: off the event loop.
+        for argument in await asyncio.to_thread(static_path_arguments, command, env):
             # "~" paths are expanded by the guard; the others are relative to the workdir.
             await guard_path(ctx, argument if argument.startswith("~") else workdir / argument)
         patterns, always = permission_patterns(command)
         if patterns:
             await ctx.ask(PermissionRequest(permission="bash", patterns=patterns, always=always))
+
+    async def _network(self, command: str, ctx: ToolContext) -> bool:
+        """Whether this command gets the network in the sandbox: only if the tenant may have it at
+        all (`sandbox.network`) and the `network` permission allows it. A rule's or a policy's deny
+        runs it offline; a person's rejection rejects the call."""
+        sandbox = confinement_of(ctx).sandbox
+        if not sandbox.active or not sandbox.network:
+            return False
+        patterns, always = permission_patterns(command)
+        request = PermissionRequest(permission="network", patterns=patterns or [command], always=always)
+        try:
+            await ctx.ask(request)
+        except PermissionDeniedError as exc:
+            if exc.blocks_loop:
+                raise
+            return False
+        return True
 
 
 def _result(args: BashParams, outcome: ProcessOutcome, final: FinalOutput, timeout_ms: int) -> ToolResult:
