@@ -14,6 +14,9 @@ from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
 from agentforge.session.service import InvalidInputError, NotFoundError
 from agentforge.tools.confinement import ShellNotAllowedError
+from agentforge.workspace.access import OutsideWorkspaceError
+from agentforge.workspace.files import FileTooLargeError
+from agentforge.workspace.search import InvalidPatternError, SearchUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,26 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ShellNotAllowedError)
     async def shell_not_allowed(_request: Request, exc: ShellNotAllowedError) -> WireResponse:
         return WireResponse(error_body("ForbiddenError", str(exc)), status_code=403)
+
+    @app.exception_handler(OutsideWorkspaceError)
+    async def outside_workspace(_request: Request, exc: OutsideWorkspaceError) -> WireResponse:
+        return WireResponse(error_body("ForbiddenError", str(exc)), status_code=403)
+
+    @app.exception_handler(FileNotFoundError)
+    async def file_not_found(_request: Request, exc: FileNotFoundError) -> WireResponse:
+        return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)
+
+    @app.exception_handler(FileTooLargeError)
+    async def file_too_large(_request: Request, exc: FileTooLargeError) -> WireResponse:
+        return WireResponse(error_body("FileTooLargeError", str(exc)), status_code=413)
+
+    @app.exception_handler(InvalidPatternError)
+    async def invalid_pattern(_request: Request, exc: InvalidPatternError) -> WireResponse:
+        return WireResponse(error_body("BadRequestError", f"pattern: {exc}"), status_code=400)
+
+    @app.exception_handler(SearchUnavailableError)
+    async def search_unavailable(_request: Request, exc: SearchUnavailableError) -> WireResponse:
+        return WireResponse(error_body("SearchUnavailableError", str(exc)), status_code=503)
 
     @app.exception_handler(SessionBusyError)
     async def busy(_request: Request, exc: SessionBusyError) -> WireResponse:
