@@ -35,6 +35,7 @@ from agentforge.server.routes import (
     permission,
     project,
     provider,
+    pty,
     question,
     revert,
     session,
@@ -43,6 +44,7 @@ from agentforge.server.routes import (
     todo,
 )
 from agentforge.store.audit import AUTH_FAILED
+from agentforge.terminal.registry import Terminals
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +63,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings)
         app.state.runtime = runtime
+        app.state.terminals = Terminals(runtime.bus)
         try:
             yield
         finally:
             runtime.bus.close_all()
+            await app.state.terminals.close()
             await runtime.close()
             await authenticator.aclose()
 
@@ -117,9 +121,11 @@ def create_app(
         lsp,
         mcp,
         revert,
+        pty,
     )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
+    app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
     return app
 
 

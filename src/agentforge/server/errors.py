@@ -13,6 +13,7 @@ from agentforge.server.responses import WireResponse, error_body
 from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
 from agentforge.session.service import InvalidInputError, NotFoundError
+from agentforge.terminal.registry import TerminalNotFoundError, TooManyTerminalsError
 from agentforge.tools.confinement import ShellNotAllowedError
 from agentforge.workspace.access import OutsideWorkspaceError
 from agentforge.workspace.files import FileTooLargeError
@@ -62,6 +63,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ShellNotAllowedError)
     async def shell_not_allowed(_request: Request, exc: ShellNotAllowedError) -> WireResponse:
         return WireResponse(error_body("ForbiddenError", str(exc)), status_code=403)
+
+    @app.exception_handler(TerminalNotFoundError)
+    async def terminal_not_found(_request: Request, exc: TerminalNotFoundError) -> WireResponse:
+        return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)
+
+    @app.exception_handler(TooManyTerminalsError)
+    async def too_many_terminals(_request: Request, exc: TooManyTerminalsError) -> WireResponse:
+        return WireResponse(error_body("TooManyTerminalsError", str(exc)), status_code=429)
 
     @app.exception_handler(OutsideWorkspaceError)
     async def outside_workspace(_request: Request, exc: OutsideWorkspaceError) -> WireResponse:
