@@ -30,18 +30,20 @@ from agentforge.server.routes import (
     global_,
     global_events,
     instance,
-    lsp,
     mcp,
     permission,
     project,
     provider,
+    provider_auth,
     pty,
     question,
     revert,
     session,
     session_edit,
+    session_extras,
     summarize,
     todo,
+    tooling,
 )
 from agentforge.store.audit import AUTH_FAILED
 from agentforge.terminal.registry import Terminals
@@ -118,9 +120,11 @@ def create_app(
         experimental,
         file,
         find,
-        lsp,
+        tooling,
+        provider_auth,
         mcp,
         revert,
+        session_extras,
         pty,
     )
     for module in guarded:

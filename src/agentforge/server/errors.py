@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentforge.runtime.scope import TenantScopeError
 from agentforge.server.responses import WireResponse, error_body
+from agentforge.server.unsupported import not_offered
 from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
 from agentforge.session.service import InvalidInputError, NotFoundError
@@ -41,6 +42,16 @@ def _describe(errors: list[dict[str, object]]) -> str:
         location = ".".join(str(item) for item in error.get("loc", ()) if item != "body")  # type: ignore[attr-defined]
         parts.append(f"{location or 'body'}: {error.get('msg')}")
     return "Invalid request: " + "; ".join(parts)
+
+
+def _no_route(request: Request) -> WireResponse:
+    """A path no route serves: an opencode route deliberately not offered (501, saying why), or an
+    unknown one (404, naming it)."""
+    method, path = request.method, request.url.path
+    why = not_offered(method, path)
+    if why is not None:
+        return WireResponse(error_body("UnsupportedError", why), status_code=501)
+    return WireResponse(error_body("NotFoundError", f"No route {method} {path}"), status_code=404)
 
 
 def install(app: FastAPI) -> None:
@@ -111,7 +122,9 @@ def install(app: FastAPI) -> None:
         return WireResponse(body, status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> WireResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> WireResponse:
+        if exc.status_code == 404 and "endpoint" not in request.scope:
+            return _no_route(request)
         name = "NotFoundError" if exc.status_code == 404 else "HTTPError"
         return WireResponse(error_body(name, str(exc.detail)), status_code=exc.status_code)
 

@@ -36,6 +36,14 @@ class VcsInfo(Wire):
     default_branch: str | None = Field(default=None)
 
 
+class VcsFileDiff(Wire):
+    file: str
+    patch: str
+    additions: int
+    deletions: int
+    status: Literal["added", "deleted", "modified"]
+
+
 class FileStatus(Wire):
     path: str
     added: int
@@ -108,6 +116,44 @@ class GitView:
             if f"refs/heads/{name}" in self.repo.references:
                 return name
         return None
+
+    def diff(self, against: Literal["head", "branch"]) -> list[VcsFileDiff]:
+        """The working tree's changes as patches: against HEAD, or against where HEAD left the default
+        branch (what a pull request would show), untracked files as added."""
+        if self.repo is None or self.repo.head_is_unborn:
+            return []
+        repo = self.repo
+        base = repo.head.peel(pygit2.Commit)
+        if against == "branch":
+            default = self._default_branch()
+            ref = repo.references.get(f"refs/heads/{default}") if default else None
+            if ref is not None:
+                merge_base = repo.merge_base(base.id, ref.peel(pygit2.Commit).id)
+                found_base = repo.get(merge_base) if merge_base is not None else None
+                if isinstance(found_base, pygit2.Commit):
+                    base = found_base
+        found: list[VcsFileDiff] = []
+        for patch in base.tree.diff_to_workdir(flags=_UNTRACKED):
+            if patch is None:
+                continue
+            delta = patch.delta
+            path = self._workspace_path(delta.new_file.path or delta.old_file.path)
+            if path is None:
+                continue
+            _, additions, deletions = patch.line_stats
+            text = "" if delta.is_binary else patch.text or ""
+            found.append(
+                VcsFileDiff(
+                    file=path,
+                    patch=text,
+                    additions=additions,
+                    deletions=deletions,
+                    status=_status(delta.status),
+                )
+            )
+            if len(found) >= MAX_STATUS_FILES:
+                break
+        return found
 
     def status(self) -> list[FileStatus]:
         """Files that differ from HEAD (untracked ones as added), with their line counts."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import Field
 
 from agentforge.config import user_config_file
@@ -16,7 +16,7 @@ from agentforge.model.base import Wire
 from agentforge.server.deps import IdentityDep, RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
 from agentforge.server.workspace import WorkspaceDep
-from agentforge.workspace.git import FileStatus, GitView, VcsInfo
+from agentforge.workspace.git import FileStatus, GitView, VcsFileDiff, VcsInfo
 
 router = APIRouter(tags=["instance"])
 
@@ -84,6 +84,19 @@ async def get_vcs_status(access: WorkspaceDep) -> WireResponse:
     return WireResponse(
         [VcsFileStatus(file=f.path, additions=f.added, deletions=f.removed, status=f.status) for f in found]
     )
+
+
+@router.get("/vcs/diff", operation_id="vcs.diff", responses={200: {"model": list[VcsFileDiff]}})
+async def get_vcs_diff(
+    access: WorkspaceDep,
+    mode: Annotated[
+        Literal["git", "branch"],
+        Query(description="git: against HEAD; branch: against where HEAD left the default branch"),
+    ] = "git",
+) -> WireResponse:
+    """The workspace's uncommitted (or, with `branch`, unmerged) changes as patches."""
+    against: Literal["head", "branch"] = "branch" if mode == "branch" else "head"
+    return WireResponse(await asyncio.to_thread(lambda: GitView.open(access).diff(against)))
 
 
 @router.post("/log", operation_id="app.log", responses={200: {"model": bool}})

@@ -1,5 +1,6 @@
-"""Status routes opencode's clients poll for tooling this server does not run: language servers
-(`/lsp`) and formatters (`/formatter`). Both answer an empty list: none is configured or running."""
+"""Routes opencode's clients poll for tooling this server does not run: language servers (`/lsp`),
+formatters (`/formatter`) and skills (`/skill`). Each answers an empty list: none is configured or
+running."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fastapi import APIRouter
 
 from agentforge.server.responses import WireResponse
 
-router = APIRouter(tags=["lsp"])
+router = APIRouter(tags=["tooling"])
 
 
 @router.get("/lsp", operation_id="lsp.status")
@@ -19,4 +20,10 @@ async def lsp_status() -> WireResponse:
 @router.get("/formatter", operation_id="formatter.status")
 async def formatter_status() -> WireResponse:
     """Formatters: none run here (tools write files as the model gives them)."""
+    return WireResponse([])
+
+
+@router.get("/skill", operation_id="app.skills")
+async def skills() -> WireResponse:
+    """Skills (packaged instructions an agent loads on demand): none are offered here."""
     return WireResponse([])
