@@ -77,7 +77,8 @@ async def find_text(access: WorkspaceAccess, pattern: str, limit: int = TEXT_LIM
                 proc.kill()
         stderr = await proc.stderr.read()
         await proc.wait()
-    if proc.returncode == 2 and not found and b"regex" in stderr.lower():
+    # Told by its message rather than the exit status, which a reaped child may not report.
+    if not found and b"regex parse error" in stderr:
         raise InvalidPatternError(stderr.decode("utf-8", errors="replace").strip())
     return found
 

@@ -33,7 +33,7 @@ PATCH_REFUSED = (
 
 def client_config(config: Config, username: str) -> dict[str, Any]:
     """What a client may see of `config` (see the module docstring)."""
-    raw = config.model_dump(mode="json", by_alias=True)
+    raw = config.model_dump(mode="json", by_alias=True, exclude_none=True)
     view: dict[str, Any] = {key: raw[key] for key in _PLAIN_KEYS if raw.get(key) is not None}
     view["username"] = username
     view["share"] = "disabled"
@@ -43,7 +43,7 @@ def client_config(config: Config, username: str) -> dict[str, Any]:
         provider_id: {
             "name": provider.get("name") or provider_id,
             "models": {
-                model_id: {key: model[key] for key in _MODEL_KEYS if model.get(key) is not None}
+                model_id: {key: model[key] for key in _MODEL_KEYS if model.get(key)}
                 for model_id, model in (provider.get("models") or {}).items()
             },
         }
