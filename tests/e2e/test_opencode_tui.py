@@ -125,13 +125,18 @@ async def test_opencode_tui_runs_a_turn_approves_a_tool_and_reverts_it(
         start_live_server(tmp_path, fake_openai, config) as live,
         opencode_attached(live, tmp_path / "home") as tui,
     ):
+        (live.workspace / "notes.md").write_text("The launch is on Tuesday.\n")
         await tui.shows("Ask anything")
 
-        # A typed prompt runs a turn; the reply streams onto the screen.
+        # A typed prompt, with a file picked by `@` search, runs a turn; the reply appears on screen.
         live.fake.enqueue(reply("Hello from Agent Forge, through opencode."))
+        await tui.type("@note")
+        await tui.until(lambda screen: "notes.md" in screen and "@note" in screen, "the @ file match")
+        await tui.press("Enter")
         await tui.type("say hello")
         await tui.press("Enter")
         await tui.shows("Hello from Agent Forge, through opencode.")
+        assert "The launch is on Tuesday." in str(live.fake.requests[-1]["messages"])
         [session] = (await live.client.get("/session")).json()
 
         # A tool that asks: the permission prompt appears in the UI and is allowed once from it.

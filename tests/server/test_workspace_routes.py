@@ -104,6 +104,25 @@ async def test_find_searches_text_and_paths(live: LiveServer, files: Path) -> No
     assert bad.status_code == 400 and bad.json()["data"]["message"].startswith("pattern:")
 
 
+async def test_the_v2_location_and_file_search_the_tui_uses(live: LiveServer, files: Path) -> None:
+    project = _json(await live.client.get("/project/current"))["id"]
+    location = _json(await live.client.get("/api/location"))
+    assert location == {"directory": str(files), "project": {"id": project, "directory": str(files)}}
+    found = _json(await live.client.get("/api/fs/find", params={"query": "main", "limit": "20"}))
+    assert found["location"] == location and found["data"][0] == {"path": "src/main.py", "type": "file"}
+    in_src = {"location[directory]": str(files / "src"), "query": ""}
+    found = _json(await live.client.get("/api/fs/find", params=in_src))
+    assert found["location"]["directory"] == str(files / "src") and found["data"] == [
+        {"path": "main.py", "type": "file"}
+    ]
+    outside = await live.client.get(
+        "/api/fs/find", params={"location[directory]": str(files.parent), "query": ""}
+    )
+    assert outside.status_code == 403
+    other = await live.client.get("/api/session")
+    assert other.status_code == 501 and "v2 API" in other.json()["data"]["message"]
+
+
 @pytest.mark.parametrize(
     ("route", "param"),
     [("/file", "path"), ("/file/content", "path")],

@@ -30,6 +30,7 @@ from agentforge.server.routes import (
     global_,
     global_events,
     instance,
+    location,
     mcp,
     permission,
     project,
@@ -115,6 +116,7 @@ def create_app(
         # opencode's instance routes its own clients (the terminal UI) need.
         global_events,
         instance,
+        location,
         project,
         config,
         experimental,

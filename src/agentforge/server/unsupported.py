@@ -75,8 +75,8 @@ _NOT_OFFERED: Final[list[tuple[str, str, str]]] = [
     (
         "*",
         r"/api/.*",
-        "opencode's v2 API (/api/...) is not served: Agent Forge serves opencode's session "
-        "API (the routes without /api).",
+        "opencode's v2 API (/api/...) is not served, but for /api/location and /api/fs/find: "
+        "Agent Forge serves opencode's session API (the routes without /api).",
     ),
 ]
 _COMPILED = [(method, re.compile(pattern), why) for method, pattern, why in _NOT_OFFERED]
