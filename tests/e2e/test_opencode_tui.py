@@ -28,6 +28,7 @@ PINNED = Path(__file__).resolve().parents[1] / "opencode"
 OPENCODE = PINNED / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"
 SCREEN_TIMEOUT = 60.0  # seconds for the screen to show what a step waits for
 POLL = 0.05
+QUARTERS = [{"label": "Q1", "description": "early"}, {"label": "Q2", "description": "later"}]
 
 
 pytestmark = [
@@ -214,8 +215,20 @@ async def test_opencode_tui_signs_in_with_an_api_key_and_works_in_its_tenants_wo
             await tui.type("read the roadmap")
             await tui.press("Enter")
             await tui.shows("Read acme's roadmap.")
+            # A question the model asks is answered inline.
+            question = {"question": "Which quarter?", "header": "Quarter", "options": QUARTERS}
+            live.fake.enqueue(call("question", {"questions": [question]}), reply("Q2 it is."))
+            await tui.type("plan the launch")
+            await tui.press("Enter")
+            await tui.shows("Which quarter?")
+            await tui.press("Down")  # the second option
+            await tui.press("Enter")
+            await tui.shows("Q2 it is.")
         headers = {"Authorization": f"Bearer {minted.token}"}
         [session] = (await live.client.get("/session", headers=headers)).json()
         assert session["directory"] == str(workspace)
-        assert "acme's roadmap" in str(live.fake.requests[-1]["messages"])
+        assert "acme's roadmap" in str(live.fake.requests[-2]["messages"])
+        history = (await live.client.get(f"/session/{session['id']}/message", headers=headers)).json()
+        asked = [p for m in history for p in m["parts"] if p["type"] == "tool" and p["tool"] == "question"]
+        assert asked[0]["state"]["metadata"]["answers"] == [["Q2"]]
         assert (await live.client.get("/session")).status_code == 401  # no credential, no answer
