@@ -81,12 +81,12 @@ async def test_log_writes_the_clients_line_to_the_server_log(
     live: LiveServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="agentforge.client"):
-        body = {"service": "tui", "level": "warn", "message": "terminal too small"}
+        body = {"service": "tui", "level": "warn", "message": "terminal too small\nFORGED server line"}
         assert _json(await live.client.post("/log", json=body)) is True
     [record] = [r for r in caplog.records if r.name == "agentforge.client"]
-    assert (
-        record.levelno == logging.WARNING and record.getMessage() == "[default/local] tui: terminal too small"
-    )
+    assert record.levelno == logging.WARNING
+    # One line, whatever the client sent: it cannot forge a line of the server's log.
+    assert record.getMessage() == "[default/local] tui: terminal too small\\nFORGED server line"
     assert (
         await live.client.post("/log", json={"service": "tui", "level": "loud", "message": "x"})
     ).status_code == 400

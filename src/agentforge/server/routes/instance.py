@@ -46,6 +46,11 @@ class LogInput(Wire):
     extra: dict[str, Any] | None = None
 
 
+def _one_line(text: str) -> str:
+    """A client's text as one log line: it cannot forge lines of the server's own."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 @router.get("/path", operation_id="path.get", responses={200: {"model": PathInfo}})
 async def get_path(rt: RuntimeDep, tenant_id: TenantDep, access: WorkspaceDep) -> WireResponse:
     """The caller's workspace (`worktree`), the directory it asked for, and, for the local user only,
@@ -107,8 +112,8 @@ async def write_log(body: LogInput, caller: IdentityDep) -> WireResponse:
         "[%s/%s] %s: %s",
         caller.tenant,
         caller.user,
-        body.service,
-        body.message,
+        _one_line(body.service),
+        _one_line(body.message),
         extra={"client_extra": body.extra or {}},
     )
     return WireResponse(True)
