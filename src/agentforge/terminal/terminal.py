@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import errno
 import os
 from collections import deque
 from collections.abc import Callable
@@ -131,9 +130,7 @@ class Terminal:
             data = os.read(self._fd, READ_SIZE)
         except BlockingIOError:
             return
-        except OSError as exc:
-            if exc.errno != errno.EIO:  # EIO: every process closed the terminal
-                raise
+        except OSError:  # EIO once every process closed the terminal: its output is over
             data = b""
         if not data:
             self._publish(self._decoder.decode(b"", final=True))
