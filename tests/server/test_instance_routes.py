@@ -99,7 +99,7 @@ async def test_log_writes_the_clients_line_to_the_server_log(
         ("POST", "/provider/openai/oauth/authorize", "Provider login (OAuth) is not offered"),
         ("POST", "/instance/dispose", "restart the server"),
         ("POST", "/tui/open-help", "no UI of its own"),
-        ("GET", "/api/location", "opencode's v2 API"),
+        ("GET", "/api/session", "opencode's v2 API"),
         ("POST", "/experimental/worktree", "each tenant works in its one workspace"),
         ("POST", "/global/upgrade", "its operator restarts or upgrades it"),
     ],
