@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import secrets
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,24 @@ QUESTIONS: list[dict[str, Any]] = [
         "options": [{"label": "Dawn", "description": "early"}, {"label": "Dusk", "description": "late"}],
     }
 ]
-NOT_LISTINGS = {"/event", "/global/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+NOT_LISTINGS = {
+    "/event",
+    "/global/event",  # streams: read in the event tests
+    "/file/content",  # reads one file: probed with A's paths below
+    "/global/health",
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+}
+# Listings that need a query parameter: what B asks them for.
+LISTING_PARAMS: dict[str, dict[str, str]] = {
+    "/find": {"pattern": "launch"},
+    "/find/file": {"query": "launch"},
+    "/experimental/tool": {"provider": "fake", "model": "test-model"},
+}
+A_MCP_SERVER = "acme-echo"
+ECHO_SERVER = Path(__file__).resolve().parents[1] / "tools" / "mcp_servers" / "echo_server.py"
 
 # A valid body for each route that takes one, `{param}` standing for that path parameter's value: a
 # body FastAPI rejects would answer 422 to both probes and prove nothing. Routes missing here get a
@@ -106,7 +125,10 @@ async def two_tenants(
     """A live server requiring auth, tenants A and B with an admin key each. `b_may_reach`: a directory
     the server config grants B beyond its workspace (else every outside path is refused outright)."""
     config = {**fake_provider_config(fake), "auth": {"required": True}, "permission": {"bash": "ask"}}
-    tenancy: dict[str, Any] = {"shell": "*"}  # the probes run bash and the shell route
+    tenancy: dict[str, Any] = {"shell": "*"}  # the probes run bash, the shell route and terminals
+    # A has an MCP server of its own, whose name B probes the MCP routes with.
+    echo = {"type": "local", "command": [sys.executable, str(ECHO_SERVER)]}
+    tenancy["overlays"] = {TENANT_A: {"mcp": {A_MCP_SERVER: echo}}}
     if b_may_reach is not None:
         tenancy["external_directories"] = {TENANT_B: [str(b_may_reach)]}
     config["tenancy"] = tenancy
@@ -141,6 +163,8 @@ class AState:
     question: str
     file: Path
     waiting_part: tuple[str, str, str]  # the bash call waiting on the permission
+    project: str
+    pty: str  # a terminal of A's, its shell running
     events: EventCollector = field(default_factory=EventCollector)
 
     def ids(self) -> set[str]:
@@ -150,6 +174,8 @@ class AState:
             *(p for _, _, p in self.parts),
             self.permission,
             self.question,
+            self.project,
+            self.pty,
         }
 
     def markers(self) -> list[bytes]:
@@ -199,14 +225,29 @@ async def set_up_tenant_a(forge: Forge) -> AState:
                     waiting.append(parts[-1])
     workspace = forge.live.settings.data_dir / "tenants" / TENANT_A / "workspace"
     file = workspace / A_FILE
-    state = AState([first, second], messages, parts, permission, question, file, waiting[0], events)
+    project = (await forge.a.client.get("/project/current")).json()["id"]
+    terminal = await forge.a.client.post("/pty", json={"command": "/bin/sh", "title": A_TITLE})
+    assert terminal.status_code == 200, terminal.text
+    state = AState(
+        [first, second],
+        messages,
+        parts,
+        permission,
+        question,
+        file,
+        waiting[0],
+        project,
+        terminal.json()["id"],
+        events,
+    )
     assert state.file.read_text() == A_SECRET
+    assert (await forge.a.client.get("/mcp")).json() == {A_MCP_SERVER: {"status": "connected"}}
     return state
 
 
 async def snapshot_of_a(forge: Forge, state: AState) -> dict[str, Any]:
     """Everything A can read about its own work, and its workspace's files."""
-    paths = ["/session", "/session/status", "/permission", "/question"]
+    paths = ["/session", "/session/status", "/permission", "/question", "/mcp", "/pty", "/project"]
     for sid in state.sessions:
         paths += [f"/session/{sid}{suffix}" for suffix in ("", "/message", "/todo", "/children")]
     paths += [f"/session/{sid}/message/{mid}" for sid, mid in state.messages]
@@ -227,7 +268,10 @@ ID_PREFIXES: dict[str, Prefix] = {
     "part": "prt",
     "permission": "per",
     "question": "que",
+    "pty": "pty",
 }
+# Kinds whose ids are not prefixed ids: a project's is 40 hex digits, an MCP server's its name.
+ID_KINDS = [*ID_PREFIXES, "project", "mcp"]
 
 
 NAMED_PARAMS = {
@@ -235,6 +279,8 @@ NAMED_PARAMS = {
     "message_id": "message",
     "part_id": "part",
     "permission_id": "permission",
+    "pty_id": "pty",
+    "project_id": "project",
 }
 
 
@@ -246,11 +292,17 @@ def id_kind(route: str, param: str) -> str:
         return "permission"
     if param == "request_id" and route.startswith("/question/"):
         return "question"
+    if param == "name" and route.startswith("/mcp/"):
+        return "mcp"
     raise AssertionError(f"{route}: path parameter {param!r} is new; teach id_kind what it names")
 
 
 def made_up_id(kind: str) -> str:
     """An id of the right shape that nobody has: sessions use descending ids, the rest ascending."""
+    if kind == "project":
+        return secrets.token_hex(20)
+    if kind == "mcp":
+        return "made-up-server"
     prefix = ID_PREFIXES[kind]
     return descending(prefix) if kind == "session" else ascending(prefix)
 
@@ -323,6 +375,9 @@ def _a_ids_for(state: AState) -> dict[str, str]:
         "part": pid,
         "permission": state.permission,
         "question": state.question,
+        "pty": state.pty,
+        "project": state.project,
+        "mcp": A_MCP_SERVER,
     }
 
 
@@ -334,7 +389,7 @@ B_OWN_PARENTS: list[tuple[str, ...]] = [(), ("session",), ("session", "message")
 def probes(spec: dict[str, Any], state: AState, b_ids: dict[str, str]) -> list[Probe]:
     """Every id route with A's ids, and again under each of B's own parents it has."""
     a_ids = _a_ids_for(state)
-    made_up = {kind: made_up_id(kind) for kind in ID_PREFIXES}
+    made_up = {kind: made_up_id(kind) for kind in ID_KINDS}
     found = []
     for method, route, params in id_routes(spec):
         kinds = {param: id_kind(route, param) for param in params}
@@ -440,7 +495,9 @@ async def test_another_tenants_ids_answer_like_ids_that_do_not_exist_and_change_
             assert without_ids(foreign.content, probe) == missing.content, (where, foreign.text, missing.text)
             assert foreign.headers["content-type"] == missing.headers["content-type"], where
             checked += 1
-        assert checked >= 28  # 21 id operations today, 5 again under B's session, 2 under its message
+        # 34 id operations today (21 of sessions, 8 of terminals, 3 of MCP servers...), 5 again under
+        # B's session, 2 under its message.
+        assert checked >= 41
         await _ids_in_bodies_answer_like_unknown_ids(forge, state, b_ids)
 
         assert await snapshot_of_a(forge, state) == before
@@ -452,11 +509,17 @@ async def test_another_tenants_ids_answer_like_ids_that_do_not_exist_and_change_
 
 
 async def _ids_in_bodies_answer_like_unknown_ids(forge: Forge, state: AState, b_ids: dict[str, str]) -> None:
-    """Ids B names in a request body: a child of A's session, a fork of B's own at A's message."""
+    """Ids B names in a request body or query: a child of A's session, a fork, revert or diff of B's own
+    session at A's message."""
     a_session, a_message = state.messages[0]
     cases = [
         ("/session", {"parentID": a_session}, {"parentID": made_up_id("session")}),
         (f"/session/{b_ids['session']}/fork", {"messageID": a_message}, {"messageID": made_up_id("message")}),
+        (
+            f"/session/{b_ids['session']}/revert",
+            {"messageID": a_message},
+            {"messageID": made_up_id("message")},
+        ),
     ]
     for path, foreign_body, unknown_body in cases:
         foreign = await forge.b.client.post(path, json=foreign_body)
@@ -464,6 +527,12 @@ async def _ids_in_bodies_answer_like_unknown_ids(forge: Forge, state: AState, b_
         [(a_id, unknown_id)] = zip(foreign_body.values(), unknown_body.values(), strict=True)
         assert foreign.status_code == 404, (path, foreign.text)
         assert foreign.content.replace(a_id.encode(), unknown_id.encode()) == missing.content, path
+    unknown_id = made_up_id("message")
+    diff = f"/session/{b_ids['session']}/diff"
+    foreign = await forge.b.client.get(diff, params={"messageID": a_message})
+    missing = await forge.b.client.get(diff, params={"messageID": unknown_id})
+    assert foreign.status_code == 404, foreign.text
+    assert foreign.content.replace(a_message.encode(), unknown_id.encode()) == missing.content
 
 
 async def _a_finishes_its_turns(forge: Forge, state: AState) -> None:
@@ -512,6 +581,7 @@ async def test_listings_never_include_another_tenants_items(
             if "get" in operations and "{" not in route and route not in NOT_LISTINGS
         ]
         assert {"/session", "/session/status", "/permission", "/question", "/audit"} <= set(listings)
+        assert {"/file", "/find", "/find/file", "/file/status", "/pty", "/mcp", "/project"} <= set(listings)
         queries = [
             f"/session?search={A_TITLE}",
             f"/session?directory={state.file.parent}",
@@ -519,10 +589,14 @@ async def test_listings_never_include_another_tenants_items(
             f"/session?start=0&search={A_TITLE.split()[0]}",
         ]
         for path in [*listings, *queries]:
-            response = await forge.b.client.get(path)
+            response = await forge.b.client.get(path, params=LISTING_PARAMS.get(path))
             assert response.status_code == 200, (path, response.text)
             for marker in state.markers():
                 assert marker not in response.content, (path, marker)
+        # A's file, named any way, is outside B's workspace.
+        for named in (str(state.file), f"../../{TENANT_A}/workspace/{A_FILE}"):
+            refused = await forge.b.client.get("/file/content", params={"path": named})
+            assert refused.status_code == 403 and A_SECRET.strip() not in refused.text, refused.text
         sessions = (await forge.b.client.get("/session")).json()
         assert [s["title"] for s in sessions] == ["globex own"]
         assert (await forge.b.client.get("/permission")).json() == []
@@ -540,6 +614,7 @@ async def test_another_tenants_events_never_reach_a_subscriber_live_or_resumed(
 ) -> None:
     async with two_tenants(tmp_path, fake_openai, database_url) as forge:
         everything = await open_stream(forge, forge.b, "/event")
+        instance_wide = await open_stream(forge, forge.b, "/global/event")
         a_events = EventCollector()
         await a_events.start(forge.live.client, "/event", **forge.a.headers)
         sid = (await forge.a.client.post("/session", json={"title": A_TITLE})).json()["id"]
@@ -569,7 +644,7 @@ async def test_another_tenants_events_never_reach_a_subscriber_live_or_resumed(
         b_session = (await forge.b.client.post("/session")).json()["id"]
         a_frames = len(a_events.frames)
         await a_events.stop()
-        streams = [everything, for_a_session, for_unknown, resumed, resumed_unknown, after]
+        streams = [everything, instance_wide, for_a_session, for_unknown, resumed, resumed_unknown, after]
         await finish_streams(forge, streams)
 
         assert a_frames > 10  # A's turn did publish: created, messages, parts, permission, idle
@@ -581,6 +656,7 @@ async def test_another_tenants_events_never_reach_a_subscriber_live_or_resumed(
         assert [e["type"] for e in for_a_session.events()] == ["server.connected"]
         assert [e["type"] for e in resumed.events()] == ["server.connected"]
         assert b_session.encode() in everything.body
+        assert b_session.encode() in instance_wide.body
 
 
 async def _a_writes_its_file(forge: Forge) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 from pathlib import Path
@@ -109,6 +110,25 @@ async def test_a_non_bearer_authorization_header_is_refused() -> None:
     authenticator, _ = _authenticator({"required": True})
     for value in ("Basic dXNlcjpwYXNz", "Bearer", "Bearer   "):
         assert (await _refused(authenticator, _facts({"Authorization": value}))).message == NOT_BEARER
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {encoded}"}
+
+
+async def test_basic_carries_an_api_key_as_its_password_and_nothing_else() -> None:
+    authenticator, recorder = _authenticator({"required": True})
+    identity = await authenticator.authenticate(_facts(_basic("opencode", MEMBER_KEY.token)))
+    assert (identity.tenant, identity.method) == ("acme", "api_key")
+    assert (await authenticator.authenticate(_facts(_basic("anyone", MEMBER_KEY.token)))) == identity
+    # A wrong key is the same refusal as a wrong bearer key; other passwords are no credential here.
+    assert (
+        await _refused(authenticator, _facts(_basic("opencode", MEMBER_KEY.token + "x")))
+    ).message == INVALID_KEY
+    for headers in (_basic("opencode", hs_token()), _basic("opencode", ""), {"Authorization": "Basic !!"}):
+        assert (await _refused(authenticator, _facts(headers))).message == NOT_BEARER
+    assert len(recorder.failures) == 4
 
 
 async def test_api_keys_can_be_switched_off() -> None:

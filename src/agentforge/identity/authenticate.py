@@ -6,12 +6,18 @@ pass the user's own header through); otherwise `Authorization: Bearer` carries a
 prefix) or a JWT; with no credentials, local mode answers as the local user and an authenticated
 server answers 401. Presented credentials are always verified, whatever the mode.
 
+`Authorization: Basic` is accepted only with an API key as its password (any user name), verified
+exactly like the same key as a bearer token: that is how opencode's clients authenticate
+(`opencode attach URL --password <key>` sends `opencode:<key>`).
+
 Every refusal goes to `on_failure` (the audit log's seam) before the caller sees it. A long-lived
 request (the event stream) asks `still_valid` from time to time, so it ends once its credential lapses.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -31,7 +37,9 @@ KeyLookup = Callable[[str, str], Awaitable[StoredApiKey | None]]
 FailureHook = Callable[[AuthFailure, RequestFacts], Awaitable[None]]
 
 MISSING_TOKEN: Final = "missing bearer token: send Authorization: Bearer <API key or JWT>"
-NOT_BEARER: Final = "the Authorization header must be 'Bearer <token>'"
+NOT_BEARER: Final = (
+    "the Authorization header must be 'Bearer <token>' (or 'Basic' with an API key as the password)"
+)
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +141,7 @@ class Authenticator:
             if self.enabled:
                 raise AuthFailure(MISSING_TOKEN)
             return LOCAL_IDENTITY
-        token = _bearer_token(authorization)
+        token = _presented_token(authorization)
         if is_api_key_token(token):
             return await self._api_key(token)
         if self._jwt is not None:
@@ -156,9 +164,23 @@ class Authenticator:
             log.exception("the authentication failure hook failed")
 
 
-def _bearer_token(authorization: str) -> str:
+def _presented_token(authorization: str) -> str:
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
+    if scheme.lower() == "basic" and token:
+        password = _basic_password(token)
+        if password is not None and is_api_key_token(password):
+            return password
     if scheme.lower() != "bearer" or not token:
         raise AuthFailure(NOT_BEARER)
     return token
+
+
+def _basic_password(encoded: str) -> str | None:
+    """The password of `user:password` in base64, or None when it is not that."""
+    try:
+        decoded = base64.b64decode(encoded, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    _, colon, password = decoded.partition(":")
+    return password if colon else None

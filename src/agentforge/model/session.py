@@ -38,6 +38,18 @@ class SessionModel(Wire):
     variant: str | None = None
 
 
+class SessionRevert(Wire):
+    """Where a session was reverted to (KERNEL 1.1 `/revert`): messages from `messageID` on (from
+    `partID` on within it) are hidden until the next prompt removes them or `/unrevert` brings them
+    back. `snapshot` is the workspace as it was before the revert (what unrevert restores) and
+    `diff` what the revert changed in the files."""
+
+    message_id: str = Field(alias="messageID")
+    part_id: str | None = Field(default=None, alias="partID")
+    snapshot: str | None = None
+    diff: str | None = None
+
+
 class PermissionRule(Wire):
     permission: str
     pattern: str
@@ -61,6 +73,7 @@ class Session(Wire):
     model: SessionModel | None = None
     metadata: dict[str, Any] | None = None
     permission: list[PermissionRule] | None = None
+    revert: SessionRevert | None = None
 
 
 class StatusIdle(Wire):

@@ -23,17 +23,32 @@ from agentforge.server.routes import (
     agent,
     audit,
     command,
+    config,
     events,
+    experimental,
+    file,
+    find,
     global_,
+    global_events,
+    instance,
+    location,
+    mcp,
     permission,
+    project,
     provider,
+    provider_auth,
+    pty,
     question,
+    revert,
     session,
     session_edit,
+    session_extras,
     summarize,
     todo,
+    tooling,
 )
 from agentforge.store.audit import AUTH_FAILED
+from agentforge.terminal.registry import Terminals
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +69,12 @@ def create_app(
         app.state.runtime = runtime
         # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
         runtime.spawn(checkpoint_periodically(settings))
+        app.state.terminals = Terminals(runtime.bus)
         try:
             yield
         finally:
             runtime.bus.close_all()
+            await app.state.terminals.close()
             await runtime.close()
             await authenticator.aclose()
 
@@ -99,9 +116,25 @@ def create_app(
         summarize,
         provider,
         audit,
+        # opencode's instance routes its own clients (the terminal UI) need.
+        global_events,
+        instance,
+        location,
+        project,
+        config,
+        experimental,
+        file,
+        find,
+        tooling,
+        provider_auth,
+        mcp,
+        revert,
+        session_extras,
+        pty,
     )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
+    app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
     return app
 
 

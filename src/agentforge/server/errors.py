@@ -10,10 +10,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentforge.runtime.scope import TenantScopeError
 from agentforge.server.responses import WireResponse, error_body
+from agentforge.server.unsupported import not_offered
 from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
 from agentforge.session.service import InvalidInputError, NotFoundError
+from agentforge.terminal.registry import TerminalNotFoundError, TooManyTerminalsError
 from agentforge.tools.confinement import ShellNotAllowedError
+from agentforge.workspace.access import OutsideWorkspaceError
+from agentforge.workspace.files import FileTooLargeError
+from agentforge.workspace.search import InvalidPatternError, SearchUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +44,16 @@ def _describe(errors: list[dict[str, object]]) -> str:
     return "Invalid request: " + "; ".join(parts)
 
 
+def _no_route(request: Request) -> WireResponse:
+    """A path no route serves: an opencode route deliberately not offered (501, saying why), or an
+    unknown one (404, naming it)."""
+    method, path = request.method, request.url.path
+    why = not_offered(method, path)
+    if why is not None:
+        return WireResponse(error_body("UnsupportedError", why), status_code=501)
+    return WireResponse(error_body("NotFoundError", f"No route {method} {path}"), status_code=404)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> WireResponse:
@@ -60,6 +75,34 @@ def install(app: FastAPI) -> None:
     async def shell_not_allowed(_request: Request, exc: ShellNotAllowedError) -> WireResponse:
         return WireResponse(error_body("ForbiddenError", str(exc)), status_code=403)
 
+    @app.exception_handler(TerminalNotFoundError)
+    async def terminal_not_found(_request: Request, exc: TerminalNotFoundError) -> WireResponse:
+        return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)
+
+    @app.exception_handler(TooManyTerminalsError)
+    async def too_many_terminals(_request: Request, exc: TooManyTerminalsError) -> WireResponse:
+        return WireResponse(error_body("TooManyTerminalsError", str(exc)), status_code=429)
+
+    @app.exception_handler(OutsideWorkspaceError)
+    async def outside_workspace(_request: Request, exc: OutsideWorkspaceError) -> WireResponse:
+        return WireResponse(error_body("ForbiddenError", str(exc)), status_code=403)
+
+    @app.exception_handler(FileNotFoundError)
+    async def file_not_found(_request: Request, exc: FileNotFoundError) -> WireResponse:
+        return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)
+
+    @app.exception_handler(FileTooLargeError)
+    async def file_too_large(_request: Request, exc: FileTooLargeError) -> WireResponse:
+        return WireResponse(error_body("FileTooLargeError", str(exc)), status_code=413)
+
+    @app.exception_handler(InvalidPatternError)
+    async def invalid_pattern(_request: Request, exc: InvalidPatternError) -> WireResponse:
+        return WireResponse(error_body("BadRequestError", f"pattern: {exc}"), status_code=400)
+
+    @app.exception_handler(SearchUnavailableError)
+    async def search_unavailable(_request: Request, exc: SearchUnavailableError) -> WireResponse:
+        return WireResponse(error_body("SearchUnavailableError", str(exc)), status_code=503)
+
     @app.exception_handler(SessionBusyError)
     async def busy(_request: Request, exc: SessionBusyError) -> WireResponse:
         body = error_body("SessionBusyError", str(exc), sessionID=exc.session_id)
@@ -79,7 +122,9 @@ def install(app: FastAPI) -> None:
         return WireResponse(body, status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> WireResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> WireResponse:
+        if exc.status_code == 404 and "endpoint" not in request.scope:
+            return _no_route(request)
         name = "NotFoundError" if exc.status_code == 404 else "HTTPError"
         return WireResponse(error_body(name, str(exc.detail)), status_code=exc.status_code)
 

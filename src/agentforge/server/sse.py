@@ -18,6 +18,7 @@ SSE_HEADERS = {
 
 Replay = Callable[[], Awaitable[list[Event]]]
 Authorized = Callable[[], Awaitable[bool]]
+Encode = Callable[[Event], bytes]
 
 
 def frame(event: Event) -> bytes:
@@ -28,8 +29,8 @@ def frame(event: Event) -> bytes:
     return b"data: %s\n\n" % data
 
 
-def _plain(kind: str) -> bytes:
-    return frame(Event(type=kind, properties={}))
+def _plain(kind: str, encode: Encode) -> bytes:
+    return encode(Event(type=kind, properties={}))
 
 
 async def event_stream(
@@ -38,22 +39,24 @@ async def event_stream(
     heartbeat_seconds: float,
     replay: Replay | None = None,
     still_authorized: Authorized | None = None,
+    encode: Encode = frame,
 ) -> AsyncIterator[bytes]:
     """`server.connected`, then any missed durable events, then live events with heartbeats.
 
     The subscription is taken before the replay is read, so nothing falls between the two; live
     events already covered by the replay are skipped by their seq. Every `heartbeat_seconds`
     (busy or idle) `still_authorized` is asked again; once it says no, a last `stream.unauthorized`
-    event is sent and the stream ends.
+    event is sent and the stream ends. `encode` frames each event (opencode's `/global/event` wraps
+    them in an envelope of its own).
     """
     try:
-        yield _plain(SERVER_CONNECTED)
+        yield _plain(SERVER_CONNECTED, encode)
         replayed: dict[str, int] = {}
         if replay is not None:
             for event in await replay():
                 if event.session_id is not None and event.seq is not None:
                     replayed[event.session_id] = event.seq
-                yield frame(event)
+                yield encode(event)
         loop = asyncio.get_running_loop()
         next_check = loop.time() + heartbeat_seconds
         while True:
@@ -63,13 +66,13 @@ async def event_stream(
             due = not batch or loop.time() >= next_check
             if still_authorized is not None and due:
                 if not await still_authorized():
-                    yield _plain(STREAM_UNAUTHORIZED)
+                    yield _plain(STREAM_UNAUTHORIZED, encode)
                     return
                 next_check = loop.time() + heartbeat_seconds
             if not batch:
-                yield _plain(SERVER_HEARTBEAT)
+                yield _plain(SERVER_HEARTBEAT, encode)
                 continue
-            chunk = b"".join(frame(e) for e in batch if not _already_sent(e, replayed))
+            chunk = b"".join(encode(e) for e in batch if not _already_sent(e, replayed))
             if chunk:
                 yield chunk
     finally:

@@ -51,6 +51,7 @@ from agentforge.session.context.reminders import with_reminders
 from agentforge.session.events import SessionEvents
 from agentforge.session.processor import Processor, ProcessorDeps
 from agentforge.session.skeleton import assistant_skeleton
+from agentforge.session.snapshots import StepSnapshot, snapshot_repo
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
 from agentforge.tools.base import SHELL_ENV_EXTRA
 from agentforge.tools.builtin.bash import BashTool
@@ -162,7 +163,13 @@ class TurnLoop:
         await hooks.model_request(plugins, request, session_id=sid, agent=agent.name, model=model)
         request.tools = await hooks.tool_specs(plugins, tools.visible())
         processor = Processor(self._deps(), message, model, tools)
-        outcome = await processor.process(request)
+        directory = Path(self.session.directory)
+        snapshot = StepSnapshot(lambda: snapshot_repo(self.scope, directory), self.events, message)
+        tools.before_run = snapshot.before_tool
+        try:
+            outcome = await processor.process(request)
+        finally:
+            await snapshot.finish()  # what the step's tools changed, for revert
         self.final = processor.result()
         if structured_turn is not None and await structured_turn.settle(processor, self.events):
             return False

@@ -31,6 +31,7 @@ from agentforge.session.context.prune import schedule_prune
 from agentforge.session.events import now_ms
 from agentforge.session.inputs import PromptInput, SessionCreateInput, SessionUpdateInput
 from agentforge.session.loop import TurnLoop
+from agentforge.session.reverted import discard_reverted
 from agentforge.session.structured import schema_problem
 from agentforge.session.user_parts import PartContext, resolve_parts
 
@@ -181,6 +182,7 @@ class SessionService:
     async def create_user_message(self, session: Session, body: PromptInput) -> WithParts:
         """Validate the agent and model, then persist the user message and its parts (KERNEL 4.2)."""
         scope = await self.scope()
+        await discard_reverted(self.rt, self.tenant_id, session)  # a new prompt makes a revert final
         try:
             agent = scope.agents.get(body.agent or scope.agents.default_name)
         except Exception as exc:

@@ -130,6 +130,8 @@ class ToolCallRunner:
                         metadata={"tool": part.tool, "input": tool_input},
                     )
                 )
+            if self._tools.before_run is not None:
+                await self._tools.before_run(part.tool)
             plugins = self._tools.extra.get(PLUGINS_EXTRA)
             if isinstance(plugins, PluginManager):
                 result = await run_tool_with_hooks(plugins, tool, tool_input, ctx, limits=self._limits)

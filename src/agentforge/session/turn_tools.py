@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -29,7 +29,8 @@ class TurnTools:
 
     `permissions` binds the calls' `ask` to the permission service with this turn's rules; without
     it (tests, tools run outside a turn) only paths outside the workspace are refused.
-    `earlier_calls` are the calls this turn made in previous steps, oldest first.
+    `earlier_calls` are the calls this turn made in previous steps, oldest first. `before_run` is
+    awaited with a tool's name before each call runs (the step's snapshot, session/snapshots.py).
     """
 
     tools: dict[str, Tool[Any]]
@@ -39,6 +40,7 @@ class TurnTools:
     permissions: TurnPermissions | None = None
     earlier_calls: list[CallSignature] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    before_run: Callable[[str], Awaitable[None]] | None = None
 
     def ask_for(self, message_id: str, call_id: str) -> AskPermission:
         if self.permissions is None:

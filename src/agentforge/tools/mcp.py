@@ -8,6 +8,8 @@ model a clear "not connected" error instead of a hang.
 
 Use: `manager = McpManager(config_mcp, directory=workspace)`, `await manager.start()` once at
 start-up, register `manager.tools()` with the tool registry, `await manager.close()` at shutdown.
+A client may `disconnect` a server (its tools stay listed and answer that it is not connected) and
+`connect` it again (a fresh connection; tools it lists anew are returned for the registry).
 """
 
 from __future__ import annotations
@@ -70,6 +72,36 @@ class McpManager:
         listings = await asyncio.gather(*(self._open(connection) for connection in connections))
         for connection, listed in zip(connections, listings, strict=True):
             self._add_tools(connection, listed)
+
+    def knows(self, name: str) -> bool:
+        return name in self._entries
+
+    async def disconnect(self, name: str) -> None:
+        """Close the server's connection and mark it disabled until `connect`."""
+        connection = self._connections.pop(name, None)
+        if connection is not None:
+            await connection.close()
+        self._disabled.add(name)
+
+    async def connect(self, name: str) -> list[Tool[Any]]:
+        """Connect the server again (closing its old connection first); returns its tools that were
+        not known before. A server that fails to connect is reported in `status()`."""
+        old = self._connections.pop(name, None)
+        if old is not None:
+            await old.close()
+        self._disabled.discard(name)
+        self._config_errors.pop(name, None)
+        self._prepare(name, self._entries[name])
+        connection = self._connections.get(name)
+        if connection is None:
+            return []
+        listed = await self._open(connection)
+        for tool in self._tools.values():
+            if tool.server == name:
+                tool.reconnected(connection)
+        known = set(self._tools)
+        self._add_tools(connection, listed)
+        return [tool for key, tool in self._tools.items() if key not in known]
 
     def status(self) -> dict[str, ServerStatus]:
         return {name: self._status_of(name) for name in self._entries}

@@ -51,6 +51,10 @@ class McpTool(RawSchemaTool):
         self.remote_name = listed.name
         self._connection = connection
 
+    def reconnected(self, connection: McpConnection) -> None:
+        """Call the server through `connection` from now on (it was connected again)."""
+        self._connection = connection
+
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         await ctx.ask(PermissionRequest(permission=self.id, patterns=["*"], always=["*"]))
         result = await self._connection.call_tool(self.remote_name, args)

@@ -12,15 +12,21 @@ close the pipe when we stop reading.
 Every command goes through its `CommandSandbox` (tools/sandbox.py), a required argument: a call site
 cannot forget it. Inside bwrap the command gets a new session of its own too; the process we start
 and signal is bwrap, and when it dies the kernel kills everything in the sandbox's PID namespace.
+`start_pty` starts the other kind of command: an interactive terminal (the `/pty` routes), on a
+pseudo-terminal instead of pipes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import pty
 import signal
+import struct
 import subprocess
+import termios
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,3 +215,59 @@ async def terminate_group(pgid: int, exited: asyncio.Event, grace: float = KILL_
     else:
         # The leader is gone; children that ignored SIGTERM must not outlive the command.
         signal_group(pgid, signal.SIGKILL)
+
+
+@dataclass(slots=True)
+class PtyProcess:
+    """A process on a pseudo-terminal: `fd` is the terminal's controlling side (non-blocking), which
+    the caller reads, writes, resizes and closes."""
+
+    process: asyncio.subprocess.Process
+    fd: int
+
+
+def _take_terminal() -> None:
+    """In the child, after setsid: make its terminal (its stdin) the controlling one, so job control
+    and ^C work. Only a system call: safe between fork and exec."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def set_terminal_size(fd: int, rows: int, cols: int) -> None:
+    """Resize the terminal; its foreground process group gets SIGWINCH."""
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+async def start_pty(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    sandbox: CommandSandbox,
+    rows: int = 24,
+    cols: int = 80,
+) -> PtyProcess:
+    """Start `argv` in `sandbox` on a new pseudo-terminal, in its own session (a process group to
+    kill as a whole, like `run_process_group`). Every interactive terminal starts here. Raises
+    SandboxRefusedError (before starting anything) when it may not run."""
+    # Building the mounts looks at the filesystem: off the event loop.
+    command = await asyncio.to_thread(sandbox.wrap, argv, cwd, interactive=True)
+    controller, terminal = pty.openpty()
+    try:
+        set_terminal_size(controller, rows, cols)
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            cwd=cwd,
+            env=dict(env),
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            start_new_session=True,
+            preexec_fn=_take_terminal,
+        )
+    except BaseException:
+        os.close(controller)
+        raise
+    finally:
+        os.close(terminal)
+    os.set_blocking(controller, False)
+    return PtyProcess(process=process, fd=controller)

@@ -40,7 +40,11 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_SECONDS = 10.0
 # The namespaces every sandboxed command gets; the network one is added per command.
 _NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
-_LIFETIME = ("--die-with-parent", "--new-session", "--cap-drop", "ALL")
+_LIFETIME = ("--die-with-parent", "--cap-drop", "ALL")
+# A command of its own session cannot push input into the terminal it came from (TIOCSTI). An
+# interactive terminal keeps its session: its pseudo-terminal is private to it and must stay its
+# controlling terminal for job control.
+_OWN_SESSION = ("--new-session",)
 # What a confined tenant's commands see of the host, read-only: enough to run programs.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Secrets under /etc that stay covered even though /etc is readable.
@@ -140,9 +144,10 @@ class CommandSandbox:
     sandbox: Sandbox
     network: bool = False
 
-    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
+    def wrap(self, argv: Sequence[str], cwd: Path, *, interactive: bool = False) -> list[str]:
         """The command line that runs `argv` in `cwd` inside the sandbox (unchanged when the
-        tenant's commands run unsandboxed). Raises SandboxRefusedError when they may not run.
+        tenant's commands run unsandboxed). `interactive`: a terminal's shell, which keeps the
+        session its pseudo-terminal controls. Raises SandboxRefusedError when they may not run.
         Looks at the filesystem: call it off the event loop."""
         sandbox = self.sandbox
         sandbox.check()
@@ -160,6 +165,7 @@ class CommandSandbox:
             *_NAMESPACES,
             *(() if self.network else ("--unshare-net",)),
             *_LIFETIME,
+            *(() if interactive else _OWN_SESSION),
             *_mounts(sandbox.view),
             "--chdir",
             str(cwd.resolve()),  # the view binds real paths

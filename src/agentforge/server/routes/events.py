@@ -58,7 +58,7 @@ async def events(
         subscription,
         heartbeat_seconds=heartbeat,
         replay=replay,
-        still_authorized=_still_authorized(authenticator, caller),
+        still_authorized=still_authorized(authenticator, caller),
     )
     return StreamingResponse(
         stream,
@@ -67,7 +67,7 @@ async def events(
     )
 
 
-def _still_authorized(authenticator: Authenticator, caller: Identity) -> Authorized:
+def still_authorized(authenticator: Authenticator, caller: Identity) -> Authorized:
     async def check() -> bool:
         try:
             return await authenticator.still_valid(caller)

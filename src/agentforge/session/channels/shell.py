@@ -41,6 +41,7 @@ from agentforge.runtime.runtime import Runtime
 from agentforge.runtime.scope import TenantScope
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.inputs import ModelInput
+from agentforge.session.reverted import discard_reverted
 from agentforge.session.service import InvalidInputError
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.tools.builtin.bash import default_shell
@@ -222,6 +223,7 @@ async def run_shell(rt: Runtime, scope: TenantScope, session: Session, body: She
         raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
     agent = _pick_agent(scope, body.agent)
     model = _pick_model(scope, session, body, agent)
+    await discard_reverted(rt, scope.tenant_id, session)  # a new message makes a revert final
     run = _ShellRun(rt, scope, session, agent, model)
     tenant_id = scope.tenant_id
     return await rt.runners.run_shell(

@@ -141,7 +141,7 @@ class ApplyPatchTool(Tool[ApplyPatchParams]):
         return ToolResult(
             title=", ".join(display_path(ctx, c.destination) for c in changes),
             output="Success. Updated the following files:\n" + "\n".join(summary),
-            metadata={"diff": diff, "files": files},
+            metadata={"diff": diff, "files": files, "diagnostics": {}},
         )
 
 

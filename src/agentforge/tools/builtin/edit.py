@@ -78,7 +78,7 @@ class EditTool(Tool[EditParams]):
         return ToolResult(
             title=relative,
             output="Edit applied successfully.",
-            metadata={"diff": diff.patch, "filediff": diff.wire()},
+            metadata={"diff": diff.patch, "filediff": diff.wire(), "diagnostics": {}},
         )
 
     async def _plan(self, args: EditParams, ctx: ToolContext, path: Path) -> _Change:

@@ -64,7 +64,8 @@ class WriteTool(Tool[WriteParams]):
         return ToolResult(
             title=relative,
             output="Wrote file successfully.",
-            metadata={"filepath": str(path), "exists": exists, "diff": diff},
+            # No language server runs here, so no diagnostics (opencode's clients expect the key).
+            metadata={"filepath": str(path), "exists": exists, "diff": diff, "diagnostics": {}},
         )
 
 

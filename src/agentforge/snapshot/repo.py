@@ -1,0 +1,252 @@
+"""`SnapshotRepo`: one directory's files as git trees in a private object store (see the package).
+
+Every method blocks (libgit2 hashes files, restoring writes them): callers run them in a thread. Calls
+on one store are serialised by a lock per store, since libgit2's index is one file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pygit2
+
+from agentforge.tools.diff import file_diff
+
+SNAPSHOTS_DIR = "snapshots"
+_EXCLUDE_HEADER = "# Written by Agent Forge: directories inside the workspace that are not the tenant's.\n"
+_LINK_MODE = pygit2.enums.FileMode.LINK
+
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock_for(git_dir: Path) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(git_dir, threading.Lock())
+
+
+class SnapshotError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One tracked path's change between two trees, for diffs and audit entries."""
+
+    path: str  # relative to the tracked directory
+    before: str | None  # text content (None: absent, or binary)
+    after: str | None
+    status: Literal["added", "deleted", "modified"]
+
+    @property
+    def binary(self) -> bool:
+        """A side that exists but has no text (binary content)."""
+        return (self.before is None and self.status != "added") or (
+            self.after is None and self.status != "deleted"
+        )
+
+
+@dataclass(slots=True)
+class RestoreReport:
+    restored: list[str] = field(default_factory=list)  # relative paths written or removed
+    skipped: dict[str, str] = field(default_factory=dict)  # relative path -> why it was left alone
+
+
+def repo_dir(data_dir: Path, work_tree: Path) -> Path:
+    """Where the snapshots of `work_tree` live in the tenant's data directory."""
+    key = hashlib.sha256(str(work_tree.resolve()).encode()).hexdigest()[:24]
+    return data_dir / SNAPSHOTS_DIR / key
+
+
+class SnapshotRepo:
+    """The snapshots of `work_tree`, stored in `git_dir`. `excluded`: directories inside the work tree
+    (relative, slash-separated) that are never tracked nor restored."""
+
+    def __init__(self, git_dir: Path, work_tree: Path, excluded: Sequence[str] = ()) -> None:
+        self.git_dir = git_dir
+        self.work_tree = Path(os.path.abspath(work_tree))
+        self.excluded = tuple(sorted(excluded))
+        self._lock = _lock_for(git_dir)
+        self._repo: pygit2.Repository | None = None
+
+    def _open(self) -> pygit2.Repository:
+        if self._repo is not None:
+            return self._repo
+        if not (self.git_dir / "HEAD").exists():
+            self.git_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            pygit2.init_repository(str(self.git_dir), bare=True)
+            os.chmod(self.git_dir, 0o700)
+        repo = pygit2.Repository(str(self.git_dir))
+        repo.workdir = str(self.work_tree)  # in memory only: nothing is written into the work tree
+        info = self.git_dir / "info"
+        info.mkdir(mode=0o700, exist_ok=True)
+        patterns = "".join(f"/{path.strip('/')}/\n" for path in self.excluded)
+        (info / "exclude").write_text(_EXCLUDE_HEADER + patterns)
+        self._repo = repo
+        return repo
+
+    def track(self) -> str:
+        """Record the work tree's files now; returns the tree's id."""
+        with self._lock:
+            return self._track()
+
+    def _track(self) -> str:
+        repo = self._open()
+        index = repo.index
+        index.read(force=True)
+        try:
+            index.add_all()
+            # Files deleted since the last snapshot leave the index too (add_all keeps them).
+            gone = [entry.path for entry in index if not os.path.lexists(self.work_tree / entry.path)]
+            for path in gone:
+                index.remove(path)
+        except pygit2.GitError as exc:
+            raise SnapshotError(f"could not snapshot {self.work_tree}: {exc}") from exc
+        index.write()
+        return str(index.write_tree())
+
+    def changed(self, tree: str) -> list[str]:
+        """The paths (relative to the work tree) that differ now from `tree`."""
+        with self._lock:
+            now = self._track()
+            if now == tree:
+                return []
+            repo = self._open()
+            diff = _tree(repo, tree).diff_to_tree(_tree(repo, now))
+            paths = {delta.new_file.path for delta in diff.deltas} | {
+                delta.old_file.path for delta in diff.deltas
+            }
+            return sorted(paths)
+
+    def changes(self, tree: str, paths: Iterable[str]) -> list[FileChange]:
+        """How each of `paths` differs now from `tree` (unchanged paths are left out)."""
+        with self._lock:
+            repo = self._open()
+            old = _tree(repo, tree)
+            found = []
+            for path in sorted(set(paths)):
+                before = self._text_in(repo, old, path)
+                after, exists_now = self._text_on_disk(path)
+                existed = self._entry(old, path) is not None
+                if existed == exists_now and before == after:
+                    continue
+                status: Literal["added", "deleted", "modified"] = (
+                    "added" if not existed else "deleted" if not exists_now else "modified"
+                )
+                found.append(FileChange(path=path, before=before, after=after, status=status))
+            return found
+
+    def restore(self, tree: str, paths: Iterable[str]) -> RestoreReport:
+        """Put each of `paths` back to its content in `tree`, deleting the ones `tree` does not hold."""
+        with self._lock:
+            repo = self._open()
+            old = _tree(repo, tree)
+            report = RestoreReport()
+            for path in sorted(set(paths)):
+                why = self._restore_one(repo, old, path)
+                if why is None:
+                    report.restored.append(path)
+                else:
+                    report.skipped[path] = why
+            return report
+
+    # -- one path ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
+        try:
+            return tree[path]
+        except KeyError:
+            return None
+
+    def _text_in(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
+        entry = self._entry(tree, path)
+        if entry is None:
+            return None
+        blob = repo[entry.id]
+        if not isinstance(blob, pygit2.Blob) or blob.is_binary:
+            return None
+        return blob.data.decode("utf-8", errors="replace")
+
+    def _text_on_disk(self, path: str) -> tuple[str | None, bool]:
+        target = self.work_tree / path
+        if not os.path.lexists(target) or target.is_dir():
+            return None, False
+        if target.is_symlink():
+            return os.readlink(target), True
+        try:
+            data = target.read_bytes()
+        except OSError:
+            return None, True
+        return (None if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")), True
+
+    def _inside(self, path: str) -> Path | None:
+        """`path` in the work tree when its parent directory really lies inside it (not through a
+        symlink out) and it is not excluded; else None."""
+        if any(path == root or path.startswith(root + "/") for root in self.excluded):
+            return None
+        target = Path(os.path.normpath(self.work_tree / path))
+        real_root = self.work_tree.resolve()
+        parent = target.parent
+        while not parent.exists():
+            parent = parent.parent
+        real_parent = parent.resolve()
+        if not (real_parent == real_root or real_parent.is_relative_to(real_root)):
+            return None
+        return target
+
+    def _restore_one(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
+        target = self._inside(path)
+        if target is None:
+            return "it lies outside the workspace or is not the tenant's"
+        entry = self._entry(tree, path)
+        if target.is_dir() and not target.is_symlink():
+            return "a directory is in its place"
+        if entry is None:
+            if os.path.lexists(target):
+                target.unlink()
+            return None
+        blob = repo[entry.id]
+        if not isinstance(blob, pygit2.Blob):
+            return "the snapshot holds a directory there"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(target) and (target.is_symlink() or entry.filemode == _LINK_MODE):
+            target.unlink()
+        if entry.filemode == _LINK_MODE:
+            os.symlink(blob.data.decode("utf-8", errors="surrogateescape"), target)
+            return None
+        mode = 0o755 if entry.filemode == pygit2.enums.FileMode.BLOB_EXECUTABLE else 0o644
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(blob.data)
+        if stat.S_IMODE(os.stat(target).st_mode) & 0o111 != mode & 0o111:
+            os.chmod(target, mode)
+        return None
+
+
+def _tree(repo: pygit2.Repository, tree_id: str) -> pygit2.Tree:
+    try:
+        found = repo[tree_id]
+    except (KeyError, ValueError) as exc:
+        raise SnapshotError(f"no snapshot {tree_id}") from exc
+    if not isinstance(found, pygit2.Tree):
+        raise SnapshotError(f"{tree_id} is not a snapshot")
+    return found
+
+
+def unified_patch(changes: Iterable[FileChange]) -> str:
+    """One unified diff over `changes` (binary files as a one-line note)."""
+    pieces = []
+    for change in changes:
+        if change.binary:
+            pieces.append(f"Binary file {change.path} {change.status}\n")
+            continue
+        pieces.append(file_diff(change.path, change.before or "", change.after or "").patch)
+    return "".join(pieces)

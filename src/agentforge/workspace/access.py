@@ -1,0 +1,99 @@
+"""Where a client's path leads, and whether the tenant may reach it (see the package docstring).
+
+Resolving touches the filesystem (symlinks): `resolve` is blocking, and callers run it in a thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class OutsideWorkspaceError(Exception):
+    """A path the caller may not reach: outside the workspace, or not the tenant's."""
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceAccess:
+    """The tenant's workspace `root` (absolute, as configured) and the directories inside it that are
+    not the tenant's (`excluded`, real paths). `base` is the directory relative paths start from: the
+    root, or a directory inside it that the client chose."""
+
+    root: Path
+    excluded: tuple[Path, ...] = ()
+    base: Path | None = None
+    # Whether the git repository holding the workspace may lie above it (the local user's own
+    # checkout); a confined tenant's workspace only counts as a repository when it is one itself.
+    repo_above: bool = False
+
+    @property
+    def real_root(self) -> Path:
+        return self.root.resolve()
+
+    def at(self, directory: str | None) -> WorkspaceAccess:
+        """This access with relative paths starting at `directory` (absolute, inside the workspace).
+        Blocking: resolves symlinks."""
+        if directory is None or not directory.strip():
+            return self
+        if not os.path.isabs(directory):
+            raise OutsideWorkspaceError(f"directory must be an absolute path, got {directory!r}")
+        base = self.resolve(directory)
+        if not base.is_dir():
+            raise OutsideWorkspaceError(f"directory {directory!r} is not a directory in the workspace")
+        return WorkspaceAccess(self.root, self.excluded, base, self.repo_above)
+
+    def resolve(self, raw: str | Path) -> Path:
+        """The absolute path `raw` names (relative to `base`, `~` not expanded), refused unless both
+        the path as written and its real location lie inside the workspace and outside `excluded`.
+        Returns the path as written (normalised, symlinks kept). Blocking."""
+        start = self.base or self.root
+        path = Path(os.path.normpath(os.path.join(start, raw)))
+        real = path.resolve()
+        lexically_inside = _within(path, self.root) or _within(path, self.real_root)
+        if not lexically_inside or not _within(real, self.real_root):
+            leads_to = f" (it resolves to {real})" if real != path else ""
+            raise OutsideWorkspaceError(
+                f"Refusing to access {path}{leads_to}: it is outside the workspace {self.root}."
+            )
+        if self.is_excluded(real):
+            raise OutsideWorkspaceError(f"Refusing to access {path}: it is not this tenant's.")
+        return path
+
+    def is_excluded(self, real: Path) -> bool:
+        return any(_within(real, root) for root in self.excluded)
+
+    def relative(self, path: Path) -> str:
+        """`path` relative to the workspace root, slash-separated ("" for the root itself)."""
+        for root in (self.root, self.real_root):
+            if _within(path, root):
+                relative = path.relative_to(root).as_posix()
+                return "" if relative == "." else relative
+        return path.as_posix()
+
+    def excluded_inside(self, directory: Path) -> list[str]:
+        """The excluded directories strictly inside `directory`, relative to it: what a walk or a
+        search from `directory` must leave out."""
+        real = directory.resolve()
+        return [
+            root.relative_to(real).as_posix()
+            for root in self.excluded
+            if root != real and root.is_relative_to(real)
+        ]
+
+
+def tenant_workspace(
+    root: Path, *, not_its_own: Iterable[Path], its_own: Iterable[Path] = (), repo_above: bool = False
+) -> WorkspaceAccess:
+    """The access to a tenant's workspace `root`: `not_its_own` are real paths that are not the
+    tenant's (its data directory, the fence's closed roots, its boundary's exclusions); those inside
+    the workspace are excluded, but for the tenant's own roots (`its_own`). Blocking (resolves)."""
+    real = root.resolve()
+    own = set(its_own)
+    excluded = sorted({p for p in not_its_own if p != real and p.is_relative_to(real) and p not in own})
+    return WorkspaceAccess(root=root, excluded=tuple(excluded), repo_above=repo_above)

@@ -1,0 +1,117 @@
+"""The snapshot store: trees of a directory's files, what changed since one, and putting files back,
+never through a symlink out of the directory and never into what is excluded."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from agentforge.snapshot.repo import SnapshotError, SnapshotRepo, repo_dir, unified_patch
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("one\n")
+    (root / "sub" / "b.txt").write_text("b\n")
+    (root / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "other").mkdir()
+    (root / "other" / "x.txt").write_text("not the tenant's\n")
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "debug.log").write_text("noise\n")
+    return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path, work: Path) -> SnapshotRepo:
+    return SnapshotRepo(repo_dir(tmp_path / "data", work), work, excluded=["other"])
+
+
+def test_the_store_lives_apart_from_the_work_tree_and_is_private(
+    tmp_path: Path, repo: SnapshotRepo, work: Path
+) -> None:
+    repo.track()
+    assert repo.git_dir.is_relative_to(tmp_path / "data" / "snapshots")
+    assert stat.S_IMODE(repo.git_dir.stat().st_mode) == 0o700
+    assert not (work / ".git").exists()
+    assert sorted(p.name for p in work.iterdir()) == [
+        ".gitignore",
+        "a.txt",
+        "debug.log",
+        "other",
+        "run.sh",
+        "sub",
+    ]
+
+
+def test_changes_since_a_tree_and_restoring_them(repo: SnapshotRepo, work: Path) -> None:
+    before = repo.track()
+    (work / "a.txt").write_text("two\n")
+    (work / "sub" / "b.txt").unlink()
+    (work / "new.txt").write_text("new\n")
+    (work / "other" / "x.txt").write_text("changed by someone else\n")
+    (work / "debug.log").write_text("more noise\n")
+    (work / "run.sh").chmod(0o644)
+    changed = repo.changed(before)
+    assert changed == ["a.txt", "new.txt", "run.sh", "sub/b.txt"]  # neither excluded nor ignored
+    patch = unified_patch(repo.changes(before, changed))
+    assert "-one\n+two\n" in patch and "+new\n" in patch and "-b\n" in patch
+
+    report = repo.restore(before, changed)
+    assert report.restored == changed and report.skipped == {}
+    assert (work / "a.txt").read_text() == "one\n"
+    assert (work / "sub" / "b.txt").read_text() == "b\n"
+    assert not (work / "new.txt").exists()
+    assert stat.S_IMODE((work / "run.sh").stat().st_mode) & 0o111
+    assert (work / "other" / "x.txt").read_text() == "changed by someone else\n"
+    assert repo.changed(before) == []
+
+
+def test_restoring_a_later_tree_brings_the_changes_back(repo: SnapshotRepo, work: Path) -> None:
+    before = repo.track()
+    (work / "a.txt").write_text("two\n")
+    (work / "new.txt").write_text("new\n")
+    after = repo.track()
+    repo.restore(before, ["a.txt", "new.txt"])
+    repo.restore(after, ["a.txt", "new.txt"])
+    assert (work / "a.txt").read_text() == "two\n" and (work / "new.txt").read_text() == "new\n"
+
+
+def test_a_restore_never_writes_through_a_symlink_out_of_the_work_tree(
+    tmp_path: Path, repo: SnapshotRepo, work: Path
+) -> None:
+    before = repo.track()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "b.txt").write_text("outside\n")
+    # After the snapshot the directory became a symlink leading out.
+    (work / "sub" / "b.txt").unlink()
+    (work / "sub").rmdir()
+    os.symlink(outside, work / "sub")
+    report = repo.restore(before, ["sub/b.txt", "other/x.txt"])
+    assert set(report.skipped) == {"sub/b.txt", "other/x.txt"}
+    assert (outside / "b.txt").read_text() == "outside\n"
+
+
+def test_a_file_turned_into_a_symlink_is_replaced_not_followed(
+    tmp_path: Path, repo: SnapshotRepo, work: Path
+) -> None:
+    before = repo.track()
+    target = tmp_path / "target.txt"
+    target.write_text("do not touch\n")
+    (work / "a.txt").unlink()
+    os.symlink(target, work / "a.txt")
+    repo.restore(before, ["a.txt"])
+    assert not (work / "a.txt").is_symlink() and (work / "a.txt").read_text() == "one\n"
+    assert target.read_text() == "do not touch\n"
+
+
+def test_an_unknown_tree_is_an_error(repo: SnapshotRepo) -> None:
+    repo.track()
+    with pytest.raises(SnapshotError):
+        repo.restore("0" * 40, ["a.txt"])

@@ -1,0 +1,64 @@
+"""One terminal on a real pseudo-terminal: its output counted in UTF-16 code units (as opencode's
+clients count it), kept for clients connecting later, and its exit code."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentforge.terminal.terminal import Terminal
+from agentforge.tools.process import start_pty
+from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox, Sandbox, View
+from tests.sandboxing import BWRAP, requires_sandbox
+
+
+async def _finished(argv: list[str], cwd: Path, sandbox: CommandSandbox = NO_SANDBOX) -> Terminal:
+    exited = asyncio.Event()
+    started = await start_pty(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin"}, sandbox=sandbox)
+    terminal = Terminal("pty_test", "test", argv, str(cwd), started, lambda _t: exited.set())
+    await asyncio.wait_for(exited.wait(), 10)
+    return terminal
+
+
+async def test_output_is_counted_in_code_units_and_kept(tmp_path: Path) -> None:
+    terminal = await _finished(["/bin/sh", "-c", "printf '\\360\\237\\230\\200ab'; exit 7"], tmp_path)
+    try:
+        assert terminal.info().status == "exited" and terminal.exit_code == 7
+        assert terminal.cursor == 4  # the emoji is two code units, as in a JavaScript string
+        assert terminal.since(0) == "\N{GRINNING FACE}ab"
+        assert terminal.since(2) == "ab"
+        assert terminal.since(4) == ""
+        missed, client = terminal.attach(3)
+        assert missed == "b" and client.ended  # the terminal is over: nothing more will come
+    finally:
+        await terminal.close()
+
+
+async def test_a_killed_process_reports_the_signal_like_a_shell(tmp_path: Path) -> None:
+    terminal = await _finished(["/bin/sh", "-c", "kill -TERM $$"], tmp_path)
+    try:
+        assert terminal.exit_code == 128 + 15
+    finally:
+        await terminal.close()
+
+
+@requires_sandbox
+async def test_a_terminal_runs_in_the_sandbox_and_keeps_its_terminal(tmp_path: Path) -> None:
+    workspace = (tmp_path / "workspace").resolve()
+    outside = (tmp_path / "outside").resolve()
+    workspace.mkdir()
+    outside.mkdir()
+    jail = Sandbox(kind="bwrap", view=View(host=True, writable=(workspace,)), bwrap=BWRAP).command(
+        network=False
+    )
+    script = f"echo in > inside.txt; echo out > {outside}/escape.txt; tty >/dev/null && echo has-a-terminal"
+
+    terminal = await _finished(["/bin/sh", "-c", script], workspace, jail)
+
+    try:
+        output = terminal.since(0)
+        assert (workspace / "inside.txt").read_text() == "in\n"
+        assert not (outside / "escape.txt").exists() and "cannot create" in output
+        assert "has-a-terminal" in output  # still the controlling terminal: job control works
+    finally:
+        await terminal.close()

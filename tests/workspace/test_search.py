@@ -1,0 +1,57 @@
+"""Text search with ripgrep and fuzzy path search, inside the workspace and around what is excluded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentforge.workspace.access import WorkspaceAccess
+from agentforge.workspace.search import find_text, fuzzy_filter, list_paths
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    (root / "src" / "server").mkdir(parents=True)
+    (root / "src" / "server" / "routes.py").write_text("def handle():\n    return 'needle'\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "guide.md").write_text("A needle in the docs.\n")
+    (root / "private").mkdir()
+    (root / "private" / "other.txt").write_text("needle of someone else\n")
+    (root / ".gitignore").write_text("ignored.txt\n")
+    (root / "ignored.txt").write_text("needle\n")
+    (root / ".git").mkdir()  # rg honours .gitignore inside a repository
+    return root
+
+
+async def test_find_text_reports_ripgrep_matches_relative_to_the_workspace(workspace: Path) -> None:
+    access = WorkspaceAccess(workspace, excluded=((workspace / "private").resolve(),))
+    found = await find_text(access, "needle")
+    paths = sorted(match["path"]["text"] for match in found)
+    assert paths == ["docs/guide.md", "src/server/routes.py"]
+    match = next(m for m in found if m["path"]["text"] == "src/server/routes.py")
+    assert match["line_number"] == 2
+    assert match["submatches"][0]["match"]["text"] == "needle"
+    assert await find_text(access, "needle", limit=1) == found[:1]
+
+
+async def test_find_text_starts_at_the_chosen_directory(workspace: Path) -> None:
+    access = WorkspaceAccess(workspace).at(str(workspace / "docs"))
+    assert [m["path"]["text"] for m in await find_text(access, "needle")] == ["docs/guide.md"]
+
+
+async def test_paths_list_files_then_their_directories_without_excluded_ones(workspace: Path) -> None:
+    access = WorkspaceAccess(workspace, excluded=((workspace / "private").resolve(),))
+    paths = await list_paths(access)
+    assert "src/server/routes.py" in paths and "src/server/" in paths and "docs/" in paths
+    assert not any(p.startswith("private") for p in paths)
+    assert "ignored.txt" not in paths
+
+
+def test_fuzzy_filter_ranks_file_name_matches_first() -> None:
+    paths = ["src/router/base.py", "src/server/routes.py", "docs/", "src/", "README.md", "src/server/"]
+    assert fuzzy_filter(paths, "routes", kind=None, limit=3) == ["src/server/routes.py", "src/router/base.py"]
+    assert fuzzy_filter(paths, "src", kind="directory", limit=5) == ["src/", "src/server/"]
+    assert fuzzy_filter(paths, "", kind="file", limit=2) == ["src/router/base.py", "src/server/routes.py"]
+    assert fuzzy_filter(paths, "zzz", kind=None, limit=5) == []
