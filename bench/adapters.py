@@ -19,7 +19,7 @@ import contextlib
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -175,7 +175,9 @@ CASES: dict[str, Callable[[], contextlib.AbstractAsyncContextManager[Endpoint]]]
 async def time_adapter(endpoint: Endpoint, chunks: int) -> float:
     endpoint.enqueue(chunks)
     started = time.perf_counter()
-    async with contextlib.aclosing(stream(endpoint.model, REQUEST)) as events:
+    events_of_call = stream(endpoint.model, REQUEST)
+    assert isinstance(events_of_call, AsyncGenerator)
+    async with contextlib.aclosing(events_of_call) as events:
         async for _ in events:
             pass
     return time.perf_counter() - started

@@ -26,7 +26,6 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.turns import PLAIN_TEXT, server_process
 from tests.e2e.harness import LiveServer
 from tests.fakes.openai_server import FakeOpenAI, reply
 from tests.session.builders import Conversation, compaction, tool_completed
@@ -36,6 +35,7 @@ from tests.store.builders import new_session
 from agentforge.model.events import DEFAULT_TENANT
 from agentforge.model.session import Session
 from agentforge.store import Store
+from bench.turns import PLAIN_TEXT, server_process
 
 
 def long_conversation(session_id: str, messages: int) -> Conversation:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner, Result
 
@@ -120,7 +120,11 @@ async def test_a_tampered_audit_row_fails_naming_it(tmp_path: Path, database_url
     await _migrated(database_url)
     statement = "UPDATE audit_log SET actor = 'mallory' WHERE seq = 1 AND tenant_id = 'default'"
     if owner_url_for(database_url) is None:
-        run_with_connection(parse_database_url(database_url), lambda conn: conn.execute(text(statement)))
+
+        def tamper(conn: Connection) -> None:
+            conn.execute(text(statement))
+
+        run_with_connection(parse_database_url(database_url), tamper)
     else:
         await asyncio.to_thread(_as_owner, database_url, statement)
     result = await _doctor(_write_config(tmp_path, _database_section(database_url)), _data_dir(tmp_path))
@@ -203,7 +207,11 @@ async def test_doctor_compares_the_chains_with_their_signed_checkpoints(
 
     statement = "DELETE FROM audit_log WHERE tenant_id = 'default'"
     if owner_url_for(database_url) is None:
-        run_with_connection(parse_database_url(database_url), lambda conn: conn.execute(text(statement)))
+
+        def delete(conn: Connection) -> None:
+            conn.execute(text(statement))
+
+        run_with_connection(parse_database_url(database_url), delete)
     else:
         await asyncio.to_thread(_as_owner, database_url, statement)
     failing = await _doctor(config, data_dir)

@@ -232,13 +232,15 @@ async def test_prompt_on_unknown_session_is_not_found(forge: AsyncAgentForge) ->
 async def test_closing_the_stream_ends_a_waiting_reader_cleanly(forge: AsyncAgentForge) -> None:
     stream = await forge.events().open()
     received: list[str] = []
+    first = asyncio.Event()
 
     async def read_all() -> None:
         async for event in stream:
             received.append(event.type)
+            first.set()
 
     reader = asyncio.create_task(read_all())
-    await asyncio.sleep(0.05)  # the reader is now waiting for an event that will not come
+    await asyncio.wait_for(first.wait(), 2)  # the reader now waits for an event that will not come
     await stream.aclose()
     await asyncio.wait_for(reader, 2)  # ended without an error
     assert received == ["server.connected"]

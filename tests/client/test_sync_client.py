@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -110,16 +109,19 @@ async def test_closing_from_another_thread_ends_the_reader(app: FastAPI) -> None
         stream = forge.events().open()
 
         failures: list[BaseException] = []
+        first = threading.Event()
 
         def read_all() -> None:
             try:
-                received.extend(event.type for event in stream)
+                for event in stream:
+                    received.append(event.type)
+                    first.set()
             except BaseException as exc:
                 failures.append(exc)
 
         reader = threading.Thread(target=read_all)
         reader.start()
-        time.sleep(0.05)  # the reader is now blocked waiting for the next event
+        assert first.wait(2)  # the reader now blocks waiting for the next event
         stream.close()
         reader.join(2)
         assert not reader.is_alive()

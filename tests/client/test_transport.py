@@ -82,6 +82,7 @@ def make_app(probe: Probe, *, fail_startup: bool = False) -> Starlette:
         return StreamingResponse(body())
 
     async def hang(_request: Request) -> Response:
+        probe.stream_started.set()
         try:
             await asyncio.Event().wait()
         finally:
@@ -175,12 +176,11 @@ async def test_cancelling_a_pending_request_cancels_the_handler() -> None:
     transport = StreamingASGITransport(make_app(probe))
     async with httpx2.AsyncClient(transport=transport, base_url="http://app") as client:
         task = asyncio.create_task(client.get("/hang"))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(probe.stream_started.wait, 2)  # the handler is running
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.01)
-    assert probe.stream_ended.is_set()
+        assert await asyncio.to_thread(probe.stream_ended.wait, 2)
 
 
 async def test_request_body_and_query_reach_the_app() -> None:

@@ -14,6 +14,7 @@ import httpx2
 from fastapi import FastAPI
 
 from agentforge.client.sse import aiter_events
+from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings, load_settings
 from agentforge.runtime.runtime import Runtime
 from agentforge.server.app import create_app
@@ -52,12 +53,19 @@ class LiveServer:
     client: httpx2.AsyncClient
     workspace: Path
     app: FastAPI
+    clock: Clock = SYSTEM_CLOCK  # what the server's back-off and deadlines wait on
 
     @property
     def runtime(self) -> Runtime:
         """The server's runtime (in-process servers only), for what a test must reach behind HTTP."""
         rt: Runtime = self.app.state.runtime
         return rt
+
+    async def background_settled(self) -> None:
+        """Wait until the work the server keeps running beside the requests (titles, pruning,
+        background prompts) has ended, including work that work started."""
+        while self.runtime.background:
+            await asyncio.gather(*list(self.runtime.background), return_exceptions=True)
 
     async def create_session(self, **body: Any) -> dict[str, Any]:
         response = await self.client.post("/session", json=body or None)
@@ -77,8 +85,12 @@ async def start_live_server(
     config: dict[str, Any] | None = None,
     *,
     database_url: str | None = None,
+    directory: Path | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[LiveServer]:
-    workspace = tmp_path / "workspace"
+    """`directory`: the server's own directory (the default tenant's workspace), `tmp_path/workspace`
+    unless given; the data directory is `tmp_path/data` either way."""
+    workspace = directory or tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     settings = load_settings(
         data_dir=tmp_path / "data",
@@ -88,7 +100,7 @@ async def start_live_server(
         directory=workspace,
         config_override=config or fake_provider_config(fake),
     )
-    app = create_app(settings)
+    app = create_app(settings, clock=clock)
     server = ForgeServer(app, host="127.0.0.1", port=0, log_level="warning")
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -99,7 +111,13 @@ async def start_live_server(
     async with httpx2.AsyncClient(base_url=url, timeout=30) as client:
         try:
             yield LiveServer(
-                url=url, settings=settings, fake=fake, client=client, workspace=workspace, app=app
+                url=url,
+                settings=settings,
+                fake=fake,
+                client=client,
+                workspace=workspace,
+                app=app,
+                clock=clock,
             )
         finally:
             server.should_exit = True

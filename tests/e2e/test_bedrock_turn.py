@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from agentforge.llm import anthropic_messages
+from agentforge.testing import FakeClock
 from tests.e2e.anthropic_turn import WriteTurn, cloud_provider, texts
 from tests.e2e.harness import EventCollector, LiveServer, start_live_server
 from tests.fakes.anthropic_server import AnthropicScript
@@ -45,7 +46,10 @@ async def bedrock_live(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_bedrock: FakeBedrock, database_url: str
 ) -> AsyncIterator[LiveServer]:
     config = bedrock_config(fake_bedrock)
-    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as server:
+    clock = FakeClock(autojump=True)  # a back-off is recorded, not waited for
+    async with start_live_server(
+        tmp_path, fake_openai, config, database_url=database_url, clock=clock
+    ) as server:
         yield server
     await anthropic_messages.close_clients()
 
@@ -89,6 +93,7 @@ async def test_throttling_exception_is_retried_into_the_same_message(
     assert body["info"]["tokens"]["input"] == 30 and body["info"]["tokens"]["output"] == 5
     [retry] = [f for f in events.of_type("session.status") if f.properties["status"]["type"] == "retry"]
     assert retry.properties["status"]["message"] == "Too many requests, please wait before trying again."
+    assert isinstance(bedrock_live.clock, FakeClock) and len(bedrock_live.clock.slept) == 1  # one back-off
     assert len(fake_bedrock.requests) == 2
     assert (await bedrock_live.client.get("/session/status")).json() == {}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -258,10 +257,8 @@ async def test_prune_false_leaves_every_output(tmp_path: Path, fake_openai: Fake
 
 async def _wait_for_pruned(live: LiveServer, session_id: str, part_id: str) -> dict[str, dict[str, Any]]:
     """Tool states by part id, once pruning (which runs after the loop, in the background) landed."""
-    for _ in range(200):
-        messages = (await live.client.get(f"/session/{session_id}/message")).json()
-        states = {p["id"]: p["state"] for m in messages for p in m["parts"] if p["type"] == "tool"}
-        if "compacted" in states[part_id]["time"]:
-            return states
-        await asyncio.sleep(0.02)
-    raise AssertionError("pruning never marked the old output")
+    await live.background_settled()
+    messages = (await live.client.get(f"/session/{session_id}/message")).json()
+    states = {p["id"]: p["state"] for m in messages for p in m["parts"] if p["type"] == "tool"}
+    assert "compacted" in states[part_id]["time"], "pruning never marked the old output"
+    return states

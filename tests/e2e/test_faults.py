@@ -1,5 +1,8 @@
 """Every provider fault through HTTP, on every wire protocol, ends in a transparent retry or a named error
-on the message, the session back to idle and usable (issue 5, KERNEL 3.3 and 5.4)."""
+on the message, the session back to idle and usable (issue 5, KERNEL 3.3 and 5.4).
+
+The server runs on a fake clock that jumps to the end of every wait: a back-off is checked by what
+the server waited for (`clock.slept`) and announced (`next`), not by waiting for it."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from agentforge.llm.retry import RETRY_INITIAL_DELAY, RETRY_JITTER
+from agentforge.testing import FakeClock
 from tests.e2e.harness import EventCollector, Frame, LiveServer, start_live_server
 from tests.fakes import faults
 from tests.fakes.faults import KITS, FaultKit
@@ -23,7 +28,7 @@ RETRY_MS = 150
 STALL_SECONDS = 0.3
 
 # A fault's storage side does not depend on the protocol: every protocol runs on SQLite, and the
-# OpenAI one on Postgres too (the backoff cases wait 2 s each, so the matrix stays this size).
+# OpenAI one on Postgres too.
 PROTOCOLS = pytest.mark.parametrize(
     ("protocol", "database_url"),
     [
@@ -42,6 +47,7 @@ class Served:
     live: LiveServer
     kit: FaultKit
     provider: Any  # the protocol's fake server
+    clock: FakeClock  # the server's: it jumps over every wait and records it
 
     def enqueue(self, *scripts: Any) -> None:
         self.provider.enqueue(*scripts)
@@ -72,10 +78,13 @@ async def served(
     tmp_path: Path, fake_openai: FakeOpenAI, protocol: str, database_url: str
 ) -> AsyncIterator[Served]:
     kit = KITS[protocol]
+    clock = FakeClock(autojump=True)
     async with kit.fake() as provider:
         config = _config(kit, provider.base_url)
-        async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
-            yield Served(live, kit, provider)
+        async with start_live_server(
+            tmp_path, fake_openai, config, database_url=database_url, clock=clock
+        ) as live:
+            yield Served(live, kit, provider, clock)
 
 
 def _texts(message: dict[str, Any]) -> list[str]:
@@ -113,7 +122,7 @@ async def test_retryable_fault_is_retried_after_the_requested_delay_into_the_sam
     served.enqueue(scripts[fault](RETRY_MS), kit.reply("recovered"))
     events = EventCollector()
     await events.start(live.client, f"/event?sessionID={sid}")
-    sent_at_ms = time.time() * 1000
+    fault_at_ms = served.clock.time() * 1000  # the server's clock stands still until it waits
     result = await live.prompt(sid, "hello")
     await events.stop()
 
@@ -123,14 +132,12 @@ async def test_retryable_fault_is_retried_after_the_requested_delay_into_the_sam
     [retry] = _retry_frames(events)
     status = retry.properties["status"]
     assert status["attempt"] == 1 and status["message"].startswith(kit.messages[fault])
-    # `next` is the retry time the server asked for, counted from when the fault arrived.
-    assert sent_at_ms + RETRY_MS <= status["next"] <= time.time() * 1000
-    assert status["next"] - _arrived_ms(retry) <= RETRY_MS, "the requested delay, not the 2 s backoff"
+    # The requested delay, not the 2 s back-off: announced as `next`, then waited for.
+    assert served.clock.slept == [RETRY_MS / 1000]
+    assert status["next"] == fault_at_ms + RETRY_MS
     statuses = events.of_type("session.status")
-    retry_index = statuses.index(retry)
-    resumed = statuses[retry_index + 1]
+    resumed = statuses[statuses.index(retry) + 1]
     assert resumed.properties["status"]["type"] == "busy"
-    assert resumed.received_at - retry.received_at >= (RETRY_MS - 30) / 1000
     assert served.request_count == 2
     history = (await live.client.get(f"/session/{sid}/message")).json()
     assert [m["info"]["role"] for m in history] == ["user", "assistant"], "re-run into the same message"
@@ -147,14 +154,14 @@ async def test_gemini_rate_limit_waits_for_the_retry_info_delay_in_the_error_bod
     sid = (await live.create_session())["id"]
     events = EventCollector()
     await events.start(live.client, f"/event?sessionID={sid}")
-    sent_at_ms = time.time() * 1000
+    fault_at_ms = served.clock.time() * 1000
     result = await live.prompt(sid, "hello")
     await events.stop()
 
     assert _texts(result.json()) == ["recovered"]
     [retry] = _retry_frames(events)
-    assert sent_at_ms + RETRY_MS <= retry.properties["status"]["next"] <= time.time() * 1000
-    assert retry.properties["status"]["next"] - _arrived_ms(retry) <= RETRY_MS
+    assert served.clock.slept == [RETRY_MS / 1000]
+    assert retry.properties["status"]["next"] == fault_at_ms + RETRY_MS
     assert served.request_count == 2
 
 
@@ -178,6 +185,7 @@ async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_atte
     served.enqueue(scripts[fault]("before the fault"), kit.reply("recovered"))
     events = EventCollector()
     await events.start(live.client, f"/event?sessionID={sid}")
+    fault_at_ms = served.clock.time() * 1000
     result = await live.prompt(sid, "hello")
     await events.stop()
 
@@ -190,20 +198,12 @@ async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_atte
     [retry] = _retry_frames(events)
     status = retry.properties["status"]
     assert status["attempt"] == 1 and status["message"].startswith(message or kit.messages[fault])
-    # No retry-after header: the first backoff is 2 s ± 10 % jitter.
-    assert 1800 - 100 <= status["next"] - time.time() * 1000 + _since(retry) <= 2200
+    # No retry-after header: the first back-off is 2 s ± 10 % jitter, announced, then waited for.
+    [waited] = served.clock.slept
+    assert abs(waited * 1000 - RETRY_INITIAL_DELAY) <= RETRY_INITIAL_DELAY * RETRY_JITTER
+    assert status["next"] == fault_at_ms + round(waited * 1000)
     assert served.request_count == 2
     await _assert_idle_and_usable(served, sid)
-
-
-def _since(frame: Frame) -> float:
-    """Milliseconds since the frame arrived."""
-    return (asyncio.get_running_loop().time() - frame.received_at) * 1000
-
-
-def _arrived_ms(frame: Frame) -> float:
-    """When the frame arrived, in epoch milliseconds (the clock of `next`)."""
-    return time.time() * 1000 - _since(frame)
 
 
 @PROTOCOLS

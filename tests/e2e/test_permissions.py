@@ -11,8 +11,10 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.store.engine import parse_database_url
 from agentforge.store.migrate import run_with_connection
+from agentforge.testing import FakeClock
 from tests.databases import owner_url_for
 from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
@@ -21,10 +23,10 @@ from tests.tools.harness import text_of
 
 @contextlib.asynccontextmanager
 async def server(
-    tmp_path: Path, fake: FakeOpenAI, database_url: str, **config: Any
+    tmp_path: Path, fake: FakeOpenAI, database_url: str, clock: Clock = SYSTEM_CLOCK, **config: Any
 ) -> AsyncIterator[tuple[LiveServer, EventCollector]]:
     async with start_live_server(
-        tmp_path, fake, {**fake_provider_config(fake), **config}, database_url=database_url
+        tmp_path, fake, {**fake_provider_config(fake), **config}, database_url=database_url, clock=clock
     ) as live:
         events = EventCollector()
         await events.start(live.client)
@@ -181,11 +183,17 @@ async def test_always_releases_another_waiting_call(
 async def test_an_unanswered_request_is_denied_at_its_deadline(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:
-    config: dict[str, Any] = {"permission": {"bash": "ask"}, "permission_timeout": 0.2}
-    async with server(tmp_path, fake_openai, database_url, **config) as (live, events):
+    config: dict[str, Any] = {"permission": {"bash": "ask"}, "permission_timeout": 300}
+    clock = FakeClock()  # the server's: the deadline passes when the test says so
+    async with server(tmp_path, fake_openai, database_url, clock, **config) as (live, events):
         sid = (await live.create_session())["id"]
         live.fake.enqueue(call("bash", bash("echo never")))
-        result = (await asyncio.wait_for(live.prompt(sid, "run it"), 10)).json()
+        prompt = asyncio.create_task(live.prompt(sid, "run it"))
+        request = await asked(events, "bash")
+        assert request.properties["time"]["deadline"] - request.properties["time"]["created"] == 300_000
+        await asyncio.wait_for(clock.sleeping(), 5)
+        clock.advance(300)
+        result = (await asyncio.wait_for(prompt, 10)).json()
 
         [tool] = tool_parts(result)
         assert tool["state"]["status"] == "error"
@@ -196,7 +204,6 @@ async def test_an_unanswered_request_is_denied_at_its_deadline(
             lambda f: f.type == "session.status" and f.properties["status"]["type"] == "idle"
         )
         assert (await live.client.get("/session/status")).json() == {}
-        request = await asked(events, "bash")
         replied = await events.wait_for(lambda f: f.type == "permission.replied")
         assert replied.properties["decision"] == "timeout"
         row = await stored_request(database_url, request.properties["id"])

@@ -127,9 +127,15 @@ async def test_a_prompt_during_a_shell_runs_after_it(live: LiveServer) -> None:
     await events.wait_for(_bash_running)
     live.fake.enqueue(reply("The build printed 'built'."))
     prompt = asyncio.create_task(live.prompt(sid, "What did it print?"))
-    await asyncio.sleep(0.2)
-    assert live.fake.requests == [], "the turn must wait for the shell"
-    assert not prompt.done()
+
+    # The prompt is stored while the shell still runs (it cannot end before the marker exists); the
+    # model then sees the shell's finished output, so the turn ran after it (checked below).
+    def stored(frame: Frame) -> bool:
+        part = frame.properties.get("part", {})
+        return frame.type == "message.part.updated" and part.get("text") == "What did it print?"
+
+    await events.wait_for(stored)
+    assert live.fake.requests == [] and not prompt.done()
     marker.touch()
     await asyncio.wait_for(shell, 10)
     result = (await asyncio.wait_for(prompt, 10)).json()

@@ -360,7 +360,7 @@ class Probe:
 
 
 def id_routes(spec: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
-    routes = []
+    routes: list[tuple[str, str, list[str]]] = []
     for route, operations in spec["paths"].items():
         params = re.findall(r"\{(\w+)\}", route)
         routes.extend((method.upper(), route, params) for method in operations if params)
@@ -691,30 +691,37 @@ async def test_a_tenants_tools_never_reach_another_tenants_files_whatever_is_app
         approve_outside = [{"permission": "external_directory", "pattern": "*", "action": "allow"}]
         patched = await forge.b.client.patch(f"/session/{sid}", json={"permission": approve_outside})
         assert patched.status_code == 200, patched.text
+        database_file = forge.live.settings.data_dir / "agentforge.db"
         forge.live.fake.enqueue(
             call("read", {"filePath": str(file)}),
             call("write", {"filePath": str(file), "content": "globex was here\n"}),
+            call("read", {"filePath": str(database_file)}),
             call("grep", {"pattern": "launch codes", "path": str(tmp_path)}),
-            call("read", {"filePath": str(forge.live.settings.data_dir / "agentforge.db")}),
             reply("nothing for me there"),
         )
         answered = await forge.b.client.post(f"/session/{sid}/message", json=text_body("take A's plan"))
         assert answered.status_code == 200, answered.text
 
         history = (await forge.b.client.get(f"/session/{sid}/message")).json()
-        read, write, grep, database = _tool_parts(history)
+        read, write, database, grep = _tool_parts(history)
         for part, where in [(read, file), (write, file), (database, forge.live.settings.data_dir)]:
             assert part["state"]["status"] == "error", part
             assert part["state"]["error"].startswith(f"Refusing to access {where}"), part
             assert "belongs to the server or to another tenant" in part["state"]["error"]
         assert grep["state"]["status"] == "error"
-        assert grep["state"]["error"] == (
-            f"Refusing to access {tmp_path}: it contains the server's or other tenants' files."
-        )
+        if database_file.exists():  # SQLite: no tenant's boundary holds the database, wherever it lies
+            refusal = f"Refusing to access {tmp_path}: it contains {database_file}"
+            assert grep["state"]["error"].startswith(refusal)
+            turns = 4  # a boundary refusal ends the turn
+        else:
+            assert grep["state"]["error"] == (
+                f"Refusing to access {tmp_path}: it contains the server's or other tenants' files."
+            )
+            turns = 5  # fence refusals do not end a turn
         assert A_SECRET.strip().encode() not in (await forge.b.client.get(f"/session/{sid}/message")).content
         assert file.read_text() == A_SECRET
         assert (await forge.b.client.get("/permission")).json() == []
-        assert len(forge.live.fake.requests) == 2 + 5  # A's turn, then B's: refusals do not end a turn
+        assert len(forge.live.fake.requests) == 2 + turns  # A's turn, then B's
 
 
 async def test_an_outside_path_asks_only_its_own_tenant(

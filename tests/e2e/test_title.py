@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,6 @@ from tests.e2e.harness import LiveServer, fake_provider_config, start_live_serve
 from tests.fakes.openai_server import FakeOpenAI, Script, reply
 
 QUESTION = "What's the weather like in Paris this weekend?"
-# Long enough for a background title request to have been sent if one was going to be.
-SETTLE_SECONDS = 0.3
 
 
 @pytest_asyncio.fixture
@@ -50,12 +47,10 @@ async def titled(
 
 
 async def _title_once_set(live: LiveServer, session_id: str, default: str) -> str:
-    for _ in range(500):
-        title: str = (await live.client.get(f"/session/{session_id}")).json()["title"]
-        if title != default:
-            return title
-        await asyncio.sleep(0.01)
-    raise AssertionError("the title was never set")
+    await live.background_settled()  # title generation runs beside the turn
+    title: str = (await live.client.get(f"/session/{session_id}")).json()["title"]
+    assert title != default, "the title was never set"
+    return title
 
 
 def _is_title_request(body: dict[str, Any]) -> bool:
@@ -93,7 +88,7 @@ async def test_first_message_of_a_new_session_gets_a_title(
     # The second message does not ask again.
     titled.fake.enqueue(reply("Rain on Sunday."))
     assert (await titled.prompt(session["id"], "And Sunday?")).status_code == 200
-    await asyncio.sleep(SETTLE_SECONDS)
+    await titled.background_settled()
     assert len(small_fake.requests) == 1
     assert (await titled.client.get(f"/session/{session['id']}")).json()["title"] == "Paris weekend weather"
 
@@ -108,7 +103,7 @@ async def test_chosen_titles_and_child_sessions_keep_theirs(
 
     assert (await titled.prompt(named["id"], QUESTION)).status_code == 200
     assert (await titled.prompt(child["id"], QUESTION)).status_code == 200
-    await asyncio.sleep(SETTLE_SECONDS)
+    await titled.background_settled()
 
     assert small_fake.requests == []
     assert (await titled.client.get(f"/session/{named['id']}")).json()["title"] == "My own title"
@@ -126,7 +121,7 @@ async def test_title_failure_leaves_the_turn_and_the_title_alone(
     response = await titled.prompt(session["id"], QUESTION)
     assert response.status_code == 200
     assert response.json()["info"].get("error") is None
-    await asyncio.sleep(SETTLE_SECONDS)
+    await titled.background_settled()
     assert len(small_fake.requests) == 1
     assert (await titled.client.get(f"/session/{session['id']}")).json()["title"] == session["title"]
 
@@ -150,6 +145,6 @@ async def test_title_false_in_the_config_turns_it_off(live: LiveServer) -> None:
     live.fake.enqueue(reply("Hello."), reply("Should not be used"))
     session = await live.create_session()
     assert (await live.prompt(session["id"], QUESTION)).status_code == 200
-    await asyncio.sleep(SETTLE_SECONDS)
+    await live.background_settled()
     assert len(live.fake.requests) == 1
     assert (await live.client.get(f"/session/{session['id']}")).json()["title"] == session["title"]

@@ -41,7 +41,7 @@ async def test_two_steps_with_cached_tokens_cost_what_the_price_list_says(
     step1 = (600 * PRICE_INPUT + 150 * PRICE_OUTPUT + 50 * PRICE_OUTPUT + 400 * PRICE_CACHE_READ) / 1e6
     # Step 2: input 1500-1200 = 300, output 100, cache read 1200.
     step2 = (300 * PRICE_INPUT + 100 * PRICE_OUTPUT + 1200 * PRICE_CACHE_READ) / 1e6
-    assert (step1, step2) == (pytest.approx(0.004), pytest.approx(0.00325))
+    assert step1 == pytest.approx(0.004) and step2 == pytest.approx(0.00325)
 
     # One model call = one assistant message: each carries its step's tokens and cost.
     assistants = [m for m in history if m["info"]["role"] == "assistant"]

@@ -30,6 +30,7 @@ class RsaKey:
 
     def jwk(self) -> dict[str, Any]:
         public = serialization.load_pem_public_key(self.public_pem.encode())
+        assert isinstance(public, rsa.RSAPublicKey)
         data: dict[str, Any] = json.loads(RSAAlgorithm.to_jwk(public))
         return {**data, "kid": self.kid, "use": "sig", "alg": "RS256"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import pytest
@@ -264,6 +264,7 @@ async def test_leaving_early_closes_the_stream(fake_anthropic: FakeAnthropic) ->
     gate = asyncio.Event()
     fake_anthropic.enqueue(AnthropicScript().text("first").pause(gate).text("never"))
     events = anthropic_messages.stream(claude(fake_anthropic), hello_request())
+    assert isinstance(events, AsyncGenerator)
     async for event in events:
         if isinstance(event, ev.TextDelta):
             break

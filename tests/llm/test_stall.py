@@ -16,9 +16,10 @@ from tests.llm.streaming import collect, failure, model_for
 
 
 class _Source:
-    """An async iterator that waits `gaps[i]` seconds before item i, and records being closed."""
+    """An async iterator that waits `gaps[i]` seconds before item i (None: forever, a silent
+    provider), and records being closed."""
 
-    def __init__(self, gaps: list[float]) -> None:
+    def __init__(self, gaps: list[float | None]) -> None:
         self.gaps = gaps
         self.closed = False
 
@@ -28,7 +29,10 @@ class _Source:
     async def _items(self) -> AsyncIterator[int]:
         try:
             for index, gap in enumerate(self.gaps):
-                await asyncio.sleep(gap)
+                if gap is None:
+                    await asyncio.Event().wait()  # never set
+                else:
+                    await asyncio.sleep(gap)
                 yield index
         finally:
             self.closed = True
@@ -41,7 +45,7 @@ async def test_items_within_the_timeout_pass_through() -> None:
 
 
 async def test_a_silent_source_fails_as_stalled_and_is_closed() -> None:
-    source = _Source([0.0, 10.0])
+    source = _Source([0.0, None])
     received: list[int] = []
     started = asyncio.get_running_loop().time()
     with pytest.raises(StreamStalledError) as caught:
@@ -55,8 +59,8 @@ async def test_a_silent_source_fails_as_stalled_and_is_closed() -> None:
 
 async def test_time_the_consumer_spends_between_items_does_not_count() -> None:
     received = []
-    async for item in idle_timeout(aiter(_Source([0.0, 0.0])), 0.05):
-        await asyncio.sleep(0.1)  # twice the timeout, spent by us, not by the provider
+    async for item in idle_timeout(aiter(_Source([0.0, 0.0])), 0.02):
+        await asyncio.sleep(0.04)  # twice the timeout, spent by us, not by the provider
         received.append(item)
     assert received == [0, 1]
 
@@ -77,7 +81,7 @@ def test_a_stall_is_a_retryable_api_error() -> None:
 
 async def test_the_openai_adapter_cuts_a_stalled_stream(fake_openai: FakeOpenAI) -> None:
     fake_openai.enqueue(Script().text("partial").sleep(30).text("never").finish())
-    model = model_for(fake_openai, chunk_timeout=0.1)
+    model = model_for(fake_openai, chunk_timeout=0.05)
     started = asyncio.get_running_loop().time()
     assert isinstance(await failure(model), StreamStalledError)
     assert asyncio.get_running_loop().time() - started < 2

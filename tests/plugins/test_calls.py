@@ -27,9 +27,11 @@ from agentforge.plugins import (
     calls,
     hookimpl,
 )
+from agentforge.testing.tools import unconfined
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.builtin import ReadTool
 from agentforge.tools.registry import specs
+from agentforge.tools.services import ToolServices
 from tests.tools.harness import Harness
 
 MODEL = ResolvedModel(
@@ -228,11 +230,11 @@ class EnvAdder:
         output.env["CALL"] = call_id or ""
 
 
-async def test_shell_env_for_reads_the_plugin_manager_from_the_tool_context(harness: Harness) -> None:
-    assert await calls.shell_env_for(harness.context(), harness.workspace) == {}
-    harness.extra[calls.PLUGINS_EXTRA] = manager_with(EnvAdder())
-    env = await calls.shell_env_for(harness.context(), harness.workspace)
-    assert env == {"PROJECT_ROOT": str(harness.workspace), "CALL": "call_1"}
+async def test_the_shell_env_hook_is_the_tools_service_for_plugin_variables(harness: Harness) -> None:
+    assert await harness.context().process_env(harness.workspace) == unconfined().env.build()
+    harness.services = ToolServices(shell_env=calls.shell_env_hook(manager_with(EnvAdder())))
+    env = await harness.context().process_env(harness.workspace)
+    assert (env["PROJECT_ROOT"], env["CALL"]) == (str(harness.workspace), "call_1")
 
 
 async def test_shell_env_values_must_be_strings() -> None:

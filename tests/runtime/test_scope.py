@@ -193,8 +193,8 @@ async def test_a_server_run_from_a_parent_of_the_workspaces_serves_tenants_only_
     default = await open_scope(served, "default", BuiltinTools())
     assert default.confinement.boundary is not None
     assert default.confinement.boundary.workspace == directory.resolve()
-    assert any(expected.resolve().is_relative_to(closed) for closed in default.fence.closed)
-    assert directory.resolve() not in acme.fence.open
+    assert any(expected.resolve().is_relative_to(closed) for closed in default.confinement.fence.closed)
+    assert directory.resolve() not in acme.confinement.fence.open
     # acme's files and the server's data lie inside the default workspace: the boundary keeps them
     # out (the fence only sees paths outside a workspace), but not the default tenant's own dirs.
     boundary = default.confinement.boundary
@@ -349,10 +349,12 @@ def test_a_tenant_is_fenced_from_the_server_data_and_the_default_workspace_but_n
     server = settings(tmp_path)
     fence = tenant_fence(server, "acme")
     own = tenant_roots(server, "acme")
+    database = tmp_path / "forge.db"
     assert fence.closed == (
         server.data_dir.resolve(),
         server.directory.resolve(),
         (server.data_dir / "tenants").resolve(),
+        *(Path(f"{database.resolve()}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")),
     )
     assert fence.open == (own.workspace.resolve(), own.data_dir.resolve())
 
@@ -360,7 +362,8 @@ def test_a_tenant_is_fenced_from_the_server_data_and_the_default_workspace_but_n
 def test_the_default_tenant_is_fenced_from_the_other_tenants_workspaces_only(tmp_path: Path) -> None:
     server = settings(tmp_path, tenancy={"workspace_root": str(tmp_path / "spaces" / "{tenant}" / "code")})
     fence = tenant_fence(server, "default")
-    assert fence.closed == ((server.data_dir / "tenants").resolve(), (tmp_path / "spaces").resolve())
+    assert fence.closed[:2] == ((server.data_dir / "tenants").resolve(), (tmp_path / "spaces").resolve())
+    assert fence.closed[2:] == tenant_fence(server, "acme").closed[-4:]  # the database, wherever it is
     assert fence.open == ()
     acme = tenant_fence(server, "acme")
     assert (tmp_path / "spaces").resolve() in acme.closed

@@ -257,34 +257,33 @@ async def test_file_url_inside_the_workspace_is_expanded_into_text(live: LiveSer
     assert stored["parts"][3]["url"] == notes.as_uri() and stored["parts"][3]["mime"] == "text/plain"
 
 
-async def test_file_url_outside_the_workspace_becomes_a_failure_note(live: LiveServer) -> None:
+async def test_a_file_url_outside_the_workspace_is_refused_and_nothing_is_stored(live: LiveServer) -> None:
     secret = live.workspace.parent / "secret.txt"
     secret.write_text("do not leak\n")
     session = await live.create_session()
     sid = session["id"]
-    events = EventCollector()
-    await events.start(live.client, f"/event?sessionID={sid}")
-    parts = [
-        {"type": "text", "text": "read that"},
-        {"type": "file", "mime": "text/plain", "url": secret.as_uri()},
-    ]
-    live.fake.enqueue(reply("I could not read it."))
-    response = await live.client.post(f"/session/{sid}/message", json={"parts": parts})
-    assert response.status_code == 200, response.text
+    for mime in ("text/plain", "application/octet-stream"):
+        parts = [
+            {"type": "text", "text": "read that"},
+            {"type": "file", "mime": mime, "url": secret.as_uri()},
+        ]
+        response = await live.client.post(f"/session/{sid}/message", json={"parts": parts})
+        assert response.status_code == 400, response.text
+        message = response.json()["data"]["message"]
+        workspace = live.workspace.resolve()
+        assert message == f"Refusing to access {secret}: it is outside the workspace {workspace}."
+        assert "do not leak" not in response.text
+    assert _json(await live.client.get(f"/session/{sid}/message")) == []
+    assert live.fake.requests == []
 
-    history = _json(await live.client.get(f"/session/{sid}/message"))
-    user_parts = history[0]["parts"]
-    assert [p["type"] for p in user_parts] == ["text", "text"]
-    failure = user_parts[1]
-    assert failure["synthetic"] is True
-    assert failure["text"].startswith(f"Read tool failed to read {secret}")
-    assert "outside the workspace" in failure["text"]
-    assert all("do not leak" not in p.get("text", "") for p in user_parts)
-    error = await events.wait_for(lambda f: f.type == "session.error")
-    assert "outside the workspace" in error.properties["error"]["data"]["message"]
-    await events.stop()
-    sent = live.fake.requests[0]["messages"]
-    assert "do not leak" not in str(sent)
+
+async def test_a_malformed_data_url_is_refused(live: LiveServer) -> None:
+    session = await live.create_session()
+    parts = [{"type": "file", "mime": "text/plain", "filename": "a.txt", "url": "data:text/plain;base64,@@@"}]
+    response = await live.client.post(f"/session/{session['id']}/message", json={"parts": parts})
+    assert response.status_code == 400, response.text
+    assert response.json()["data"]["message"] == "parts: the data URL of a.txt is not valid base64"
+    assert _json(await live.client.get(f"/session/{session['id']}/message")) == []
 
 
 async def test_data_url_text_becomes_synthetic_text(live: LiveServer) -> None:

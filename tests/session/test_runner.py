@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentforge.session.runner import RunnerRegistry, SessionBusyError
+from agentforge.session.runner import RunHandle, RunnerRegistry, SessionBusyError
 
 
 @dataclass
@@ -25,7 +25,7 @@ class FakeLoop:
     crashes: list[BaseException] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
 
-    async def body(self) -> None:
+    async def body(self, _run: RunHandle) -> None:
         self.starts += 1
         self.started.set()
         try:
@@ -34,8 +34,8 @@ class FakeLoop:
                 raise self.crash_with
             self.finished += 1
         finally:
-            # Cleanup that itself awaits, like the processor's final writes.
-            await asyncio.sleep(0.01)
+            # Cleanup that itself awaits (yields to the event loop), like the processor's final writes.
+            await asyncio.sleep(0)
             self.cleaned_up += 1
             self.order.append("cleanup")
 
@@ -63,8 +63,9 @@ async def test_concurrent_callers_share_one_run() -> None:
     registry = RunnerRegistry()
     loop = FakeLoop()
     callers = [asyncio.create_task(loop.ensure(registry)) for _ in range(5)]
+    # The loop task is created by the first caller, after the other callers were scheduled: once it
+    # has started, every caller has passed the point where it would have started its own.
     await asyncio.wait_for(loop.started.wait(), 1)
-    await asyncio.sleep(0.01)
     assert loop.starts == 1, "the loop factory runs once however many callers arrive"
     assert registry.is_busy("ses_1")
     assert not any(c.done() for c in callers), "every caller waits for the run to end"
@@ -108,13 +109,13 @@ async def test_a_cancelled_caller_does_not_cancel_the_run() -> None:
     leaving.cancel()  # e.g. the HTTP client went away
     with pytest.raises(asyncio.CancelledError):
         await leaving
-    await asyncio.sleep(0.01)
     assert registry.is_busy("ses_1")
-    assert loop.cleaned_up == 0, "the loop is still running"
 
     loop.gate.set()
     await asyncio.wait_for(staying, 1)
-    assert loop.finished == 1 and loop.idle_calls == 1
+    # The loop ran to its end (a cancelled one would not count as finished) and the caller that
+    # stayed got its result.
+    assert loop.finished == 1 and loop.idle_calls == 1 and loop.crashes == []
 
 
 async def test_cancel_interrupts_the_run_and_waits_for_its_cleanup() -> None:
@@ -193,3 +194,36 @@ async def test_assert_not_busy_raises_while_a_run_is_active() -> None:
     loop.gate.set()
     await asyncio.wait_for(caller, 1)
     registry.assert_not_busy("ses_1")
+
+
+async def test_input_noted_while_a_run_goes_reaches_that_runs_handle() -> None:
+    registry = RunnerRegistry()
+    handles: list[RunHandle] = []
+    started, gate = asyncio.Event(), asyncio.Event()
+
+    async def body(run: RunHandle) -> None:
+        handles.append(run)
+        started.set()
+        await gate.wait()
+
+    registry.note_input("ses_1")  # no run yet: nothing to tell, nothing kept
+    loop = FakeLoop()
+    task = asyncio.create_task(
+        registry.ensure_running("ses_1", body, on_idle=loop.on_idle, on_crash=loop.on_crash)
+    )
+    await asyncio.wait_for(started.wait(), 1)
+    (handle,) = handles
+    assert not handle.take_new_input()
+
+    written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    registry.note_input("ses_1", written)
+    registry.note_input("ses_2")  # another session's input is not this run's
+    assert handle.take_new_input()
+    assert not handle.take_new_input()  # taken once
+    assert handle.inputs == [written]
+    written.set_result(None)
+    await handle.inputs_written()
+    assert handle.inputs == []
+
+    gate.set()
+    await asyncio.wait_for(task, 1)

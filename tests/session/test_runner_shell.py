@@ -8,15 +8,16 @@ import asyncio
 import pytest
 
 from agentforge.model.message import WithParts
-from agentforge.session.runner import RunnerRegistry, SessionBusyError
+from agentforge.session.runner import RunHandle, RunnerRegistry, SessionBusyError
 
 
 class Shell:
-    """Shell work that runs until released or aborted, and says which happened."""
+    """Shell work that runs until released or aborted, and says which happened (also in `order`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, order: list[str] | None = None) -> None:
         self.release = asyncio.Event()
         self.started = asyncio.Event()
+        self.order = order if order is not None else []
 
     async def work(self, abort: asyncio.Event) -> str:
         self.started.set()
@@ -25,7 +26,9 @@ class Shell:
         done, pending = await asyncio.wait({released, aborted}, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
             task.cancel()
-        return "aborted" if aborted in done else "finished"
+        outcome = "aborted" if aborted in done else "finished"
+        self.order.append(f"shell {outcome}")
+        return outcome
 
 
 async def _never_crashes(_exc: BaseException) -> None:
@@ -46,7 +49,7 @@ async def test_a_shell_is_refused_while_a_run_or_another_shell_is_going() -> Non
     registry = RunnerRegistry()
     gate = asyncio.Event()
 
-    async def loop() -> WithParts | None:
+    async def loop(_run: RunHandle) -> WithParts | None:
         await gate.wait()
         return None
 
@@ -72,9 +75,9 @@ async def test_a_shell_is_refused_while_a_run_or_another_shell_is_going() -> Non
 async def test_a_run_asked_for_during_a_shell_starts_after_it() -> None:
     registry = RunnerRegistry()
     order: list[str] = []
-    shell = Shell()
+    shell = Shell(order)
 
-    async def loop() -> WithParts | None:
+    async def loop(_run: RunHandle) -> WithParts | None:
         order.append("run")
         return None
 
@@ -87,13 +90,13 @@ async def test_a_run_asked_for_during_a_shell_starts_after_it() -> None:
             "ses_1", loop, on_idle=lambda: order.append("run idle"), on_crash=_never_crashes
         )
     )
-    await asyncio.sleep(0.01)
-    assert order == [], "the run waits for the shell"
+    await asyncio.sleep(0)  # the run is asked for (one turn of the event loop, no timer)
     shell.release.set()
     assert await shell_task == "finished"
     await run
-    # The shell hands the session to the queued run instead of going idle.
-    assert order == ["run", "run idle"]
+    # The run started only once the shell had ended, and the shell handed the session to it
+    # instead of going idle.
+    assert order == ["shell finished", "run", "run idle"]
     assert not registry.is_busy("ses_1")
 
 
@@ -102,7 +105,7 @@ async def test_cancel_aborts_the_shell_and_drops_the_queued_run() -> None:
     shell = Shell()
     ran: list[str] = []
 
-    async def loop() -> WithParts | None:
+    async def loop(_run: RunHandle) -> WithParts | None:
         ran.append("run")
         return None
 

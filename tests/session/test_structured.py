@@ -15,7 +15,8 @@ from agentforge.session.structured import (
     failed_calls,
     schema_problem,
 )
-from agentforge.tools.base import ToolContext, ToolError
+from agentforge.testing.tools import allow_all, tool_context, unconfined
+from agentforge.tools.base import ToolError
 from agentforge.tools.execute import run_tool
 from agentforge.tools.truncation import TruncationLimits
 from tests.session.builders import tool_completed, tool_error
@@ -41,9 +42,7 @@ def test_schema_problem() -> None:
 async def test_tool_shows_the_schema_without_dollar_schema_and_captures_valid_args(tmp_path: Path) -> None:
     tool = StructuredOutputTool(SCHEMA)
     assert tool.json_schema() == {k: v for k, v in SCHEMA.items() if k != "$schema"}
-    ctx = ToolContext(
-        session_id="s", message_id="m", call_id="c", agent="build", directory=tmp_path, data_dir=tmp_path
-    )
+    ctx = tool_context(tmp_path, tmp_path, confinement=unconfined(), ask=allow_all)
     limits = TruncationLimits(max_lines=100, max_bytes=10_000)
     try:
         await run_tool(tool, {"n": "one"}, ctx, limits=limits)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
+from agentforge.permission.gate import TurnPermissions
+from agentforge.permission.rules import Ruleset
+from agentforge.permission.service import PermissionService
+from agentforge.plugins.manager import PluginManager
 from agentforge.session.turn_tools import (
     DOOM_LOOP_THRESHOLD,
     INVALID_TOOL,
@@ -14,20 +20,32 @@ from agentforge.session.turn_tools import (
     calls_since,
     is_doom_loop,
 )
-from agentforge.tools.base import Tool, workspace_only
+from agentforge.store import sqlite_url
+from agentforge.store.store import Store
+from agentforge.testing.tools import unconfined
+from agentforge.tools.base import Tool
 from agentforge.tools.builtin import GrepTool, InvalidTool, ReadTool, WriteTool
+from agentforge.tools.services import NO_SERVICES
 from tests.session.builders import Conversation, step_start, tool_completed, tool_error, tool_pending
 
 
-@pytest.fixture
-def turn_tools(tmp_path: Path) -> TurnTools:
+@pytest_asyncio.fixture
+async def turn_tools(tmp_path: Path) -> AsyncIterator[TurnTools]:
     tools: list[Tool[Any]] = [ReadTool(), WriteTool(), InvalidTool(), GrepTool()]
-    return TurnTools(
-        tools={tool.id: tool for tool in tools},
-        directory=tmp_path / "workspace",
-        data_dir=tmp_path / "data",
-        agent="build",
-    )
+    store = await Store.open(sqlite_url(tmp_path))
+    try:
+        yield TurnTools(
+            tools={tool.id: tool for tool in tools},
+            directory=tmp_path / "workspace",
+            data_dir=tmp_path / "data",
+            agent="build",
+            permissions=TurnPermissions(PermissionService(store), "default", "ses_1", Ruleset()),
+            confinement=unconfined(),
+            services=NO_SERVICES,
+            plugins=PluginManager(builtin=False),
+        )
+    finally:
+        await store.close()
 
 
 def test_specs_list_every_tool_but_invalid_in_order(turn_tools: TurnTools) -> None:
@@ -120,8 +138,3 @@ def test_three_identical_calls_in_a_row_are_a_loop() -> None:
     assert not is_doom_loop([same, same, ("read", {"filePath": "b"})])
     assert not is_doom_loop([same, ("grep", {"filePath": "a"}), same, same])
     assert DOOM_LOOP_THRESHOLD == 3
-
-
-def test_without_a_permission_service_calls_may_not_leave_the_workspace(turn_tools: TurnTools) -> None:
-    assert turn_tools.ask_for("msg_1", "call_1") is workspace_only
-    turn_tools.reject_waiting()  # nothing waits: a no-op

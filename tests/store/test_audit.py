@@ -192,7 +192,7 @@ EXPECTED_TURN = [
 
 @pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "one-batch"])
 async def test_a_turn_is_recorded_on_transitions_only(store: Store, database_url: str, batched: bool) -> None:
-    args = {"command": "ls -la", "description": "List", "timeout": 2**60}
+    args: dict[str, Any] = {"command": "ls -la", "description": "List", "timeout": 2**60}
     events, session_id = scripted_turn(args)
     if batched:  # submitted together: the writer commits them as one group
         before = store.committed_batches

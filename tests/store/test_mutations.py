@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select, text
@@ -47,7 +48,7 @@ async def test_mutations_and_events_keep_submission_order_in_one_batch(
 ) -> None:
     session = new_session()
     created = session_created(session)
-    writes = [
+    writes: list[asyncio.Future[Any]] = [
         store.submit(created),
         asyncio.ensure_future(store.mutate("default", "insert key", _insert_key("k1"))),
         asyncio.ensure_future(store.mutate("default", "read keys", _key_ids)),

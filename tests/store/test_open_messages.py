@@ -165,7 +165,8 @@ async def test_the_migrated_partial_index_has_the_schema_s_where_clause(
         dialect = conn.dialect.name
         reflected = next(ix for ix in sa.inspect(conn).get_indexes("message") if ix["name"] == index.name)
         declared = str(CreateIndex(index).compile(dialect=conn.dialect)).split(" WHERE ", 1)[1]
-        return reflected["column_names"], str(reflected["dialect_options"][f"{dialect}_where"]), declared
+        columns = [str(column) for column in reflected["column_names"]]
+        return columns, str(reflected["dialect_options"][f"{dialect}_where"]), declared
 
     columns, reflected_where, declared_where = await _run(database_url, reflected_and_declared)
 
@@ -231,7 +232,8 @@ async def test_upgrading_from_0001_backfills_role_and_completion_in_batches(
     def create_at_0001_with_rows(conn: Connection) -> str | None:
         upgrade(conn, "0001_initial")
         conn.execute(_SESSION.insert(), [_session_row(session)])
-        conn.execute(_MESSAGE.insert(), [_message_row(m) for m in (*users, running, finished)])
+        messages: list[UserMessage | AssistantMessage] = [*users, running, finished]
+        conn.execute(_MESSAGE.insert(), [_message_row(m) for m in messages])
         conn.execute(
             _PART.insert(),
             [

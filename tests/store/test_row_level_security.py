@@ -392,7 +392,7 @@ async def test_no_store_read_finds_another_tenants_rows(store: Store) -> None:
     as_b = {name: await read(B) for name, read in reads.items()}
     as_a = {name: await read(A) for name, read in reads.items()}
 
-    nothing = (None, [], ([], None), 0)
+    nothing: tuple[object, ...] = (None, [], ([], None), 0)
     assert {name: value for name, value in as_b.items() if value not in nothing} == {}
     # Control: the same reads as A find A's rows (children has none to find).
     assert [name for name, value in as_a.items() if value in nothing] == ["children"]

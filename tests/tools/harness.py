@@ -1,4 +1,7 @@
-"""A workspace, a data dir and a ToolContext whose permission and metadata seams record calls."""
+"""A workspace, a data dir and a ToolContext whose permission and metadata seams record calls.
+
+The context is the local user's (`unconfined()`) unless a test sets `confinement`; `services` are the
+ones a test lends the tool (none by default)."""
 
 from __future__ import annotations
 
@@ -7,15 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.model.ids import ascending
-from agentforge.tools.base import (
-    AskPermission,
-    PermissionRequest,
-    Tool,
-    ToolContext,
-    ToolResult,
-    workspace_only,
-)
+from agentforge.testing.tools import refuse_outside, unconfined
+from agentforge.tools.base import AskPermission, PermissionRequest, Tool, ToolContext, ToolResult
+from agentforge.tools.confinement import Confinement
 from agentforge.tools.execute import run_tool
+from agentforge.tools.services import NO_SERVICES, ToolServices
 from agentforge.tools.truncation import TruncationLimits
 
 
@@ -25,7 +24,8 @@ class Harness:
     data_dir: Path
     asks: list[PermissionRequest] = field(default_factory=list)
     updates: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    confinement: Confinement = field(default_factory=unconfined)
+    services: ToolServices = NO_SERVICES
     approve_external: bool = False
     session_id: str = field(default_factory=lambda: ascending("ses"))
     limits: TruncationLimits = field(default_factory=TruncationLimits)
@@ -36,7 +36,7 @@ class Harness:
         the test approves them."""
         self.asks.append(request)
         if not self.approve_external:
-            await workspace_only(request)
+            await refuse_outside(request)
 
     async def _metadata(self, title: str | None, metadata: dict[str, Any]) -> None:
         self.updates.append((title, dict(metadata)))
@@ -49,8 +49,9 @@ class Harness:
             agent="build",
             directory=self.workspace,
             data_dir=self.data_dir,
-            extra=self.extra,
+            confinement=self.confinement,
             ask=self.ask_override or self._ask,
+            services=self.services,
             metadata=self._metadata,
         )
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentforge.tools.base import SHELL_ENV_EXTRA, OutsideWorkspaceError, Tool, ToolContext
+from agentforge.tools.base import OutsideWorkspaceError, Tool
 from agentforge.tools.builtin.apply_patch import ApplyPatchTool
 from agentforge.tools.builtin.edit import EditTool
 from agentforge.tools.builtin.glob import GlobTool
@@ -14,15 +14,10 @@ from agentforge.tools.builtin.grep import GrepTool
 from agentforge.tools.builtin.list import ListTool
 from agentforge.tools.builtin.read import ReadTool
 from agentforge.tools.builtin.write import WriteTool
-from agentforge.tools.confinement import (
-    CONFINEMENT_EXTRA,
-    UNCONFINED,
-    Confinement,
-    ProcessEnv,
-    WorkspaceBoundary,
-    confinement_of,
-    tool_process_env,
-)
+from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
+from agentforge.tools.fence import Fence
+from agentforge.tools.sandbox import UNSANDBOXED
+from agentforge.tools.services import ToolServices
 from tests.tools.harness import Harness
 
 SERVER_ENV = {
@@ -100,26 +95,27 @@ def test_the_refusal_says_where_a_path_leads_and_what_to_do(tmp_path: Path) -> N
     assert "resolves" not in boundary.refusal(real, real)
 
 
-def test_a_context_without_confinement_is_unconfined(harness: Harness) -> None:
-    assert confinement_of(harness.context()) is UNCONFINED
-    harness.extra[CONFINEMENT_EXTRA] = "not a confinement"
-    assert confinement_of(harness.context()) is UNCONFINED
-
-
 async def test_tool_processes_get_the_confined_env_and_plugin_additions(
     harness: Harness, tmp_path: Path
 ) -> None:
-    seen: list[Path] = []
+    seen: list[tuple[Path, str, str | None]] = []
 
-    async def plugin_env(_ctx: ToolContext, cwd: Path) -> dict[str, str]:
-        seen.append(cwd)
+    async def plugin_env(cwd: Path, *, session_id: str, call_id: str | None) -> dict[str, str]:
+        seen.append((cwd, session_id, call_id))
         return {"FROM_PLUGIN": "1"}
 
-    harness.extra[SHELL_ENV_EXTRA] = plugin_env
-    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=clean(tmp_path, DECLARED="2"))
-    env = await tool_process_env(harness.context(), harness.workspace)
+    harness.services = ToolServices(shell_env=plugin_env)
+    harness.confinement = Confinement(
+        env=clean(tmp_path, DECLARED="2"),
+        boundary=None,
+        fence=Fence(),
+        sandbox=UNSANDBOXED,
+        shell_denied=None,
+    )
+    ctx = harness.context()
+    env = await ctx.process_env(harness.workspace)
     assert (env["FROM_PLUGIN"], env["DECLARED"], env["HOME"]) == ("1", "2", str(tmp_path / "ws"))
-    assert seen == [harness.workspace]
+    assert seen == [(harness.workspace, ctx.session_id, ctx.call_id)]
 
 
 def outside_call(name: str, target: Path) -> tuple[Tool[Any], dict[str, Any]]:
@@ -144,8 +140,12 @@ async def test_every_file_tool_of_a_confined_tenant_stops_at_the_boundary(
     outside = tmp_path / "other-tenant"
     outside.mkdir()
     (outside / "f.txt").write_text("a")
-    harness.extra[CONFINEMENT_EXTRA] = Confinement(
-        boundary=WorkspaceBoundary(workspace=harness.workspace.resolve())
+    harness.confinement = Confinement(
+        env=ProcessEnv(),
+        boundary=WorkspaceBoundary(workspace=harness.workspace.resolve()),
+        fence=Fence(),
+        sandbox=UNSANDBOXED,
+        shell_denied=None,
     )
     harness.approve_external = True  # whatever a person would answer
     tool, arguments = outside_call(name, outside)

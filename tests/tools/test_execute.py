@@ -38,7 +38,7 @@ class EchoTool(Tool[EchoParams]):
         if args.mode == "tool-error":
             raise ToolError("a message for the model")
         if args.mode == "hang":
-            await asyncio.sleep(30)
+            await asyncio.Event().wait()  # never set: only cancellation ends it
         metadata: dict[str, Any] = {"truncated": False} if args.mode == "self-truncated" else {}
         return ToolResult(title="echo", output="\n".join([args.text] * args.repeat), metadata=metadata)
 

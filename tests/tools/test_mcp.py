@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import socket
 import sys
 import time
@@ -146,8 +147,7 @@ async def test_a_refused_permission_never_reaches_the_server(echo: McpManager, h
     async def refuse(request: PermissionRequest) -> None:
         raise ToolError(f"{request.permission} is not allowed")
 
-    ctx = harness.context()
-    ctx.ask = refuse
+    ctx = dataclasses.replace(harness.context(), ask=refuse)
     with pytest.raises(ToolError, match="echo_slow is not allowed"):
         await tool_named(echo, "echo_slow").execute({"seconds": 0, "marker": "/nonexistent/x"}, ctx)
 

@@ -9,7 +9,8 @@ import jsonschema
 import mcp_types
 import pytest
 
-from agentforge.tools.base import ToolContext, ToolError
+from agentforge.testing.tools import allow_all, tool_context, unconfined
+from agentforge.tools.base import ToolError
 from agentforge.tools.execute import validate_arguments
 from agentforge.tools.mcp_config import LocalServerConfig
 from agentforge.tools.mcp_connection import McpConnection
@@ -94,13 +95,6 @@ def test_a_tool_with_a_broken_schema_is_refused_up_front() -> None:
 
 async def test_a_tool_whose_server_never_connected_says_so() -> None:
     tool = McpTool("srv_lookup", unopened(), listed_tool(NESTED))
-    ctx = ToolContext(
-        session_id="ses",
-        message_id="msg",
-        call_id="call",
-        agent="build",
-        directory=Path("/"),
-        data_dir=Path("/"),
-    )
+    ctx = tool_context(Path("/"), Path("/"), confinement=unconfined(), ask=allow_all)
     with pytest.raises(ToolError, match="MCP server srv is not connected: the connection is closed"):
         await tool.execute({"query": "x"}, ctx)

@@ -2,13 +2,17 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from agentforge.tools.base import OutsideWorkspaceError, PermissionDeniedError, ToolContext, ToolError
-from agentforge.tools.confinement import CONFINEMENT_EXTRA, Confinement, ProcessEnv, WorkspaceBoundary
+from agentforge.testing.tools import refuse_outside, tool_context, unconfined
+from agentforge.tools.base import OutsideWorkspaceError, PermissionDeniedError, ToolError
+from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
+from agentforge.tools.fence import Fence, FencedPathError
 from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.sandbox import UNSANDBOXED
 from agentforge.tools.truncation import output_dir
 from tests.tools.harness import Harness
 
@@ -74,20 +78,27 @@ async def test_an_approved_ask_lets_outside_paths_through(harness: Harness, tmp_
     assert len(harness.asked("external_directory")) == 1
 
 
-async def test_without_a_permission_service_outside_paths_are_refused(tmp_path: Path) -> None:
-    ctx = ToolContext(
-        session_id="ses_x",
-        message_id="msg_x",
-        call_id="c",
-        agent="build",
-        directory=tmp_path,
-        data_dir=tmp_path,
-    )
+async def test_an_ask_refusing_outside_paths_gets_a_message_naming_the_workspace(tmp_path: Path) -> None:
+    ctx = tool_context(tmp_path, tmp_path, confinement=unconfined(), ask=refuse_outside)
     with pytest.raises(PermissionDeniedError, match="outside the workspace") as caught:
         await guard_path(ctx, "/etc/hostname")
     assert caught.value.blocks_loop
-    # Everything else is allowed by the default seam.
+    assert str(caught.value) == f"Refusing to access /etc/hostname: it is outside the workspace {tmp_path}."
     assert await guard_path(ctx, "inside.txt") == tmp_path / "inside.txt"
+
+
+async def test_the_fence_refuses_before_anyone_is_asked(harness: Harness, tmp_path: Path) -> None:
+    other = tmp_path / "other-tenant"
+    other.mkdir()
+    harness.confinement = replace(unconfined(), fence=Fence(closed=(other.resolve(),)))
+    harness.approve_external = True  # whatever a person would answer
+    with pytest.raises(FencedPathError, match="belongs to the server or to another tenant") as caught:
+        await guard_path(harness.context(), str(other / "plans.txt"))
+    assert caught.value.refused_by == "fence"
+    assert harness.asks == []
+    # Outside the fence, the ask decides as before.
+    assert await guard_path(harness.context(), str(tmp_path / "notes.txt")) == tmp_path / "notes.txt"
+    assert len(harness.asked("external_directory")) == 1
 
 
 async def test_a_refusing_ask_stops_before_the_workspace_check(harness: Harness) -> None:
@@ -97,8 +108,7 @@ async def test_a_refusing_ask_stops_before_the_workspace_check(harness: Harness)
     async def deny(_request: object) -> None:
         raise Denied("no")
 
-    ctx = harness.context()
-    ctx.ask = deny
+    ctx = replace(harness.context(), ask=deny)
     with pytest.raises(Denied):
         await guard_path(ctx, "/etc/hostname")
 
@@ -145,7 +155,9 @@ def confine(harness: Harness, *also: Path) -> WorkspaceBoundary:
     """Give the harness a tenant's boundary: its workspace, plus `also`; asks approve everything,
     so only the boundary can refuse."""
     boundary = WorkspaceBoundary(workspace=harness.workspace.resolve(), also=tuple(p.resolve() for p in also))
-    harness.extra[CONFINEMENT_EXTRA] = Confinement(boundary=boundary)
+    harness.confinement = Confinement(
+        env=ProcessEnv(), boundary=boundary, fence=Fence(), sandbox=UNSANDBOXED, shell_denied=None
+    )
     harness.approve_external = True
     return boundary
 
@@ -210,7 +222,9 @@ async def test_the_boundary_outranks_the_truncation_directory_of_another_data_di
 async def test_a_tenants_home_is_its_workspace_as_in_its_shell(harness: Harness) -> None:
     boundary = WorkspaceBoundary(workspace=harness.workspace.resolve())
     env = ProcessEnv(inherit=False, home=harness.workspace, tmpdir=harness.data_dir / "tmp")
-    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=env, boundary=boundary)
+    harness.confinement = Confinement(
+        env=env, boundary=boundary, fence=Fence(), sandbox=UNSANDBOXED, shell_denied=None
+    )
     assert await guard_path(harness.context(), "~/notes.txt") == harness.workspace / "notes.txt"
     assert await guard_path(harness.context(), "~") == harness.workspace
     assert harness.asks == []

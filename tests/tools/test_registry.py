@@ -113,7 +113,7 @@ def test_specs_use_wire_names_and_drop_generated_titles() -> None:
 
 
 def test_every_builtin_schema_validates_as_json_schema() -> None:
-    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema import Draft202012Validator
 
     for spec in specs(ToolRegistry.builtin().all()):
         Draft202012Validator.check_schema(spec.parameters)

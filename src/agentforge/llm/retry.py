@@ -40,10 +40,17 @@ def retryable_message(err: NamedError) -> str | None:
     return None
 
 
-def retry_delay_ms(attempt: int, err: NamedError, *, rand: Callable[[], float] = random.random) -> int:
+def retry_delay_ms(
+    attempt: int,
+    err: NamedError,
+    *,
+    rand: Callable[[], float] = random.random,
+    now: Callable[[], float] = time.time,
+) -> int:
     """Milliseconds to wait before attempt `attempt + 1` (`attempt` is 1-based): what the server asked
-    for in `retry-after-ms` / `retry-after` (or Google's RetryInfo), else exponential backoff with jitter."""
-    requested = _requested_delay_ms(err)
+    for in `retry-after-ms` / `retry-after` (or Google's RetryInfo), else exponential backoff with jitter.
+    `now` is the clock an HTTP-date `retry-after` is counted from (the processor's clock seam)."""
+    requested = _requested_delay_ms(err, now)
     if requested is not None:
         return min(requested, RETRY_MAX_DELAY)
     exponent = min(max(attempt, 1) - 1, 30)  # past 30 the cap applies anyway
@@ -53,14 +60,14 @@ def retry_delay_ms(attempt: int, err: NamedError, *, rand: Callable[[], float] =
     return round(backoff * jitter)
 
 
-def _requested_delay_ms(err: NamedError) -> int | None:
+def _requested_delay_ms(err: NamedError, now: Callable[[], float]) -> int | None:
     if not isinstance(err, APIError):
         return None
-    from_headers = _header_delay_ms(err.data.response_headers or {})
+    from_headers = _header_delay_ms(err.data.response_headers or {}, now)
     return from_headers if from_headers is not None else _google_retry_info_ms(err.data.response_body)
 
 
-def _header_delay_ms(response_headers: dict[str, str]) -> int | None:
+def _header_delay_ms(response_headers: dict[str, str], now: Callable[[], float]) -> int | None:
     headers = {name.lower(): value for name, value in response_headers.items()}
     delay_ms = _float(headers.get("retry-after-ms"))
     if delay_ms is not None and delay_ms >= 0:
@@ -71,7 +78,7 @@ def _header_delay_ms(response_headers: dict[str, str]) -> int | None:
     seconds = _float(retry_after)
     if seconds is not None:
         return math.ceil(seconds * 1000) if seconds >= 0 else None
-    return _ms_until(retry_after)
+    return _ms_until(retry_after, now)
 
 
 def _google_retry_info_ms(body: str | None) -> int | None:
@@ -93,12 +100,12 @@ def _google_retry_info_ms(body: str | None) -> int | None:
     return None
 
 
-def _ms_until(http_date: str) -> int | None:
+def _ms_until(http_date: str, now: Callable[[], float]) -> int | None:
     try:
         when = parsedate_to_datetime(http_date)
     except (TypeError, ValueError):
         return None
-    delay = math.ceil(when.timestamp() * 1000 - time.time() * 1000)
+    delay = math.ceil(when.timestamp() * 1000 - now() * 1000)
     return delay if delay > 0 else None
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentforge.clock import SYSTEM_CLOCK, Clock
+from agentforge.clock import now_ms as clock_ms
 from agentforge.config import Config, ConfigError
 from agentforge.model import ids
 from agentforge.model.events import PERMISSION_ASKED, PERMISSION_REPLIED, Event
@@ -66,7 +67,7 @@ class _Waiting:
     rules: RuleSource
     # The error to raise in the asking tool, or None to let it go on.
     outcome: asyncio.Future[PermissionDeniedError | None]
-    timer: asyncio.TimerHandle | None = None
+    deadline: asyncio.Task[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +86,6 @@ class _Approvals:
     loaded: bool = False
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class PermissionService:
     """One per server. All state lives on the event loop; no method blocks it."""
 
@@ -99,10 +96,13 @@ class PermissionService:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         default: DefaultAction = "deny",
         policies: Iterable[PolicyHook] = (),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`clock` stamps the requests and runs their deadlines (a fake one in tests)."""
         if timeout_seconds < 0:
             raise ValueError("permission_timeout must not be negative")
         self._store = store
+        self._clock = clock
         self.timeout_seconds = timeout_seconds
         self.default: DefaultAction = default
         self.policies: list[PolicyHook] = list(policies)
@@ -110,7 +110,7 @@ class PermissionService:
         self._approvals: dict[str, _Approvals] = {}
 
     @classmethod
-    def from_config(cls, store: Store, config: Config) -> PermissionService:
+    def from_config(cls, store: Store, config: Config, *, clock: Clock = SYSTEM_CLOCK) -> PermissionService:
         """Deadline and default from the config keys `permission_timeout` (seconds, default 300) and
         `permission_default` ("deny", the default, or "allow")."""
         timeout = getattr(config, "permission_timeout", None)
@@ -120,10 +120,10 @@ class PermissionService:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             raise ConfigError(f"permission_timeout must be a number of seconds >= 0, got {timeout!r}")
         if default == "allow":
-            return cls(store, timeout_seconds=float(timeout), default="allow")
+            return cls(store, timeout_seconds=float(timeout), default="allow", clock=clock)
         if default != "deny":
             raise ConfigError(f'permission_default must be "deny" or "allow", got {default!r}')
-        return cls(store, timeout_seconds=float(timeout), default="deny")
+        return cls(store, timeout_seconds=float(timeout), default="deny", clock=clock)
 
     # --- asking ---------------------------------------------------------------------------------
 
@@ -138,16 +138,10 @@ class PermissionService:
         call_id: str | None = None,
     ) -> None:
         """Return when the call may go on; raise a PermissionDeniedError when it may not."""
+        # Approvals only turn `ask` into `allow`, so they are looked up (and loaded) only then.
+        if await self.allowed_now(tenant_id, session_id, request, ruleset):
+            return
         rules = merge(ruleset)
-        verdict = _verdict(request.permission, request.patterns, rules, [])
-        if isinstance(verdict, DeniedError):
-            raise verdict
-        if verdict == "allow":
-            return
-        # Approvals only turn `ask` into `allow`, so they are looked up (and loaded) only now.
-        approved = await self._approved(tenant_id, session_id)
-        if _verdict(request.permission, request.patterns, rules, approved) == "allow":
-            return
         info = self._new_request(session_id, request, message_id, call_id)
         for policy in self.policies:
             decided = await policy(info)
@@ -156,10 +150,24 @@ class PermissionService:
                 return
         await self._wait_for_reply(tenant_id, info, rules)
 
+    async def allowed_now(
+        self, tenant_id: str, session_id: str, request: PermissionRequest, ruleset: RuleSource
+    ) -> bool:
+        """Whether the rules and the session's `always` approvals allow `request` without asking
+        anyone (False: it would be asked). Raises DeniedError when a rule denies it."""
+        rules = merge(ruleset)
+        verdict = _verdict(request.permission, request.patterns, rules, [])
+        if isinstance(verdict, DeniedError):
+            raise verdict
+        if verdict == "allow":
+            return True
+        approved = await self._approved(tenant_id, session_id)
+        return _verdict(request.permission, request.patterns, rules, approved) == "allow"
+
     def _new_request(
         self, session_id: str, request: PermissionRequest, message_id: str | None, call_id: str | None
     ) -> PermissionRequestInfo:
-        created = now_ms()
+        created = clock_ms(self._clock)
         tool = None
         if message_id is not None and call_id is not None:
             tool = PermissionToolRef(message_id=message_id, call_id=call_id)
@@ -197,7 +205,7 @@ class PermissionService:
         waiting = _Waiting(info=info, tenant_id=tenant_id, rules=rules, outcome=loop.create_future())
         # Registered before the event is published, so a reply that follows it at once finds it.
         self._waiting[info.id] = waiting
-        waiting.timer = loop.call_later(self.timeout_seconds, self._expire, info.id)
+        waiting.deadline = asyncio.create_task(self._expire_at_deadline(info.id), name=f"deadline:{info.id}")
         try:
             await self._store.write(self._asked_event(tenant_id, info))
             error = await waiting.outcome
@@ -252,8 +260,12 @@ class PermissionService:
                 writes.append(self._decide(other, _Decision("always", "approved", "always", user)))
         return writes
 
+    async def _expire_at_deadline(self, request_id: str) -> None:
+        await self._clock.sleep(self.timeout_seconds)
+        self._expire(request_id)
+
     def _expire(self, request_id: str) -> None:
-        """The deadline timer: apply the configured default and record it as a timeout."""
+        """The deadline has passed: apply the configured default and record it as a timeout."""
         waiting = self._waiting.get(request_id)
         if waiting is None:
             return
@@ -270,8 +282,8 @@ class PermissionService:
         after this returns, so the decision is written before anything the tool writes next).
         Returns the pending write, or None when the store no longer accepts writes."""
         self._waiting.pop(waiting.info.id, None)
-        if waiting.timer is not None:
-            waiting.timer.cancel()
+        if waiting.deadline is not None and waiting.deadline is not asyncio.current_task():
+            waiting.deadline.cancel()
         if not waiting.outcome.done():
             waiting.outcome.set_result(decision.error)
         try:
@@ -343,8 +355,7 @@ class PermissionService:
             type=PERMISSION_ASKED, properties=info.wire(), session_id=info.session_id, tenant_id=tenant_id
         )
 
-    @staticmethod
-    def _replied_event(tenant_id: str, info: PermissionRequestInfo, decision: _Decision) -> Event:
+    def _replied_event(self, tenant_id: str, info: PermissionRequestInfo, decision: _Decision) -> Event:
         properties = {
             "sessionID": info.session_id,
             "requestID": info.id,
@@ -352,7 +363,7 @@ class PermissionService:
             "status": decision.status,
             "decision": decision.decision,
             "decidedBy": decision.by,
-            "time": now_ms(),
+            "time": clock_ms(self._clock),
         }
         if decision.feedback:
             properties["message"] = decision.feedback

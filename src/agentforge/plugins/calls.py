@@ -31,12 +31,11 @@ from agentforge.plugins.hookspecs import (
 from agentforge.plugins.manager import PluginManager
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.execute import describe_exception, run_tool
+from agentforge.tools.services import ShellEnvHook
 from agentforge.tools.truncation import TruncationLimits
 
 log = logging.getLogger(__name__)
 
-# Key of the plugin manager in `ToolContext.extra`, for tools that call hooks themselves (bash: shell_env).
-PLUGINS_EXTRA = "plugins"
 _STATUSES = frozenset(get_args(PermissionStatus))
 
 
@@ -188,9 +187,10 @@ async def shell_env(
     return dict(output.env)
 
 
-async def shell_env_for(ctx: ToolContext, cwd: Path) -> dict[str, str]:
-    """`shell_env` for a tool running in `ctx`: empty when the context carries no plugin manager."""
-    plugins = ctx.extra.get(PLUGINS_EXTRA)
-    if not isinstance(plugins, PluginManager):
-        return {}
-    return await shell_env(plugins, cwd=cwd, session_id=ctx.session_id, call_id=ctx.call_id)
+def shell_env_hook(plugins: PluginManager) -> ShellEnvHook:
+    """`shell_env` as the tools' service (`ToolServices.shell_env`): bash calls it before spawning."""
+
+    async def hook(cwd: Path, *, session_id: str, call_id: str | None) -> dict[str, str]:
+        return await shell_env(plugins, cwd=cwd, session_id=session_id, call_id=call_id)
+
+    return hook

@@ -30,11 +30,11 @@ Where the session layer calls each hook (`plugins` is the runtime's `PluginManag
                          evaluate to "ask", before the request    plugins, request, session_id)
                          is stored and published                "allow": return; "deny": raise
                                                                 PermissionDeniedError; "ask": go on
-  shell_env              bash tool (and the user shell route),  env = confinement.env.build(
-                         before spawning the process              await calls.shell_env_for(ctx, cwd))
-                                                                with TurnTools.extra[calls.PLUGINS_EXTRA]
-                                                                = plugins (the shell route calls
-                                                                calls.shell_env(plugins, ...) directly)
+  shell_env              bash tool (and the user shell route),  env = await ctx.process_env(cwd), with
+                         before spawning the process              ToolServices.shell_env =
+                                                                  calls.shell_env_hook(plugins) (the
+                                                                  shell route and command snippets
+                                                                  call calls.shell_env(plugins, ...))
 
 Building the manager: `plugins = await asyncio.to_thread(loader.create_plugin_manager, settings)` (it imports
 plugin modules, so off the event loop).

@@ -11,27 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from agentforge.model.errors import aborted_error
 from agentforge.model.events import Event
 from agentforge.model.message import AssistantMessage, WithParts
-from agentforge.model.part import (
-    ErrorTime,
-    Part,
-    ReasoningPart,
-    SpanTime,
-    TextPart,
-    ToolPart,
-    ToolStateError,
-    ToolStatePending,
-    ToolStateRunning,
-)
+from agentforge.model.part import Part, ReasoningPart, SpanTime, TextPart, ToolPart
 from agentforge.session.events import SessionEvents, now_ms
-from agentforge.session.tool_calls import ABORTED_MESSAGE
-
-if TYPE_CHECKING:
-    from agentforge.runtime.runtime import Runtime
+from agentforge.session.services import SessionServices
+from agentforge.session.tool_part import ToolPartLifecycle
 
 INTERRUPTED_TURN_MESSAGE: Final = "The server stopped while this turn was running"
 log = logging.getLogger(__name__)
@@ -39,17 +27,17 @@ log = logging.getLogger(__name__)
 RECOVERY_BATCH: Final = 1000
 
 
-async def close_interrupted_turns(rt: Runtime) -> int:
+async def close_interrupted_turns(services: SessionServices) -> int:
     """Close every assistant message a previous process left open; returns how many it closed.
 
     Call it before serving: while the server runs, open messages are turns in progress. Only the
     database's sole live owner recovers: another process (a server, or the CLI running in-process on
     the same data) may be running those turns right now.
     """
-    if not await rt.store.claim_ownership():
+    if not await services.store.claim_ownership():
         log.info("Another Agent Forge process owns this database; leaving its open turns alone")
         return 0
-    expired = await rt.permissions.expire_orphans()
+    expired = await services.permissions.expire_orphans()
     if expired:
         log.warning("Expired %d permission request(s) left pending when the server last stopped", expired)
     closed = 0
@@ -57,7 +45,7 @@ async def close_interrupted_turns(rt: Runtime) -> int:
     while True:
         batch = [
             (tenant_id, item)
-            for tenant_id, item in await rt.store.open_assistant_messages(RECOVERY_BATCH)
+            for tenant_id, item in await services.store.open_assistant_messages(RECOVERY_BATCH)
             if item.info.id not in seen
         ]
         # Nothing new: done (the guard also stops a loop should a closed message still read as open).
@@ -66,7 +54,7 @@ async def close_interrupted_turns(rt: Runtime) -> int:
         writes: list[asyncio.Future[Event]] = []
         for tenant_id, item in batch:
             seen.add(item.info.id)
-            writes.extend(close_turn(rt.events(tenant_id), item, now_ms()))
+            writes.extend(close_turn(services.events(tenant_id), item, now_ms()))
         # Committed before the next read, which must no longer see this batch as open.
         await asyncio.gather(*writes)
         closed += len(batch)
@@ -77,7 +65,16 @@ def close_turn(events: SessionEvents, item: WithParts, now: int) -> list[asyncio
     info = item.info
     if not isinstance(info, AssistantMessage):
         raise TypeError(f"message {info.id} is not an assistant message")
-    writes = [events.submit_part(part) for part in item.parts if close_part(part, now)]
+    writes: list[asyncio.Future[Event]] = []
+    for part in item.parts:
+        if isinstance(part, ToolPart):
+            # A call that never finished is interrupted, keeping what the tool had published (e.g.
+            # bash's output preview, which history then hands to the model as the result).
+            interrupted = ToolPartLifecycle(events, part).interrupt(now=now)
+            if interrupted is not None:
+                writes.append(interrupted)
+        elif close_span(part, now):
+            writes.append(events.submit_part(part))
     if info.error is None:
         info.error = aborted_error(INTERRUPTED_TURN_MESSAGE)
     info.time.completed = now
@@ -85,29 +82,9 @@ def close_turn(events: SessionEvents, item: WithParts, now: int) -> list[asyncio
     return writes
 
 
-def close_part(part: Part, now: int) -> bool:
-    """Close the part in place if it was left open; says whether it changed."""
-    if isinstance(part, TextPart | ReasoningPart):
-        if part.time is None or part.time.end is not None:
-            return False
-        part.time = SpanTime(start=part.time.start, end=now)
-        return True
-    if isinstance(part, ToolPart) and isinstance(part.state, ToolStatePending | ToolStateRunning):
-        part.state = interrupted_state(part.state, now)
-        return True
-    return False
-
-
-def interrupted_state(state: ToolStatePending | ToolStateRunning, now: int) -> ToolStateError:
-    """A call that never finished: an error, keeping what the tool had published (e.g. bash's output
-    preview, which history then hands to the model as the result)."""
-    if isinstance(state, ToolStateRunning):
-        start, metadata = state.time.start, state.metadata or {}
-    else:
-        start, metadata = now, {}
-    return ToolStateError(
-        input=state.input,
-        error=ABORTED_MESSAGE,
-        metadata={**metadata, "interrupted": True},
-        time=ErrorTime(start=start, end=now),
-    )
+def close_span(part: Part, now: int) -> bool:
+    """End a text or reasoning part left streaming, in place; says whether it changed."""
+    if not isinstance(part, TextPart | ReasoningPart) or part.time is None or part.time.end is not None:
+        return False
+    part.time = SpanTime(start=part.time.start, end=now)
+    return True

@@ -1,8 +1,10 @@
-"""The services a running server holds, wired once at start-up.
+"""The composition root: the services a running server holds, wired once at start-up.
 
 What depends on a tenant's config (models, agents, tools, MCP servers, workspace) lives in that
 tenant's scope (`await rt.scope(tenant_id)`, runtime/scope.py); the Runtime holds what every tenant
 shares. `settings` are the server's own: read tenant-dependent values from the scope's settings.
+The session layer gets the shared services as one `SessionServices` (`rt.sessions`, built once
+from these fields), never the Runtime itself.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentforge.bus import Bus
+from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.llm.adapter import stream as provider_stream
@@ -24,11 +27,12 @@ from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
 from agentforge.runtime.hooks import plugin_policy
 from agentforge.runtime.recovery import close_interrupted_turns
-from agentforge.runtime.scope import ScopeCache, TenantScope, check_configured_overlays, open_scope
+from agentforge.runtime.scope import ScopeCache, check_configured_overlays, open_scope
 from agentforge.session.channels.questions import QuestionService
-from agentforge.session.events import SessionEvents
 from agentforge.session.processor import StreamFn
 from agentforge.session.runner import RunnerRegistry
+from agentforge.session.scope import TenantScope
+from agentforge.session.services import SessionServices
 from agentforge.session.status import StatusTracker
 from agentforge.store.audit import digest
 from agentforge.store.private import make_private_dir
@@ -49,11 +53,33 @@ class Runtime:
     scopes: ScopeCache
     runners: RunnerRegistry = field(default_factory=RunnerRegistry)
     stream: StreamFn = provider_stream
+    clock: Clock = SYSTEM_CLOCK
     background: set[asyncio.Task[None]] = field(default_factory=set)
     clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
+    sessions: SessionServices = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sessions = SessionServices(
+            store=self.store,
+            bus=self.bus,
+            status=self.status,
+            permissions=self.permissions,
+            questions=self.questions,
+            plugins=self.plugins,
+            runners=self.runners,
+            stream=self.stream,
+            clock=self.clock,
+            spawn=self.spawn,
+            scope_of=self.scope,
+        )
 
     @classmethod
-    async def open(cls, settings: Settings) -> Runtime:
+    async def open(
+        cls, settings: Settings, *, stream: StreamFn = provider_stream, clock: Clock = SYSTEM_CLOCK
+    ) -> Runtime:
+        """Open the store, build the default tenant's scope, close the turns a previous process left
+        running. `stream` makes the model calls and `clock` times back-off and deadlines (a scripted
+        model and a fake clock in tests: agentforge.testing)."""
         # The data directory holds every tenant's files (and the SQLite database): 0700 when new.
         await asyncio.to_thread(make_private_dir, settings.data_dir)
         bus = Bus()
@@ -74,14 +100,16 @@ class Runtime:
                 store=store,
                 bus=bus,
                 status=StatusTracker(bus),
-                permissions=PermissionService.from_config(store, settings.config),
+                permissions=PermissionService.from_config(store, settings.config, clock=clock),
                 questions=QuestionService(store.publish_after_writes),
                 plugins=plugins,
                 scopes=scopes,
+                stream=stream,
+                clock=clock,
             )
             runtime.permissions.policies.append(plugin_policy(plugins))
             # Before serving: a turn the last process left running would otherwise stay open forever.
-            closed = await close_interrupted_turns(runtime)
+            closed = await close_interrupted_turns(runtime.sessions)
             # Audit: the effective config's digest (never its values: they hold secrets), when changed.
             await store.record_config_loaded(
                 SYSTEM_TENANT,
@@ -116,9 +144,6 @@ class Runtime:
         if self.clients is not None:
             await self.clients.release()
         await self.store.close()
-
-    def events(self, tenant_id: str) -> SessionEvents:
-        return SessionEvents(self.store, self.bus, tenant_id)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Keep a reference to background work so it is not garbage-collected mid-flight."""

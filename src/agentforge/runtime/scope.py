@@ -1,5 +1,6 @@
-"""What one tenant runs with (ARCHITECTURE "Tenancy"): its effective settings, models, agents, tools
-and MCP servers.
+"""Building what one tenant runs with (ARCHITECTURE "Tenancy"): its effective settings, models,
+agents, tools, confinement and MCP servers, kept per tenant in a `ScopeCache`. The scope itself
+(session/scope.py `TenantScope`) is what the session layer receives.
 
 A tenant's settings are the server's with the tenant's config overlays merged in (config.py,
 `tenancy`), its workspace root as `directory` and its own data directory as `data_dir` (tool-output
@@ -8,13 +9,14 @@ directory, so a single-tenant server behaves exactly as before tenancy existed. 
 are created on first use, private to the server's user (0700).
 
 A tenant's `confinement` (tools/confinement.py) is what its tools run with: the environment of the
-processes they start and, for confined tenants, the hard boundary of the paths they reach (its
-workspace, its own tool-output, plans and temp directories, and the directories the server config
-grants it in `tenancy.external_directories`), the OS sandbox its commands run in (sandboxing.py)
-and whether it may run commands at all (only with the server's `tenancy.shell` grant, and only
-inside the sandbox unless the operator turned it off). Confined are all tenants but `default` in
-local mode (authentication off): with authentication on, whoever holds a `default` credential is a
-tenant like any other, kept inside the server's directory.
+processes they start, the fence of roots that are not its own (other tenants', the server's data and
+database) and, for confined tenants, the hard boundary of the paths they reach (its workspace, its
+own tool-output, plans and temp directories, and the directories the server config grants it in
+`tenancy.external_directories`), the OS sandbox its commands run in (sandboxing.py) and whether it
+may run commands at all (only with the server's `tenancy.shell` grant, and only inside the sandbox
+unless the operator turned it off). It is built here only, and every tool context carries it.
+Confined are all tenants but `default` in local mode (authentication off): with authentication on,
+whoever holds a `default` credential is a tenant like any other, kept inside the server's directory.
 
 Everything here is derived from config and files; the services every tenant shares (store, bus,
 permissions, plugins, runners) stay on the Runtime.
@@ -42,13 +44,15 @@ from agentforge.config import (
 from agentforge.identity.model import InvalidTenantId, validate_tenant_id
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.model.events import DEFAULT_TENANT
-from agentforge.permission.fence import Fence
 from agentforge.runtime.sandboxing import tenant_sandbox
+from agentforge.session.scope import TenantScope
+from agentforge.store.engine import parse_database_url
 from agentforge.store.private import make_private_dir
 from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
+from agentforge.tools.fence import Fence
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry, ToolSource
-from agentforge.tools.truncation import TruncationLimits, output_dir
+from agentforge.tools.truncation import output_dir
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +106,24 @@ def _workspaces_base(server: Settings) -> Path | None:
     return root
 
 
+def database_files(server: Settings) -> tuple[Path, ...]:
+    """The SQLite database and its journal files, wherever `--db` put them (none on Postgres)."""
+    try:
+        target = parse_database_url(server.database_url)
+    except ValueError:
+        return ()  # the store refuses it at start-up
+    if target.dialect != "sqlite":
+        return ()
+    database = str(target.sqlite_path)
+    return tuple(Path(database + suffix) for suffix in ("", "-wal", "-shm", "-journal"))
+
+
 def tenant_fence(server: Settings, tenant_id: str) -> Fence:
-    """What the tenant's tools never reach, whatever is approved: the other tenants' roots and,
-    for a tenant other than `default`, the server's own data and the default tenant's workspace.
-    The tenant's own roots are carved back out (they may lie in the fenced ones)."""
+    """What the tenant's tools never reach, whatever is approved: the other tenants' roots, the
+    database and, for a tenant other than `default`, the server's own data and the default tenant's
+    workspace. The tenant's own roots are carved back out (they may lie in the fenced ones)."""
     base = _workspaces_base(server)
-    shared = (server.data_dir / TENANTS_DIR, *([base] if base is not None else []))
+    shared = (server.data_dir / TENANTS_DIR, *([base] if base is not None else []), *database_files(server))
     if tenant_id == DEFAULT_TENANT:
         return Fence(closed=tuple(p.resolve() for p in shared))
     roots = tenant_roots(server, tenant_id)
@@ -189,18 +205,22 @@ def is_confined(server: Settings, tenant_id: str) -> bool:
 
 
 def _not_its_own(server: Settings, tenant_id: str) -> tuple[Path, ...]:
-    """What the confined default tenant's workspace (the server directory) may contain but its tools
-    must not reach: the server's data and the other tenants' roots (a server run from `/` or from a
-    parent of the workspaces). The fence only sees paths outside a workspace, so the boundary must."""
+    """What a confined tenant's workspace may contain but its tools must not reach. The default
+    tenant's workspace is the server directory: the server's data, the database and the other
+    tenants' roots may lie in it (a server run from `/` or from a parent of the workspaces). Another
+    tenant's workspace is its own, but `--db` may still point into it. The fence only sees paths
+    outside a workspace, so the boundary must."""
     if tenant_id != DEFAULT_TENANT:
-        return ()  # its workspace is its own: the other roots are outside it
+        return tuple(path.resolve() for path in database_files(server))
     return (server.data_dir.resolve(), *tenant_fence(server, tenant_id).closed)
 
 
 def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> Confinement:
-    """What the tenant's tools run with; creates its temp directory when it gets a clean
-    environment. Blocking file IO (mkdir, resolving symlinks, probing the sandbox): run it in a thread."""
+    """What the tenant's tools run with, and what bounds the paths its users name: the one place a
+    `Confinement` is built. Creates its temp directory when it gets a clean environment. Blocking
+    file IO (mkdir, resolving symlinks, probing the sandbox): run it in a thread."""
     declared = dict(settings.config.shell_env)
+    fence = tenant_fence(server, tenant_id)
     local_user = is_local_user(server, tenant_id)
     tmpdir = settings.data_dir / TMP_DIR
     granted = server.config.tenancy.external_directories_for(tenant_id)
@@ -211,13 +231,15 @@ def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> 
         local_user=local_user,
         tmpdir=tmpdir,
         granted=granted,
-        hidden=tenant_fence(server, tenant_id).closed,
+        hidden=fence.closed,
     )
     # Without a working sandbox where one is needed, no command runs at all (sandboxing.py).
     refusal = sandbox.note if sandbox.kind == "refused" else None
     if not is_confined(server, tenant_id):
         return Confinement(
             env=ProcessEnv(inherit=True, declared=declared),
+            boundary=None,
+            fence=fence,
             sandbox=sandbox,
             shell_denied=tenant_id if refusal else None,
             shell_refusal=refusal,
@@ -227,7 +249,12 @@ def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> 
     if local_user:
         # Local mode: a clean environment, the usual permission asks.
         return Confinement(
-            env=env, sandbox=sandbox, shell_denied=tenant_id if refusal else None, shell_refusal=refusal
+            env=env,
+            boundary=None,
+            fence=fence,
+            sandbox=sandbox,
+            shell_denied=tenant_id if refusal else None,
+            shell_refusal=refusal,
         )
     own = (output_dir(settings.data_dir), settings.data_dir / PLANS_DIR, tmpdir)
     boundary = WorkspaceBoundary(
@@ -240,6 +267,7 @@ def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> 
     return Confinement(
         env=env,
         boundary=boundary,
+        fence=fence,
         sandbox=sandbox,
         shell_denied=None if granted_shell and refusal is None else tenant_id,
         shell_refusal=refusal if granted_shell else None,
@@ -253,64 +281,39 @@ def check_configured_overlays(server: Settings) -> None:
         AgentRegistry(tenant_config(server.config, (overlay, f"tenancy.overlays.{tenant_id}")))
 
 
-@dataclass(slots=True)
-class TenantScope:
-    tenant_id: str
-    settings: Settings
-    catalog: ProviderCatalog
-    agents: AgentRegistry
-    tools: ToolRegistry  # built-ins, plugin tools, then the tenant's MCP tools
-    confinement: Confinement
-    fence: Fence  # paths outside the workspace that no permission opens to this tenant
-    mcp: McpManager | None = None
-
-    @property
-    def limits(self) -> TruncationLimits:
-        output = self.settings.config.tool_output
-        return TruncationLimits(max_lines=output.max_lines, max_bytes=output.max_bytes)
-
-    @property
-    def max_retries(self) -> int:
-        return self.settings.config.retry.max_attempts
-
-    async def _start_mcp(self) -> None:
-        """Connect the tenant's MCP servers (working in its workspace); their tools join its registry
-        as `<server>_<tool>`. A server that is down is reported in its status and by its tools, never
-        fatal."""
-        servers = (self.settings.config.model_extra or {}).get("mcp")
-        if not servers:
-            return
-        self.mcp = McpManager(
-            servers,
-            directory=self.settings.directory,
-            env=self.confinement.env,
-            sandbox=self.confinement.sandbox,
-        )
-        await self.mcp.start()
-        for name, status in self.mcp.status().items():
-            if status["status"] == "failed":
-                error = status.get("error")
-                log.warning("MCP server %s of tenant %s failed to start: %s", name, self.tenant_id, error)
-        for tool in self.mcp.tools():
-            if self.tools.get(tool.id) is None:  # never let a server shadow a built-in
-                self.tools.register(tool)
-
-    async def close(self) -> None:
-        if self.mcp is not None:
-            await self.mcp.close()
+async def start_mcp(scope: TenantScope) -> None:
+    """Connect the tenant's MCP servers (working in its workspace); their tools join its registry as
+    `<server>_<tool>`. A server that is down is reported in its status and by its tools, never fatal."""
+    servers = (scope.settings.config.model_extra or {}).get("mcp")
+    if not servers:
+        return
+    scope.mcp = McpManager(
+        servers,
+        directory=scope.settings.directory,
+        env=scope.confinement.env,
+        sandbox=scope.confinement.sandbox,
+    )
+    await scope.mcp.start()
+    for name, status in scope.mcp.status().items():
+        if status["status"] == "failed":
+            error = status.get("error")
+            log.warning("MCP server %s of tenant %s failed to start: %s", name, scope.tenant_id, error)
+    for tool in scope.mcp.tools():
+        if scope.tools.get(tool.id) is None:  # never let a server shadow a built-in
+            scope.tools.register(tool)
 
 
-def _prepare(server: Settings, tenant_id: str) -> tuple[Settings, AgentRegistry, Confinement, Fence]:
+def _prepare(server: Settings, tenant_id: str) -> tuple[Settings, AgentRegistry, Confinement]:
     settings = tenant_settings(server, tenant_id)
     confinement = tenant_confinement(server, tenant_id, settings)
-    return settings, load_agents(settings), confinement, tenant_fence(server, tenant_id)
+    return settings, load_agents(settings), confinement
 
 
 async def open_scope(server: Settings, tenant_id: str, tools: ToolSource) -> TenantScope:
     """Build the tenant's scope and start its MCP servers. Raises ConfigError (or InvalidTenantId)
     when the tenant's config or roots are unusable."""
     # Creating roots, reading the overlay and agent files: off the event loop.
-    settings, agents, confinement, fence = await asyncio.to_thread(_prepare, server, tenant_id)
+    settings, agents, confinement = await asyncio.to_thread(_prepare, server, tenant_id)
     scope = TenantScope(
         tenant_id=tenant_id,
         settings=settings,
@@ -318,10 +321,9 @@ async def open_scope(server: Settings, tenant_id: str, tools: ToolSource) -> Ten
         agents=agents,
         tools=ToolRegistry.from_plugins(tools),
         confinement=confinement,
-        fence=fence,
     )
     try:
-        await scope._start_mcp()
+        await start_mcp(scope)
     except BaseException:
         await scope.close()
         raise

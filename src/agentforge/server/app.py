@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from agentforge import __version__
+from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings
 from agentforge.identity.apikeys import StoredApiKey
 from agentforge.identity.authenticate import Authenticator, FailureHook, log_failure
@@ -16,6 +17,7 @@ from agentforge.identity.errors import AuthFailure
 from agentforge.identity.failures import FailureKey, FailureThrottle
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.identity.request import RequestFacts
+from agentforge.llm.adapter import stream as provider_stream
 from agentforge.runtime.checkpoints import checkpoint_periodically
 from agentforge.runtime.runtime import Runtime
 from agentforge.server import deps, errors
@@ -47,6 +49,7 @@ from agentforge.server.routes import (
     todo,
     tooling,
 )
+from agentforge.session.processor import StreamFn
 from agentforge.store.audit import AUTH_FAILED
 from agentforge.terminal.registry import Terminals
 
@@ -58,14 +61,18 @@ def create_app(
     *,
     on_auth_failure: FailureHook = log_failure,
     failure_throttle: FailureThrottle | None = None,
+    stream: StreamFn = provider_stream,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> FastAPI:
     """The app. `on_auth_failure` hears of every refused request (401/403) before it is answered;
-    `failure_throttle` decides which of them become audit rows (a fresh one by default)."""
+    `failure_throttle` decides which of them become audit rows (a fresh one by default). `stream`
+    (the model calls) and `clock` (back-off and deadlines) are the runtime's seams for tests
+    (agentforge.testing: a scripted model, a fake clock)."""
     throttle = FailureThrottle() if failure_throttle is None else failure_throttle
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings)
+        runtime = await Runtime.open(settings, stream=stream, clock=clock)
         app.state.runtime = runtime
         # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
         runtime.spawn(checkpoint_periodically(settings))

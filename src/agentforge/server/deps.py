@@ -17,6 +17,7 @@ from agentforge.identity.request import RequestFacts
 from agentforge.model.events import CURRENT_ACTOR
 from agentforge.runtime.runtime import Runtime
 from agentforge.server.errors import ApiError
+from agentforge.session.prompt import SessionPrompt
 from agentforge.session.service import SessionService
 
 
@@ -79,7 +80,11 @@ async def admin(request: Request, caller: Annotated[Identity, Depends(identity)]
 async def sessions(
     rt: Annotated[Runtime, Depends(runtime)], tenant_id: Annotated[str, Depends(tenant)]
 ) -> SessionService:
-    return SessionService(rt, tenant_id)
+    return SessionService(rt.sessions, tenant_id)
+
+
+async def prompts(sessions: Annotated[SessionService, Depends(sessions)]) -> SessionPrompt:
+    return SessionPrompt(sessions)
 
 
 RuntimeDep = Annotated[Runtime, Depends(runtime)]
@@ -87,3 +92,4 @@ IdentityDep = Annotated[Identity, Depends(identity)]
 AdminDep = Annotated[Identity, Depends(admin)]
 TenantDep = Annotated[str, Depends(tenant)]
 SessionsDep = Annotated[SessionService, Depends(sessions)]
+PromptDep = Annotated[SessionPrompt, Depends(prompts)]

@@ -11,9 +11,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from agentforge.runtime.scope import TenantScopeError
 from agentforge.server.responses import WireResponse, error_body
 from agentforge.server.unsupported import not_offered
+from agentforge.session.errors import InvalidInputError, NotFoundError
 from agentforge.session.events import MessageIdTakenError
 from agentforge.session.runner import SessionBusyError
-from agentforge.session.service import InvalidInputError, NotFoundError
 from agentforge.terminal.registry import TerminalNotFoundError, TooManyTerminalsError
 from agentforge.tools.confinement import ShellNotAllowedError
 from agentforge.workspace.access import OutsideWorkspaceError

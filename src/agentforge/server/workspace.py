@@ -9,8 +9,8 @@ from typing import Annotated
 
 from fastapi import Depends, Query
 
-from agentforge.runtime.workspace import workspace_access
 from agentforge.server.deps import RuntimeDep, TenantDep
+from agentforge.session.workspace import workspace_access
 from agentforge.workspace.access import WorkspaceAccess
 
 

@@ -20,17 +20,15 @@ from agentforge.model.message import (
     UserMessage,
     WithParts,
 )
-from agentforge.model.part import CompactionPart, SubtaskPart
+from agentforge.model.part import CompactionPart, ModelRef, SubtaskPart
 from agentforge.model.session import Session, StatusBusy
 from agentforge.permission.gate import TurnPermissions
-from agentforge.permission.rules import from_tools_map, merge
 from agentforge.plugins import calls as hooks
-from agentforge.plugins.calls import PLUGINS_EXTRA
-from agentforge.runtime.runtime import Runtime
-from agentforge.runtime.scope import TenantScope
 from agentforge.session import structured
+from agentforge.session.access import turn_rules
 from agentforge.session.channels import title
 from agentforge.session.channels.subtask import (
+    Prompter,
     SessionSubagents,
     caller_model,
     describe_task_tool,
@@ -50,15 +48,14 @@ from agentforge.session.context.history import (
 from agentforge.session.context.reminders import with_reminders
 from agentforge.session.events import SessionEvents
 from agentforge.session.processor import Processor, ProcessorDeps
+from agentforge.session.runner import RunHandle
+from agentforge.session.scope import TenantScope
+from agentforge.session.services import SessionServices
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.snapshots import StepSnapshot, snapshot_repo
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
-from agentforge.tools.base import SHELL_ENV_EXTRA
 from agentforge.tools.builtin.bash import BashTool
-from agentforge.tools.builtin.question import QUESTIONS_EXTRA
-from agentforge.tools.builtin.task import SUBAGENTS_EXTRA
-from agentforge.tools.builtin.todo import TODOS_EXTRA
-from agentforge.tools.confinement import CONFINEMENT_EXTRA
+from agentforge.tools.services import ToolServices
 
 log = logging.getLogger(__name__)
 
@@ -84,25 +81,38 @@ def turn_is_over(found: Bindings) -> bool:
 
 
 class TurnLoop:
-    def __init__(self, rt: Runtime, scope: TenantScope, session: Session) -> None:
-        self.rt = rt
+    """One run of a session's loop. `run` is its handle in the runner registry (user messages that
+    arrive meanwhile); `prompter` runs subagents' turns in child sessions."""
+
+    def __init__(
+        self,
+        services: SessionServices,
+        scope: TenantScope,
+        session: Session,
+        run: RunHandle,
+        *,
+        prompter: Prompter,
+    ) -> None:
+        self.services = services
         self.scope = scope
         self.tenant_id = scope.tenant_id
         self.session = session
-        self.events: SessionEvents = rt.events(self.tenant_id)
+        self.handle = run
+        self.prompter = prompter
+        self.events: SessionEvents = services.events(self.tenant_id)
         self.step = 0
         self.final: WithParts | None = None
-        self.compactor = Compactor.for_session(rt, scope, session)
+        self.compactor = Compactor.for_session(services, scope, session)
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
         turn was already over, and the caller reads the newest reply from the store)."""
-        self.rt.runners.take_new_input(self.session.id)  # this first read sees everything so far
+        self.handle.take_new_input()  # this first read sees everything so far
         while True:
-            self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
-            await self.rt.runners.inputs_written(self.session.id)
+            self.services.status.set(self.tenant_id, self.session.id, StatusBusy())
+            await self.handle.inputs_written()
             # Read from the last compaction boundary on: turn cost does not grow with session length.
-            stored = await self.rt.store.history_since_compaction(self.tenant_id, self.session.id)
+            stored = await self.services.store.history_since_compaction(self.tenant_id, self.session.id)
             history = filter_compacted(stored)
             found = bind(history)
             if found.last_user is None:
@@ -111,14 +121,16 @@ class TurnLoop:
                 return self.final
             self.step += 1
             if self.step == 1:
-                title.maybe_generate(self.rt, self.scope, self.session, history)
+                title.maybe_generate(self.services, self.scope, self.session, history)
             resolved = self._resolve(found.last_user)
             if resolved is None:
                 return self.final
             agent, model = resolved
             task = found.tasks.pop() if found.tasks else None
             if isinstance(task, SubtaskPart):
-                await run_subtask(self.rt, self.scope, self.session, found.last_user, task)
+                await run_subtask(
+                    self.services, self.scope, self.session, found.last_user, task, subagents=self._subagents
+                )
                 continue
             if isinstance(task, CompactionPart):
                 if not await self._compact(task, history):
@@ -153,7 +165,7 @@ class TurnLoop:
         if self.step > 1 and found.last_finished is not None:
             history = with_queued_reminders(history, found.last_finished.id)
         history = with_reminders(history, agent.name)
-        plugins, sid = self.rt.plugins, self.session.id
+        plugins, sid = self.services.plugins, self.session.id
         history = await hooks.history(plugins, session_id=sid, messages=history)
         prompt = await system.system_prompt(agent, model, self._system_context(), found.last_user.system)
         variant = found.last_user.model.variant if found.last_user else None
@@ -203,7 +215,7 @@ class TurnLoop:
         finish = processor.message.finish
         if finish is None or finish in ("tool-calls", "unknown") or processor.made_tool_calls:
             return False
-        return not self.rt.runners.take_new_input(self.session.id)
+        return not self.handle.take_new_input()
 
     def _skeleton(self, agent: Agent, model: ResolvedModel, user: UserMessage) -> AssistantMessage:
         return assistant_skeleton(
@@ -245,24 +257,23 @@ class TurnLoop:
             data_dir=self.scope.settings.data_dir,
             agent=agent.name,
             permissions=permissions,
+            confinement=self.scope.confinement,
+            services=ToolServices(
+                todos=StoreTodos(self.services.store, self.tenant_id),
+                questions=self.services.questions.for_tenant(self.tenant_id),
+                subagents=self._subagents(caller_model(model)),
+                shell_env=hooks.shell_env_hook(self.services.plugins),
+            ),
+            plugins=self.services.plugins,
             earlier_calls=calls_since(history, user.id),
-            extra={
-                TODOS_EXTRA: StoreTodos(self.rt.store, self.tenant_id),
-                QUESTIONS_EXTRA: self.rt.questions.for_tenant(self.tenant_id),
-                PLUGINS_EXTRA: self.rt.plugins,
-                SHELL_ENV_EXTRA: hooks.shell_env_for,
-                CONFINEMENT_EXTRA: self.scope.confinement,
-                SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.scope, caller_model(model)),
-            },
         )
 
     def _permissions(self, agent: Agent, user: UserMessage) -> TurnPermissions:
-        """This turn's rules, most trusted first: the agent's (defaults, then config), the
-        session's, then the prompt's `tools` map. Each layer may only narrow the ones before."""
-        ruleset = merge(agent.permission, self.session.permission or [], from_tools_map(user.tools))
-        return TurnPermissions(
-            self.rt.permissions, self.tenant_id, self.session.id, ruleset, fence=self.scope.fence
-        )
+        ruleset = turn_rules(agent, self.session, user.tools)
+        return TurnPermissions(self.services.permissions, self.tenant_id, self.session.id, ruleset)
+
+    def _subagents(self, caller: ModelRef) -> SessionSubagents:
+        return SessionSubagents(self.services, self.prompter, self.scope, caller)
 
     def _request(
         self,
@@ -299,8 +310,9 @@ class TurnLoop:
     def _deps(self) -> ProcessorDeps:
         return ProcessorDeps(
             events=self.events,
-            status=self.rt.status,
-            stream=self.rt.stream,
+            status=self.services.status,
+            stream=self.services.stream,
+            clock=self.services.clock,
             limits=self.scope.limits,
             data_dir=self.scope.settings.data_dir,
             max_retries=self.scope.max_retries,

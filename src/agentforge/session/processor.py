@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from agentforge.clock import SYSTEM_CLOCK, Clock
+from agentforge.clock import now_ms as clock_ms
 from agentforge.llm import events as ev
 from agentforge.llm.errors import to_named_error
 from agentforge.llm.messages import ModelRequest
@@ -66,6 +68,7 @@ class ProcessorDeps:
     compaction: bool = False
     # Checked after every finish-step of a non-summary message: True stops the stream with "compact".
     overflow: OverflowFn | None = None
+    clock: Clock = SYSTEM_CLOCK  # what retry back-off reads and sleeps on
 
 
 class Processor:
@@ -138,13 +141,14 @@ class Processor:
         message = retryable_message(error)
         if message is None or attempt > self.deps.max_retries:
             return False
-        delay = retry_delay_ms(attempt, error)
+        clock = self.deps.clock
+        delay = retry_delay_ms(attempt, error, now=clock.time)
         self.deps.status.set(
             self.deps.events.tenant_id,
             self.message.session_id,
-            StatusRetry(attempt=attempt, message=message, next=now_ms() + delay),
+            StatusRetry(attempt=attempt, message=message, next=clock_ms(clock) + delay),
         )
-        await asyncio.sleep(delay / 1000)
+        await clock.sleep(delay / 1000)
         self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusBusy())
         # A new attempt streams fresh blocks; parts of the failed attempt stay as written.
         await self._close_open_blocks()

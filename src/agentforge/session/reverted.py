@@ -15,8 +15,8 @@ from agentforge.model.events import MESSAGE_REMOVED, PART_REMOVED, SESSION_UPDAT
 from agentforge.model.message import AssistantMessage, WithParts
 from agentforge.model.part import PatchPart
 from agentforge.model.session import Session
-from agentforge.runtime.runtime import Runtime
 from agentforge.session.events import now_ms
+from agentforge.session.services import SessionServices
 
 
 class RevertPointNotFoundError(LookupError):
@@ -74,12 +74,12 @@ def find_revert_point(history: Sequence[WithParts], message_id: str, part_id: st
     return RevertPoint(index, message_id)
 
 
-async def discard_reverted(rt: Runtime, tenant_id: str, session: Session) -> None:
+async def discard_reverted(services: SessionServices, tenant_id: str, session: Session) -> None:
     """Remove what `session` was reverted past and clear its `revert` (nothing when it is not
     reverted). Updates `session` in place."""
     if session.revert is None:
         return
-    history = await rt.store.history(tenant_id, session.id)
+    history = await services.store.history(tenant_id, session.id)
     try:
         point = find_revert_point(history, session.revert.message_id, session.revert.part_id)
     except RevertPointNotFoundError:
@@ -88,13 +88,15 @@ async def discard_reverted(rt: Runtime, tenant_id: str, session: Session) -> Non
         for item, part_ids in point.reverted_parts(history):
             if point.part_id is not None and item.info.id == point.message_id:
                 for part_id in part_ids:
-                    await rt.store.write(_event(tenant_id, PART_REMOVED, session.id, item.info.id, part_id))
+                    await services.store.write(
+                        _event(tenant_id, PART_REMOVED, session.id, item.info.id, part_id)
+                    )
             else:
-                await rt.store.write(_event(tenant_id, MESSAGE_REMOVED, session.id, item.info.id))
+                await services.store.write(_event(tenant_id, MESSAGE_REMOVED, session.id, item.info.id))
     session.revert = None
     session.time.updated = now_ms()
     info = {"sessionID": session.id, "info": session.wire()}
-    await rt.store.write(Event(SESSION_UPDATED, info, session_id=session.id, tenant_id=tenant_id))
+    await services.store.write(Event(SESSION_UPDATED, info, session_id=session.id, tenant_id=tenant_id))
 
 
 def _event(tenant_id: str, kind: str, session_id: str, message_id: str, part_id: str | None = None) -> Event:

@@ -1,7 +1,9 @@
 """One runner per session (KERNEL 4.3): concurrent prompts share one loop; abort cancels it.
 
 A run is an `asyncio.Task` plus a future that every caller awaits through `shield`, so a caller that
-goes away (a dropped HTTP client) never cancels the loop; only `cancel` does.
+goes away (a dropped HTTP client) never cancels the loop; only `cancel` does. The loop gets its run's
+`RunHandle` when it starts: user messages stored while it runs are noted there (`note_input`), and
+the loop reads them from its handle instead of looking itself up in the registry.
 
 A session may instead run a user's shell command (the Shell state). It is only started on an idle
 session; a prompt arriving meanwhile queues its run behind it (ShellThenRun). Aborting a shell sets
@@ -20,8 +22,8 @@ from agentforge.model.message import WithParts
 
 log = logging.getLogger(__name__)
 
-# A loop returns its final assistant message as written (None when it wrote none).
-LoopFactory = Callable[[], Coroutine[Any, Any, "WithParts | None"]]
+# A loop, given its run's handle, returns its final assistant message as written (None: it wrote none).
+LoopFactory = Callable[["RunHandle"], Coroutine[Any, Any, "WithParts | None"]]
 OnIdle = Callable[[], None]
 OnCrash = Callable[[BaseException], Coroutine[Any, Any, None]]
 T = TypeVar("T")
@@ -35,13 +37,39 @@ class SessionBusyError(Exception):
 
 
 @dataclass(slots=True)
+class RunHandle:
+    """What a running loop learns from outside: user messages stored while it runs. It must then
+    re-read history, after waiting for their writes (they may still be queued when it checks)."""
+
+    new_input: bool = False
+    inputs: list[asyncio.Future[Any]] = field(default_factory=list)
+
+    def note_input(self, written: asyncio.Future[Any] | None = None) -> None:
+        """A user message was submitted; `written` resolves once it is durable."""
+        self.new_input = True
+        if written is not None:
+            self.inputs.append(written)
+
+    async def inputs_written(self) -> None:
+        """Wait until every user message noted so far is durable (before re-reading history)."""
+        if not self.inputs:
+            return
+        pending, self.inputs = self.inputs, []
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def take_new_input(self) -> bool:
+        """Whether a user message arrived since the last call (and forget it)."""
+        if not self.new_input:
+            return False
+        self.new_input = False
+        return True
+
+
+@dataclass(slots=True)
 class _Run:
     task: asyncio.Task[WithParts | None]
     done: asyncio.Future[WithParts | None]
-    # Set when a user message is stored while this run is going: the loop must re-read history,
-    # after waiting for these writes (they may still be queued when the loop checks).
-    new_input: bool = False
-    inputs: list[asyncio.Future[Any]] = field(default_factory=list)
+    handle: RunHandle
 
 
 @dataclass(slots=True)
@@ -103,10 +131,11 @@ class RunnerRegistry:
 
     def _start(self, session_id: str, start: LoopFactory, on_idle: OnIdle, on_crash: OnCrash) -> _Run:
         done: asyncio.Future[WithParts | None] = asyncio.get_running_loop().create_future()
+        handle = RunHandle()
 
         async def guarded() -> WithParts | None:
             try:
-                return await start()
+                return await start(handle)
             except asyncio.CancelledError:
                 log.info("session %s: loop cancelled", session_id)
             except Exception as exc:
@@ -126,37 +155,20 @@ class RunnerRegistry:
             if not done.done():
                 done.set_result(result)
 
-        run = _Run(task=asyncio.create_task(guarded(), name=f"loop:{session_id}"), done=done)
+        run = _Run(task=asyncio.create_task(guarded(), name=f"loop:{session_id}"), done=done, handle=handle)
         run.task.add_done_callback(finished)
         self._runs[session_id] = run
         return run
 
     def note_input(self, session_id: str, written: asyncio.Future[Any] | None = None) -> None:
         """A user message for this session was submitted; `written` resolves once it is durable.
+        The session's running loop, if any, finds it on its handle.
 
         Call it as soon as the write is queued, not after it commits: a loop checking for new input
         in between would otherwise end without answering it."""
         run = self._runs.get(session_id)
         if run is not None:
-            run.new_input = True
-            if written is not None:
-                run.inputs.append(written)
-
-    async def inputs_written(self, session_id: str) -> None:
-        """Wait until every user message noted so far is durable (before re-reading history)."""
-        run = self._runs.get(session_id)
-        if run is None or not run.inputs:
-            return
-        pending, run.inputs = run.inputs, []
-        await asyncio.gather(*pending, return_exceptions=True)
-
-    def take_new_input(self, session_id: str) -> bool:
-        """Whether a user message arrived since the last call (and forget it)."""
-        run = self._runs.get(session_id)
-        if run is None or not run.new_input:
-            return False
-        run.new_input = False
-        return True
+            run.handle.note_input(written)
 
     async def cancel(self, session_id: str) -> bool:
         """Interrupt the running (or queued) loop and the shell, and wait until both have ended."""
@@ -182,8 +194,8 @@ class RunnerRegistry:
 def _after(shell: asyncio.Task[Any], start: LoopFactory) -> LoopFactory:
     """`start`, once the shell has ended (however it ended)."""
 
-    async def queued() -> WithParts | None:
+    async def queued(handle: RunHandle) -> WithParts | None:
         await asyncio.wait({shell})
-        return await start()
+        return await start(handle)
 
     return queued

@@ -22,9 +22,9 @@ from agentforge.config import Config
 from agentforge.model import ids
 from agentforge.model.message import AssistantMessage
 from agentforge.model.part import PatchPart
-from agentforge.runtime.scope import TenantScope
-from agentforge.runtime.workspace import workspace_access
 from agentforge.session.events import SessionEvents
+from agentforge.session.scope import TenantScope
+from agentforge.session.workspace import workspace_access
 from agentforge.snapshot.repo import SnapshotError, SnapshotRepo, repo_dir
 
 log = logging.getLogger(__name__)

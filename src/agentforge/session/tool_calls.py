@@ -1,5 +1,6 @@
-"""Tool calls of one assistant message: parts through their state machine (KERNEL 3.5), each call run
-as a task beside the stream, and the cleanup that leaves none unfinished."""
+"""Tool calls of one assistant message: each call run as a task beside the stream, its part moved
+through its states by the tool-part lifecycle (session/tool_part.py), and the cleanup that leaves
+none unfinished."""
 
 from __future__ import annotations
 
@@ -10,21 +11,10 @@ from typing import Any
 from agentforge.llm import events as ev
 from agentforge.model import ids
 from agentforge.model.message import AssistantMessage
-from agentforge.model.part import (
-    REFUSED_BY,
-    CompletedTime,
-    ErrorTime,
-    FilePart,
-    RunningTime,
-    ToolPart,
-    ToolStateCompleted,
-    ToolStateError,
-    ToolStatePending,
-    ToolStateRunning,
-)
-from agentforge.plugins.calls import PLUGINS_EXTRA, run_tool_with_hooks
-from agentforge.plugins.manager import PluginManager
-from agentforge.session.events import SessionEvents, now_ms
+from agentforge.model.part import REFUSED_BY, FilePart, ToolPart, ToolStatePending
+from agentforge.plugins.calls import run_tool_with_hooks
+from agentforge.session.events import SessionEvents
+from agentforge.session.tool_part import ToolPartLifecycle
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, is_doom_loop
 from agentforge.tools.base import (
     PermissionDeniedError,
@@ -33,10 +23,8 @@ from agentforge.tools.base import (
     ToolError,
     ToolResult,
 )
-from agentforge.tools.execute import run_tool
 from agentforge.tools.truncation import TruncationLimits
 
-ABORTED_MESSAGE = "Tool execution aborted"
 # How long cleanup waits for cancelled tools to finish killing what they started.
 ABANDON_GRACE_SECONDS = 5.0
 
@@ -53,71 +41,58 @@ class ToolCallRunner:
         self._message = message
         self._tools = tools
         self._limits = limits
-        self._parts: dict[str, ToolPart] = {}
+        self._calls: dict[str, ToolPartLifecycle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._abort = asyncio.Event()
         self.blocked = False
 
-    def _new_part(self, call_id: str, name: str) -> ToolPart:
-        part = ToolPart(
-            id=ids.ascending("prt"),
+    def _new_call(self, call_id: str, name: str) -> ToolPartLifecycle:
+        call = ToolPartLifecycle.new(
+            self._events,
             session_id=self._message.session_id,
             message_id=self._message.id,
             call_id=call_id,
             tool=name,
-            state=ToolStatePending(),
         )
-        self._parts[call_id] = part
-        return part
+        self._calls[call_id] = call
+        return call
 
     async def pending(self, call_id: str, name: str) -> None:
-        if call_id in self._parts:
+        if call_id in self._calls:
             return
-        self._events.submit_part(self._new_part(call_id, name))
+        self._new_call(call_id, name).write()
 
     async def start(self, call: ev.ToolCall) -> None:
         name, tool_input = self._tools.repair(call.tool_name, call.input_text)
-        part = self._parts.get(call.call_id) or self._new_part(call.call_id, name)
-        if not isinstance(part.state, ToolStatePending):
+        lifecycle = self._calls.get(call.call_id) or self._new_call(call.call_id, name)
+        if lifecycle.start(tool_input, tool=name, metadata=call.metadata) is None:
             return  # a duplicate tool-call event for a call already under way
-        part.tool = name
-        if call.metadata:
-            part.metadata = {**(part.metadata or {}), **call.metadata}
-        part.state = ToolStateRunning(input=tool_input, time=RunningTime(start=now_ms()))
-        self._events.submit_part(part)
         self._tasks[call.call_id] = asyncio.create_task(
-            self._execute(part, tool_input), name=f"tool:{name}:{call.call_id}"
+            self._execute(lifecycle, tool_input), name=f"tool:{name}:{call.call_id}"
         )
 
-    def _context(self, part: ToolPart) -> ToolContext:
+    def _context(self, call: ToolPartLifecycle) -> ToolContext:
         async def publish_metadata(title: str | None, metadata: dict[str, Any]) -> None:
-            state = part.state
-            if not isinstance(state, ToolStateRunning):
-                return  # only a running part accepts updates
-            part.state = ToolStateRunning(
-                input=state.input,
-                title=title if title is not None else state.title,
-                metadata=metadata,
-                time=state.time,
-            )
-            self._events.submit_part(part)
+            call.progress(title, metadata)
 
         return ToolContext(
             session_id=self._message.session_id,
             message_id=self._message.id,
-            call_id=part.call_id,
+            call_id=call.part.call_id,
             agent=self._tools.agent,
             directory=self._tools.directory,
             data_dir=self._tools.data_dir,
+            confinement=self._tools.confinement,
+            ask=self._tools.ask_for(self._message.id, call.part.call_id),
+            services=self._tools.services,
             abort=self._abort,
-            extra=dict(self._tools.extra),
-            ask=self._tools.ask_for(self._message.id, part.call_id),
             metadata=publish_metadata,
         )
 
-    async def _execute(self, part: ToolPart, tool_input: dict[str, Any]) -> None:
+    async def _execute(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> None:
+        part = call.part
         tool = self._tools.tools.get(part.tool)
-        ctx = self._context(part)
+        ctx = self._context(call)
         try:
             if tool is None:
                 raise ToolError(f"Unknown tool: {part.tool}")
@@ -132,36 +107,36 @@ class ToolCallRunner:
                 )
             if self._tools.before_run is not None:
                 await self._tools.before_run(part.tool)
-            plugins = self._tools.extra.get(PLUGINS_EXTRA)
-            if isinstance(plugins, PluginManager):
-                result = await run_tool_with_hooks(plugins, tool, tool_input, ctx, limits=self._limits)
-            else:
-                result = await run_tool(tool, tool_input, ctx, limits=self._limits)
+            plugins, limits = self._tools.plugins, self._limits
+            result = await run_tool_with_hooks(plugins, tool, tool_input, ctx, limits=limits)
         except ToolError as exc:
             refused = None
             if isinstance(exc, PermissionDeniedError):
                 self.blocked = self.blocked or exc.blocks_loop
                 refused = {REFUSED_BY: exc.refused_by} if exc.refused_by else None
-            self._fail(part, str(exc), refused)
+            call.fail(str(exc), refused)
         else:
-            self._complete(part, result)
+            call.complete(
+                result.output,
+                title=result.title,
+                metadata=result.metadata,
+                attachments=self._attachments(part, result),
+            )
 
     def _loops(self, part: ToolPart) -> bool:
         """KERNEL 5.7: this call repeats the turn's previous calls (same tool, same input) enough
         times in a row to look like a loop."""
         calls = list(self._tools.earlier_calls)
-        for started in self._parts.values():
+        for started in self.parts:
             if not isinstance(started.state, ToolStatePending):
                 calls.append((started.tool, started.state.input))
             if started is part:
                 break
         return part.tool != INVALID_TOOL and is_doom_loop(calls)
 
-    def _complete(self, part: ToolPart, result: ToolResult) -> None:
-        state = part.state
-        if not isinstance(state, ToolStateRunning):
-            return
-        attachments = [
+    @staticmethod
+    def _attachments(part: ToolPart, result: ToolResult) -> list[FilePart]:
+        return [
             FilePart(
                 id=ids.ascending("prt"),
                 session_id=part.session_id,
@@ -172,34 +147,10 @@ class ToolCallRunner:
             )
             for item in result.attachments
         ]
-        part.state = ToolStateCompleted(
-            input=state.input,
-            output=result.output,
-            title=result.title,
-            metadata=result.metadata,
-            time=CompletedTime(start=state.time.start, end=now_ms()),
-            attachments=attachments or None,
-        )
-        self._events.submit_part(part)
-
-    def _fail(self, part: ToolPart, error: str, metadata: dict[str, Any] | None = None) -> None:
-        state = part.state
-        if isinstance(state, ToolStateCompleted | ToolStateError):
-            return
-        start = state.time.start if isinstance(state, ToolStateRunning) else now_ms()
-        base_metadata = state.metadata if isinstance(state, ToolStateRunning) else None
-        merged = {**(base_metadata or {}), **(metadata or {})} or None
-        part.state = ToolStateError(
-            input=state.input,
-            error=error,
-            metadata=merged,
-            time=ErrorTime(start=start, end=now_ms()),
-        )
-        self._events.submit_part(part)
 
     @property
     def parts(self) -> list[ToolPart]:
-        return list(self._parts.values())
+        return [call.part for call in self._calls.values()]
 
     async def settle(self) -> None:
         """Wait for every started call to finish (their results belong to the current step)."""
@@ -217,5 +168,5 @@ class ToolCallRunner:
         if running:
             with contextlib.suppress(Exception):
                 await asyncio.wait(running, timeout=ABANDON_GRACE_SECONDS)
-        for part in self._parts.values():
-            self._fail(part, ABORTED_MESSAGE, {"interrupted": True})
+        for call in self._calls.values():
+            call.interrupt()

@@ -13,7 +13,10 @@ from agentforge.llm.messages import ToolSpec
 from agentforge.model.message import AssistantMessage, WithParts
 from agentforge.model.part import ToolPart, ToolStatePending
 from agentforge.permission.gate import TurnPermissions
-from agentforge.tools.base import AskPermission, Tool, workspace_only
+from agentforge.plugins.manager import PluginManager
+from agentforge.tools.base import AskPermission, Tool
+from agentforge.tools.confinement import Confinement
+from agentforge.tools.services import ToolServices
 
 INVALID_TOOL = "invalid"
 # KERNEL 5.7: this many identical calls in a row (same tool, same input) ask `doom_loop`.
@@ -25,31 +28,32 @@ CallSignature = tuple[str, dict[str, Any]]
 
 @dataclass(slots=True)
 class TurnTools:
-    """Tools the model may call in this step (plus `invalid`, the target of repaired calls).
+    """Tools the model may call in this step (plus `invalid`, the target of repaired calls), and
+    what their calls' contexts are built from.
 
-    `permissions` binds the calls' `ask` to the permission service with this turn's rules; without
-    it (tests, tools run outside a turn) only paths outside the workspace are refused.
-    `earlier_calls` are the calls this turn made in previous steps, oldest first. `before_run` is
-    awaited with a tool's name before each call runs (the step's snapshot, session/snapshots.py).
+    `permissions` binds the calls' `ask` to the permission service with this turn's rules;
+    `confinement` is the tenant's (its scope's, never built here); `services` are lent to every
+    call; `plugins` wrap each call in the `tool_execute_*` hooks. `earlier_calls` are the calls
+    this turn made in previous steps, oldest first. `before_run` is awaited with a tool's name
+    before each call runs (the step's snapshot, session/snapshots.py).
     """
 
     tools: dict[str, Tool[Any]]
     directory: Path
     data_dir: Path
     agent: str
-    permissions: TurnPermissions | None = None
+    permissions: TurnPermissions
+    confinement: Confinement
+    services: ToolServices
+    plugins: PluginManager
     earlier_calls: list[CallSignature] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
     before_run: Callable[[str], Awaitable[None]] | None = None
 
     def ask_for(self, message_id: str, call_id: str) -> AskPermission:
-        if self.permissions is None:
-            return workspace_only
         return self.permissions.for_call(message_id, call_id)
 
     def reject_waiting(self) -> None:
-        if self.permissions is not None:
-            self.permissions.reject_waiting()
+        self.permissions.reject_waiting()
 
     def visible(self) -> list[Tool[Any]]:
         """The tools the model is told about: all but `invalid`, which only repaired calls reach."""

@@ -2,12 +2,18 @@
 
 `file:` URLs to text files and directories are expanded by running the read tool, so the model sees
 their content as synthetic text; other files become `data:` URLs; `data:` text becomes synthetic text.
+
+Every file goes through the read tool's check first (session/access.py), text or binary, named
+directly or through a symlink. A file the request may not read, a missing one and a malformed URL
+fail the whole request with InvalidInputError (400) before anything is stored: the caller learns at
+once, instead of finding a failure note in the history after the turn ran without the file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import mimetypes
 import urllib.parse
 from dataclasses import dataclass
@@ -18,8 +24,10 @@ import orjson
 
 from agentforge.model import ids
 from agentforge.model.part import AgentPart, FilePart, Part, SubtaskPart, TextPart
+from agentforge.session.access import RequestAccess
+from agentforge.session.errors import InvalidInputError
 from agentforge.session.inputs import AgentPartInput, FilePartInput, PartInput, TextPartInput
-from agentforge.tools.base import Tool, ToolContext, ToolError
+from agentforge.tools.base import Tool, ToolError
 from agentforge.tools.execute import run_tool
 from agentforge.tools.truncation import TruncationLimits
 
@@ -30,15 +38,13 @@ DIRECTORY_MIME = "application/x-directory"
 class PartContext:
     session_id: str
     message_id: str
-    agent: str
-    directory: Path
-    data_dir: Path
+    access: RequestAccess  # what this request may read
     read_tool: Tool[Any] | None
     limits: TruncationLimits
 
-
-class UserPartError(Exception):
-    """A file the user referenced could not be read; reported as `session.error`, not fatal."""
+    @property
+    def directory(self) -> Path:
+        return self.access.directory
 
 
 def _synthetic(ctx: PartContext, text: str) -> TextPart:
@@ -69,23 +75,17 @@ def _read_call_text(arguments: dict[str, Any]) -> str:
     return "Called the Read tool with the following input: " + orjson.dumps(arguments).decode()
 
 
-async def resolve_parts(ctx: PartContext, inputs: list[PartInput]) -> tuple[list[Part], list[str]]:
-    """Returns the parts to store, in order, and the errors to report for files that failed."""
+async def resolve_parts(ctx: PartContext, inputs: list[PartInput]) -> list[Part]:
+    """The parts to store, in order. Raises InvalidInputError when a file cannot be attached."""
     resolved = await asyncio.gather(*(_resolve_one(ctx, part) for part in inputs))
-    parts: list[Part] = []
-    errors: list[str] = []
-    for items, error in resolved:
-        parts.extend(items)
-        if error:
-            errors.append(error)
-    return parts, errors
+    return [part for items in resolved for part in items]
 
 
-async def _resolve_one(ctx: PartContext, part: PartInput) -> tuple[list[Part], str | None]:
+async def _resolve_one(ctx: PartContext, part: PartInput) -> list[Part]:
     if isinstance(part, TextPartInput):
-        return [_text(ctx, part)], None
+        return [_text(ctx, part)]
     if isinstance(part, AgentPartInput):
-        return _agent(ctx, part), None
+        return _agent(ctx, part)
     if isinstance(part, FilePartInput):
         return await _file(ctx, part)
     return [
@@ -99,7 +99,7 @@ async def _resolve_one(ctx: PartContext, part: PartInput) -> tuple[list[Part], s
             model=part.model,
             command=part.command,
         )
-    ], None
+    ]
 
 
 def _text(ctx: PartContext, part: TextPartInput) -> TextPart:
@@ -128,20 +128,28 @@ def _agent(ctx: PartContext, part: AgentPartInput) -> list[Part]:
     return [stored, _synthetic(ctx, hint)]
 
 
-async def _file(ctx: PartContext, part: FilePartInput) -> tuple[list[Part], str | None]:
+async def _file(ctx: PartContext, part: FilePartInput) -> list[Part]:
     url = part.url
     if url.startswith("data:"):
-        return _data_url(ctx, part), None
+        return _data_url(ctx, part)
     if url.startswith("file:"):
         return await _local_file(ctx, part)
-    return [_file_part(ctx, part)], None
+    return [_file_part(ctx, part)]
 
 
 def _data_url(ctx: PartContext, part: FilePartInput) -> list[Part]:
     if part.mime != "text/plain":
         return [_file_part(ctx, part)]
     header, _, payload = part.url.partition(",")
-    raw = base64.b64decode(payload) if header.endswith(";base64") else urllib.parse.unquote(payload).encode()
+    try:
+        raw = (
+            base64.b64decode(payload, validate=True)
+            if header.endswith(";base64")
+            else urllib.parse.unquote(payload).encode()
+        )
+    except binascii.Error:
+        name = part.filename or "a file part"
+        raise InvalidInputError(f"parts: the data URL of {name} is not valid base64") from None
     text = raw.decode("utf-8", errors="replace")
     name = part.filename or "attachment.txt"
     return [
@@ -164,13 +172,14 @@ def _file_path_and_range(url: str) -> tuple[Path, dict[str, int]]:
     return path, arguments
 
 
-async def _local_file(ctx: PartContext, part: FilePartInput) -> tuple[list[Part], str | None]:
+async def _local_file(ctx: PartContext, part: FilePartInput) -> list[Part]:
     try:
-        path, line_range = _file_path_and_range(part.url)
+        raw, line_range = _file_path_and_range(part.url)
     except ValueError:
-        return [_synthetic(ctx, f"Could not parse file URL {part.url}")], f"Invalid file URL: {part.url}"
-    if not path.is_absolute():
-        path = ctx.directory / path
+        raise InvalidInputError(f"parts: invalid file URL {part.url}") from None
+    # Checked before anything looks at the file: whether it exists is the caller's business only
+    # when the caller may read it.
+    path = await ctx.access.readable(raw)
     is_dir = await asyncio.to_thread(path.is_dir)
     mime = DIRECTORY_MIME if is_dir else part.mime
     if is_dir or mime == "text/plain":
@@ -180,42 +189,25 @@ async def _local_file(ctx: PartContext, part: FilePartInput) -> tuple[list[Part]
 
 async def _read_with_tool(
     ctx: PartContext, part: FilePartInput, path: Path, line_range: dict[str, int], mime: str
-) -> tuple[list[Part], str | None]:
+) -> list[Part]:
     arguments: dict[str, Any] = {"filePath": str(path), **line_range}
     if ctx.read_tool is None:
-        return [_synthetic(ctx, f"Cannot read {path}: the read tool is not available")], "read tool missing"
-    tool_ctx = ToolContext(
-        session_id=ctx.session_id,
-        message_id=ctx.message_id,
-        call_id="user-file",
-        agent=ctx.agent,
-        directory=ctx.directory,
-        data_dir=ctx.data_dir,
-    )
+        raise InvalidInputError(f"Cannot read {path}: the read tool is not available")
     try:
-        result = await run_tool(ctx.read_tool, arguments, tool_ctx, limits=ctx.limits)
+        result = await run_tool(ctx.read_tool, arguments, ctx.access.context, limits=ctx.limits)
     except ToolError as exc:
-        message = f"Read tool failed to read {path} with the following error: {exc}"
-        return [_synthetic(ctx, message)], message
+        raise InvalidInputError(f"Cannot attach {path}: {exc}") from None
     parts: list[Part] = [_synthetic(ctx, _read_call_text(arguments)), _synthetic(ctx, result.output)]
     parts.append(_file_part(ctx, part, mime=mime))
-    return parts, None
+    return parts
 
 
-async def _binary_file(
-    ctx: PartContext, part: FilePartInput, path: Path, mime: str
-) -> tuple[list[Part], str | None]:
-    resolved = await asyncio.to_thread(path.resolve)
-    root = await asyncio.to_thread(ctx.directory.resolve)
-    if not resolved.is_relative_to(root):
-        message = f"Cannot attach {path}: it is outside the workspace {root}"
-        return [_synthetic(ctx, message)], message
+async def _binary_file(ctx: PartContext, part: FilePartInput, path: Path, mime: str) -> list[Part]:
     try:
-        data = await asyncio.to_thread(resolved.read_bytes)
+        data = await asyncio.to_thread(path.read_bytes)
     except OSError as exc:
-        message = f"Cannot attach {path}: {exc.strerror or exc}"
-        return [_synthetic(ctx, message)], message
+        raise InvalidInputError(f"Cannot attach {path}: {exc.strerror or exc}") from None
     mime = mime or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
     arguments = {"filePath": str(path)}
-    return [_synthetic(ctx, _read_call_text(arguments)), _file_part(ctx, part, url=url, mime=mime)], None
+    return [_synthetic(ctx, _read_call_text(arguments)), _file_part(ctx, part, url=url, mime=mime)]

@@ -1,6 +1,8 @@
 """The Tool contract (KERNEL 7.1): parameters as a pydantic model (its JSON Schema is what the model
-sees and what we validate against), a context with abort signal, live metadata updates and the
-permission `ask` seam, and a result with title, metadata and output.
+sees and what we validate against), a typed context (the caller's confinement, the permission `ask`
+seam and the services the session lends, all required; an abort signal and live metadata updates),
+and a result with title, metadata and output. The permission request and the refusals live in
+tools/asking.py and are re-exported here.
 """
 
 from __future__ import annotations
@@ -15,31 +17,13 @@ from typing import Any, ClassVar, Generic, TypeVar
 import jsonschema
 from pydantic import BaseModel
 
-
-class ToolError(Exception):
-    """A failure the model can act on: its message becomes the tool part's `error`."""
-
-
-class PermissionDeniedError(ToolError):
-    """A permission rule or a person said no. The loop stops after this step when `blocks_loop`.
-
-    `refused_by` names what refused without asking anyone ("rule", a policy's name, "fence",
-    "workspace"); it goes into the failed tool part's metadata, so the audit log records the denial.
-    A person's answer is recorded with the permission reply instead (None here).
-    """
-
-    blocks_loop = True
-    refused_by: str | None = None
-
-
-@dataclass(slots=True)
-class PermissionRequest:
-    """What a tool asks permission for (KERNEL 7.4): a permission key and the concrete patterns."""
-
-    permission: str
-    patterns: list[str]
-    always: list[str] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
+from agentforge.tools.asking import AskPermission as AskPermission
+from agentforge.tools.asking import OutsideWorkspaceError as OutsideWorkspaceError
+from agentforge.tools.asking import PermissionDeniedError as PermissionDeniedError
+from agentforge.tools.asking import PermissionRequest as PermissionRequest
+from agentforge.tools.asking import ToolError as ToolError
+from agentforge.tools.confinement import Confinement
+from agentforge.tools.services import ToolServices
 
 
 @dataclass(slots=True)
@@ -60,35 +44,23 @@ class ToolResult:
 
 
 MetadataUpdate = Callable[[str | None, dict[str, Any]], Awaitable[None]]
-AskPermission = Callable[[PermissionRequest], Awaitable[None]]
-
-
-class OutsideWorkspaceError(PermissionDeniedError):
-    """A path outside the workspace, where no permission service can approve it."""
-
-    refused_by = "workspace"
-
-
-async def workspace_only(request: PermissionRequest) -> None:
-    """The `ask` of a context built without the permission service (e.g. files a user attached):
-    everything is allowed except paths outside the workspace, which nobody could approve here."""
-    if request.permission == "external_directory":
-        where = request.metadata.get("filepath") or ", ".join(request.patterns)
-        raise OutsideWorkspaceError(f"Refusing to access {where}: it is outside the workspace.")
 
 
 async def _ignore_metadata(_title: str | None, _metadata: dict[str, Any]) -> None:
     return None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolContext:
     """What a running tool may see and do.
 
     `directory` is the session's workspace root: tools resolve relative paths against it and
-    refuse paths outside it. `abort` is set when the turn is aborted; tasks running tools are also
-    cancelled, so a tool only needs the event for cooperative checks. `ask` is the permission seam
-    (it raises PermissionDeniedError to refuse); `metadata` publishes live progress on the tool part.
+    refuse paths outside it. `confinement` is the caller's tenant confinement (environment,
+    boundary, fence, command grant) and `ask` the permission seam (it raises PermissionDeniedError
+    to refuse): both are required, so no context exists that forgot either. `services` are what the
+    session lends the tools (todos, questions, subagents, the plugins' shell environment). `abort`
+    is set when the turn is aborted; tasks running tools are also cancelled, so a tool only needs
+    the event for cooperative checks. `metadata` publishes live progress on the tool part.
     """
 
     session_id: str
@@ -97,10 +69,18 @@ class ToolContext:
     agent: str
     directory: Path
     data_dir: Path
+    confinement: Confinement
+    ask: AskPermission
+    services: ToolServices
     abort: asyncio.Event = field(default_factory=asyncio.Event)
-    extra: dict[str, Any] = field(default_factory=dict)
-    ask: AskPermission = workspace_only
     metadata: MetadataUpdate = _ignore_metadata
+
+    async def process_env(self, cwd: Path) -> dict[str, str]:
+        """The environment of a process a tool starts in `cwd`: the tenant's base plus what plugins
+        add (KERNEL 9 `shell.env`)."""
+        hook = self.services.shell_env
+        additions = {} if hook is None else await hook(cwd, session_id=self.session_id, call_id=self.call_id)
+        return self.confinement.env.build(additions)
 
 
 P = TypeVar("P", bound=BaseModel)
@@ -151,18 +131,3 @@ def _schema_of(parameters: type[BaseModel]) -> dict[str, Any]:
     schema = parameters.model_json_schema()
     schema.pop("title", None)
     return schema
-
-
-# The key in `ToolContext.extra` under which the session layer puts a `ShellEnvHook`: variables
-# plugins add to shell commands (KERNEL 9 `shell.env`). Tools depend on this seam, not on plugins.
-SHELL_ENV_EXTRA = "shell_env"
-ShellEnvHook = Callable[[ToolContext, Path], Awaitable[dict[str, str]]]
-
-
-async def shell_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
-    """Extra environment for a shell command run in `cwd`: empty when nothing provides it."""
-    hook = ctx.extra.get(SHELL_ENV_EXTRA)
-    if hook is None:
-        return {}
-    env: dict[str, str] = await hook(ctx, cwd)
-    return env

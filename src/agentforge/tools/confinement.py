@@ -16,6 +16,13 @@ and the directories the server config grants it (`tenancy.external_directories`)
 once: the `external_directory` permission cannot widen it, since the tenant's own user answers that
 ask. Inside the boundary, paths outside the session's directory still go through the ask.
 
+Fence: every tenant, `default` too, is fenced (tools/fence.py) from the roots that are not its own
+(the other tenants' roots, the server's data and database), whatever a rule or a person would say.
+
+One confinement per tenant, built from its scope (runtime/scope.py `tenant_confinement`), and a
+required field of every tool context (tools/base.py): no tool runs, and no path a user names is read,
+without one.
+
 Commands: bash, the shell route, command snippets and MCP stdio servers start only through a
 `CommandSandbox` (tools/sandbox.py): with the sandbox, a tenant's command sees its workspace as the
 only writable place, not the other tenants' roots nor the server's data, and no network unless
@@ -37,14 +44,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agentforge.tools.base import ToolContext, shell_env
-from agentforge.tools.sandbox import UNSANDBOXED, Sandbox
+from agentforge.tools.fence import Fence
+from agentforge.tools.sandbox import Sandbox
 
 # Variables a clean environment takes over from the server: needed to find programs and to
 # decode text the same way, and secret-free.
 SAFE_INHERITED = ("PATH", "LANG", "LC_ALL", "TZ")
-# Key in `ToolContext.extra` under which the session layer puts the tenant's `Confinement`.
-CONFINEMENT_EXTRA = "confinement"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,34 +142,23 @@ class ShellNotAllowedError(Exception):
         self.tenant_id = tenant_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Confinement:
-    """A tenant's process environment, when confined its hard workspace boundary, the sandbox its
-    commands run in, and whether it may run commands (bash, the shell route, command snippets):
-    `shell_denied` names the tenant when it may not, `shell_refusal` why when it is not the grant."""
+    """A tenant's process environment, its hard workspace boundary (None: only the permission asks
+    keep its tools in the workspace, as for the local user), the fence no permission opens, the
+    sandbox its commands run in, and whether it may run commands (bash, the shell route, command
+    snippets): `shell_denied` names the tenant when it may not, `shell_refusal` says why when it is
+    not the missing grant. Every field that decides something is required: a confinement says what it
+    allows."""
 
-    env: ProcessEnv = field(default_factory=ProcessEnv)
-    boundary: WorkspaceBoundary | None = None
-    shell_denied: str | None = None
+    env: ProcessEnv
+    boundary: WorkspaceBoundary | None
+    fence: Fence
+    sandbox: Sandbox
+    shell_denied: str | None
     shell_refusal: str | None = None
-    sandbox: Sandbox = UNSANDBOXED
 
     def check_shell(self) -> None:
         """Raise ShellNotAllowedError when this tenant may not run commands."""
         if self.shell_denied is not None:
             raise ShellNotAllowedError(self.shell_denied, self.shell_refusal)
-
-
-UNCONFINED = Confinement()
-
-
-def confinement_of(ctx: ToolContext) -> Confinement:
-    """The confinement the session layer put in `ctx`; a context without one (tests, tools run
-    outside a session) inherits the environment and has no hard boundary."""
-    found = ctx.extra.get(CONFINEMENT_EXTRA)
-    return found if isinstance(found, Confinement) else UNCONFINED
-
-
-async def tool_process_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
-    """The environment of a process a tool starts in `cwd`: the tenant's base plus plugin additions."""
-    return confinement_of(ctx).env.build(await shell_env(ctx, cwd))

@@ -3,23 +3,28 @@
 Every tool works inside its session's workspace root (`ctx.directory`). A path that escapes it,
 lexically (`../x`, an absolute path elsewhere) or through a symlink, goes through the
 `external_directory` permission ask: it is used once the ask returns (approved by a rule or a
-person) and refused when the ask raises. A context without the permission service refuses every
-such path (`workspace_only`). The directory where truncated outputs are saved is always allowed,
-because the truncation hint tells the model to read or grep the files there.
+person) and refused when the ask raises. The directory where truncated outputs are saved is always
+allowed, because the truncation hint tells the model to read or grep the files there.
 
-A tenant other than `default` also has a hard boundary (tools/confinement.py): a path whose real
-location is outside it is refused without asking, whatever the rules or the person would answer.
+Before any ask, the context's confinement (tools/confinement.py) applies: a confined tenant's hard
+boundary refuses a path whose real location is outside it, and the fence refuses the roots that are
+not the tenant's (other tenants', the server's data), whatever the rules or a person would answer.
+This is the one check every path takes: the model's tool calls, and the files, `@` references and
+commands a user's request names (the session builds a context for those too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from agentforge.tools.base import OutsideWorkspaceError, PermissionRequest, ToolContext
-from agentforge.tools.confinement import WorkspaceBoundary, confinement_of
+from agentforge.tools.confinement import WorkspaceBoundary
+from agentforge.tools.fence import EXTERNAL_DIRECTORY, FencedPathError
+from agentforge.tools.shell_command import static_path_arguments
 from agentforge.tools.truncation import output_dir
 
 PathKind = Literal["file", "directory", "auto"]
@@ -36,7 +41,7 @@ def _given_root(ctx: ToolContext) -> Path:
 
 def _expand_home(ctx: ToolContext, raw: str) -> str:
     """`~` as the tool's processes see it: a tenant with a clean environment has its own HOME."""
-    env = confinement_of(ctx).env
+    env = ctx.confinement.env
     if env.inherit or env.home is None or not (raw == "~" or raw.startswith("~/")):
         return os.path.expanduser(raw)
     return str(env.home) + raw[1:]
@@ -105,7 +110,7 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
     path = absolute_path(ctx, raw)
     # Resolving symlinks and checking for a directory touch the filesystem: keep them off the loop.
     real, directory = await asyncio.to_thread(_resolve, path, kind)
-    boundary = confinement_of(ctx).boundary
+    boundary = ctx.confinement.boundary
     if boundary is not None:
         await _check_boundary(boundary, path, real, is_directory=real == directory)
     if _inside_workspace(ctx, path, real) or _in_truncation_dir(ctx, real):
@@ -113,17 +118,34 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
 
     pattern = f"{directory.as_posix().rstrip('/')}/*"
     request = PermissionRequest(
-        permission="external_directory",
+        permission=EXTERNAL_DIRECTORY,
         patterns=[pattern],
         always=[pattern],
         metadata={"filepath": str(real), "parentDir": str(directory)},
     )
+    fence = ctx.confinement.fence
+    if fence.applies_to(request):
+        refusal = await asyncio.to_thread(fence.refusal, request)
+        if refusal is not None:
+            raise FencedPathError(refusal)
     try:
         await ctx.ask(request)
     except OutsideWorkspaceError:
         # Nobody can approve outside paths here: say precisely where the path leads.
         raise OutsideWorkspaceError(_outside_message(ctx, path, real)) from None
     return path
+
+
+async def guard_command_paths(
+    ctx: ToolContext, command: str, workdir: Path, env: Mapping[str, str] | None = None
+) -> None:
+    """Guard the static paths a command names (arguments, redirections, interpreter code; variables
+    from its own assignments and `env` expanded): "~" paths as the tenant's processes see them, the
+    others relative to `workdir`. What only running the shell would tell (globs, substitutions,
+    computed paths) cannot be checked before it runs: the sandbox confines that (tools/sandbox.py)."""
+    # Parsing a long command (a heredoc holding a whole file) takes a while: off the event loop.
+    for argument in await asyncio.to_thread(static_path_arguments, command, env):
+        await guard_path(ctx, argument if argument.startswith("~") else workdir / argument)
 
 
 def _outside_message(ctx: ToolContext, path: Path, real: Path) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentforge.config import Config, ConfigError
+from agentforge.session.access import RequestAccess
 from agentforge.session.channels.commands import (
     Command,
     expand,
@@ -16,8 +17,15 @@ from agentforge.session.channels.commands import (
     tokenize,
 )
 from agentforge.session.channels.references import prompt_parts
+from agentforge.session.errors import InvalidInputError
 from agentforge.session.inputs import AgentPartInput, FilePartInput, TextPartInput
+from agentforge.testing.tools import refuse_outside, tool_context, unconfined
 from agentforge.tools.sandbox import NO_SANDBOX
+
+
+def local_access(workspace: Path) -> RequestAccess:
+    """What the local user's request may name: the workspace, nothing outside it."""
+    return RequestAccess(tool_context(workspace, workspace, confinement=unconfined(), ask=refuse_outside))
 
 
 def test_tokenize_keeps_quoted_strings_and_image_tokens_whole() -> None:
@@ -94,7 +102,7 @@ async def test_references_name_files_directories_and_agents(tmp_path: Path) -> N
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "app.py").write_text("print(1)\n")
     text = "Look at @src/app.py and @src, ask @helper now; ignore @missing.txt, mail@example.com and `@code`."
-    parts = await prompt_parts(text, directory=tmp_path, agents=["helper", "build"])
+    parts = await prompt_parts(text, access=local_access(tmp_path), agents=["helper", "build"])
 
     assert isinstance(parts[0], TextPartInput) and parts[0].text == text
     files = [p for p in parts if isinstance(p, FilePartInput)]
@@ -107,3 +115,12 @@ async def test_references_name_files_directories_and_agents(tmp_path: Path) -> N
     agents = [p for p in parts if isinstance(p, AgentPartInput)]
     assert [a.name for a in agents] == ["helper"]
     assert len(parts) == 4
+
+
+async def test_a_reference_outside_the_workspace_fails_whether_or_not_it_exists(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (tmp_path / "secret.txt").write_text("x")
+    for name in ("../secret.txt", "../nothing-here.txt", str(tmp_path / "secret.txt")):
+        with pytest.raises(InvalidInputError, match="outside the workspace"):
+            await prompt_parts(f"look at @{name}", access=local_access(workspace), agents=[])

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from agentforge.testing.tools import unconfined
 from agentforge.tools.base import OutsideWorkspaceError, PermissionDeniedError, PermissionRequest, ToolError
 from agentforge.tools.builtin.bash import BashTool
-from agentforge.tools.confinement import CONFINEMENT_EXTRA, Confinement, ProcessEnv, WorkspaceBoundary
-from agentforge.tools.sandbox import Sandbox, View
+from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
+from agentforge.tools.fence import Fence
+from agentforge.tools.sandbox import UNSANDBOXED, Sandbox, View
 from agentforge.tools.truncation import TruncationLimits
 from tests.sandboxing import BWRAP, PRLIMIT, requires_sandbox
 from tests.tools.harness import Harness, real, size_of, text_of
@@ -295,7 +297,9 @@ SECRET_NAME = "FORGE_TEST_SERVER_SECRET"
 def confine(harness: Harness, tmp_path: Path, **declared: str) -> None:
     env = ProcessEnv(inherit=False, home=harness.workspace, tmpdir=tmp_path / "tmp", declared=declared)
     boundary = WorkspaceBoundary(workspace=harness.workspace.resolve())
-    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=env, boundary=boundary)
+    harness.confinement = Confinement(
+        env=env, boundary=boundary, fence=Fence(), sandbox=UNSANDBOXED, shell_denied=None
+    )
     harness.approve_external = True  # only the boundary may refuse
 
 
@@ -339,7 +343,9 @@ async def test_a_confined_workdir_and_file_arguments_stay_in_the_workspace(
 
 async def test_a_tenant_without_the_shell_grant_runs_nothing(harness: Harness, tmp_path: Path) -> None:
     marker = harness.workspace / "ran"
-    harness.extra[CONFINEMENT_EXTRA] = Confinement(env=ProcessEnv(inherit=False), shell_denied="acme")
+    harness.confinement = Confinement(
+        env=ProcessEnv(inherit=False), boundary=None, fence=Fence(), sandbox=UNSANDBOXED, shell_denied="acme"
+    )
     with pytest.raises(ToolError, match="Running commands is disabled for tenant 'acme'"):
         await harness.run(BashTool(), command=f"touch {marker}", description="Touch")
     assert not marker.exists()
@@ -408,7 +414,7 @@ class _RuleDenies(PermissionDeniedError):
 def sandboxed(harness: Harness, *, network: bool) -> None:
     view = View(host=True, writable=(harness.workspace.resolve(),))
     jail = Sandbox(kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, network=network)
-    harness.extra[CONFINEMENT_EXTRA] = Confinement(sandbox=jail)
+    harness.confinement = unconfined(sandbox=jail)
 
 
 @requires_sandbox

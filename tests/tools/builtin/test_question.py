@@ -8,7 +8,8 @@ import pytest
 from agentforge.bus import Bus
 from agentforge.session.channels.questions import QuestionService
 from agentforge.tools.base import PermissionDeniedError, ToolError, ToolResult
-from agentforge.tools.builtin.question import QUESTIONS_EXTRA, QuestionRejectedError, QuestionTool
+from agentforge.tools.builtin.question import QuestionRejectedError, QuestionTool
+from agentforge.tools.services import ToolServices
 from tests.tools.harness import Harness
 
 QUESTIONS: list[dict[str, Any]] = [
@@ -32,7 +33,7 @@ QUESTIONS: list[dict[str, Any]] = [
 @pytest.fixture
 def service(harness: Harness) -> QuestionService:
     questions = QuestionService(Bus().publish)
-    harness.extra[QUESTIONS_EXTRA] = questions.for_tenant("default")
+    harness.services = ToolServices(questions=questions.for_tenant("default"))
     return questions
 
 

@@ -11,7 +11,8 @@ from agentforge.model.events import DEFAULT_TENANT, TODO_UPDATED, Event
 from agentforge.session.channels.todos import StoreTodos
 from agentforge.store import Store, sqlite_url
 from agentforge.tools.base import ToolError
-from agentforge.tools.builtin.todo import TODOS_EXTRA, TodoReadTool, TodoWriteTool
+from agentforge.tools.builtin.todo import TodoReadTool, TodoWriteTool
+from agentforge.tools.services import ToolServices
 from tests.store.builders import new_session, session_created
 from tests.tools.harness import Harness
 
@@ -42,7 +43,7 @@ async def todo_harness(harness: Harness, store: Store) -> Harness:
     session = new_session()
     await store.write(session_created(session))
     harness.session_id = session.id
-    harness.extra[TODOS_EXTRA] = StoreTodos(store, DEFAULT_TENANT)
+    harness.services = ToolServices(todos=StoreTodos(store, DEFAULT_TENANT))
     return harness
 
 

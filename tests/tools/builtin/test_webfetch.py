@@ -27,7 +27,7 @@ PAGE = b"""<!doctype html><html><head><title>Guide</title>
 
 
 async def _slow(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
-    await asyncio.sleep(5)
+    await asyncio.Event().wait()  # never answers
 
 
 async def _challenge(request: SeenRequest, writer: asyncio.StreamWriter) -> None:
@@ -126,8 +126,8 @@ async def test_responses_over_the_limit_are_refused(harness: Harness, web: WebSe
         await harness.run(WebFetchTool(), url=web.url("/declared-huge"))
     with pytest.raises(ToolError, match=r"Response too large \(exceeds 5 MB limit\)"):
         await harness.run(WebFetchTool(), url=web.url("/endless"))
-    # The body was not read to its end: the client stopped soon after the limit.
-    await asyncio.sleep(0.05)
+    # The body was not read to its end: the client hung up soon after the limit.
+    await asyncio.wait_for(web.endless_ended.wait(), 5)
     assert MAX_RESPONSE_BYTES < web.streamed_bytes < 4 * MAX_RESPONSE_BYTES
 
 

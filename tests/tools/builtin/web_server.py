@@ -39,6 +39,7 @@ class WebServer:
     routes: dict[str, Handler] = field(default_factory=dict)
     requests: list[SeenRequest] = field(default_factory=list)
     streamed_bytes: int = 0  # what the endless route managed to send before the client hung up
+    endless_ended: asyncio.Event = field(default_factory=asyncio.Event)  # the client hung up
     base_url: str = ""
     handlers: set[asyncio.Task[object]] = field(default_factory=set)
 
@@ -75,10 +76,13 @@ class WebServer:
         writer.write(_head(200, {"content-type": "text/plain", "transfer-encoding": "chunked"}))
         chunk = b"x" * 65536
         framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
-        for _ in range(1000):  # bounded all the same: 64 MB
-            writer.write(framed)
-            await writer.drain()
-            self.streamed_bytes += len(chunk)
+        try:
+            for _ in range(1000):  # bounded all the same: 64 MB
+                writer.write(framed)
+                await writer.drain()
+                self.streamed_bytes += len(chunk)
+        finally:
+            self.endless_ended.set()
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from agentforge.model.message import WithParts
-from agentforge.server.deps import RuntimeDep, SessionsDep, TenantDep
+from agentforge.server.deps import PromptDep, RuntimeDep, SessionsDep, TenantDep
 from agentforge.server.responses import WireResponse
 from agentforge.session.channels.commands import CommandInput, CommandRunner, list_commands
 from agentforge.session.channels.shell import ShellInput, run_shell
@@ -33,8 +33,8 @@ async def commands(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     responses=_WITH_PARTS | _SHELL_OFF,
     summary="Expand a command's template and send it as a prompt",
 )
-async def run_command(session_id: str, body: CommandInput, sessions: SessionsDep) -> WireResponse:
-    return WireResponse(await CommandRunner(sessions).run(session_id, body))
+async def run_command(session_id: str, body: CommandInput, prompts: PromptDep) -> WireResponse:
+    return WireResponse(await CommandRunner(prompts).run(session_id, body))
 
 
 @router.post(
@@ -44,4 +44,4 @@ async def run_command(session_id: str, body: CommandInput, sessions: SessionsDep
 )
 async def shell(session_id: str, body: ShellInput, sessions: SessionsDep) -> WireResponse:
     session = await sessions.get(session_id)
-    return WireResponse(await run_shell(sessions.rt, await sessions.scope(), session, body))
+    return WireResponse(await run_shell(sessions.services, await sessions.scope(), session, body))

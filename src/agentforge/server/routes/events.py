@@ -17,7 +17,7 @@ from agentforge.identity.model import Identity
 from agentforge.model.events import Event
 from agentforge.server.deps import IdentityDep, RuntimeDep, TenantDep
 from agentforge.server.sse import SSE_HEADERS, Authorized, Replay, event_stream
-from agentforge.session.service import InvalidInputError
+from agentforge.session.errors import InvalidInputError
 
 router = APIRouter(tags=["events"])
 

@@ -12,7 +12,7 @@ from agentforge.llm.provider import UnknownModelError
 from agentforge.model.base import Wire
 from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.service import InvalidInputError
+from agentforge.session.errors import InvalidInputError
 
 router = APIRouter(prefix="/experimental", tags=["experimental"])
 

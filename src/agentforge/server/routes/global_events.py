@@ -15,11 +15,11 @@ from fastapi.responses import StreamingResponse
 
 from agentforge.identity.authenticate import Authenticator
 from agentforge.model.events import Event
-from agentforge.runtime.workspace import workspace_access
 from agentforge.server.deps import IdentityDep, RuntimeDep, TenantDep
 from agentforge.server.routes.events import still_authorized
 from agentforge.server.routes.project import project_id
 from agentforge.server.sse import SSE_HEADERS, Encode, event_stream
+from agentforge.session.workspace import workspace_access
 
 router = APIRouter(tags=["global"])
 

@@ -15,10 +15,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
 from agentforge.model.base import Wire
-from agentforge.runtime.workspace import workspace_access
 from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
 from agentforge.server.routes.project import project_id
+from agentforge.session.workspace import workspace_access
 from agentforge.workspace.access import WorkspaceAccess
 from agentforge.workspace.search import fuzzy_filter, list_paths
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from agentforge.runtime.scope import TenantScope
 from agentforge.server.deps import AdminDep, RuntimeDep, TenantDep
 from agentforge.server.errors import ApiError
 from agentforge.server.responses import WireResponse
-from agentforge.session.service import NotFoundError
+from agentforge.session.errors import NotFoundError
+from agentforge.session.scope import TenantScope
 from agentforge.tools.mcp import McpManager
 
 router = APIRouter(prefix="/mcp", tags=["mcp"])

@@ -11,7 +11,7 @@ from agentforge.permission.service import UnknownPermissionRequestError
 from agentforge.runtime.runtime import Runtime
 from agentforge.server.deps import IdentityDep, RuntimeDep, SessionsDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.service import NotFoundError
+from agentforge.session.errors import NotFoundError
 
 router = APIRouter(tags=["permission"])
 

@@ -14,10 +14,10 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from agentforge.model.base import Wire
-from agentforge.runtime.workspace import workspace_access
 from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.service import NotFoundError
+from agentforge.session.errors import NotFoundError
+from agentforge.session.workspace import workspace_access
 from agentforge.workspace.access import WorkspaceAccess
 from agentforge.workspace.git import GitView
 

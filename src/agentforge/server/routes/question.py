@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from agentforge.model.base import Wire
 from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
-from agentforge.session.service import NotFoundError
+from agentforge.session.errors import NotFoundError
 
 router = APIRouter(prefix="/question", tags=["question"])
 

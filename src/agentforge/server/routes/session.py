@@ -9,10 +9,10 @@ from fastapi import APIRouter, Body, Query, Request, Response
 
 from agentforge.model.message import WithParts
 from agentforge.model.session import Session
-from agentforge.server.deps import RuntimeDep, SessionsDep, TenantDep
+from agentforge.server.deps import PromptDep, RuntimeDep, SessionsDep, TenantDep
 from agentforge.server.responses import WireResponse
+from agentforge.session.errors import InvalidInputError
 from agentforge.session.inputs import PromptInput, SessionCreateInput, SessionUpdateInput
-from agentforge.session.service import InvalidInputError
 
 router = APIRouter(prefix="/session", tags=["session"])
 
@@ -107,15 +107,15 @@ async def get_message(session_id: str, message_id: str, sessions: SessionsDep) -
     responses=_WITH_PARTS,
     summary="Send a message and run the turn to completion",
 )
-async def prompt(session_id: str, body: PromptInput, sessions: SessionsDep) -> WireResponse:
-    return WireResponse(await sessions.prompt(session_id, body))
+async def prompt(session_id: str, body: PromptInput, prompts: PromptDep) -> WireResponse:
+    return WireResponse(await prompts.prompt(session_id, body))
 
 
 @router.post(
     "/{session_id}/prompt_async", status_code=204, summary="Send a message; the turn runs in the background"
 )
-async def prompt_async(session_id: str, body: PromptInput, sessions: SessionsDep) -> Response:
-    await sessions.prompt_async(session_id, body)
+async def prompt_async(session_id: str, body: PromptInput, prompts: PromptDep) -> Response:
+    await prompts.prompt_async(session_id, body)
     return Response(status_code=204)
 
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from agentforge.model.base import Wire
 from agentforge.model.session import Session
-from agentforge.server.deps import SessionsDep
+from agentforge.server.deps import PromptDep, SessionsDep
 from agentforge.server.errors import ApiError
 from agentforge.server.responses import WireResponse
 from agentforge.session.inputs import ModelInput, PromptInput, TextPartInput
@@ -43,14 +43,14 @@ _SHARE: dict[int | str, dict[str, Any]] = {403: {"description": "Sharing is disa
 
 
 @router.post("/{session_id}/init", operation_id="session.init", responses={200: {"model": bool}})
-async def init(session_id: str, body: InitInput, sessions: SessionsDep) -> WireResponse:
+async def init(session_id: str, body: InitInput, prompts: PromptDep) -> WireResponse:
     """Run a turn that has the agent write (or improve) the workspace's AGENTS.md."""
     prompt = PromptInput(
         message_id=body.message_id,
         model=ModelInput(provider_id=body.provider_id, model_id=body.model_id),
         parts=[TextPartInput(type="text", text=INIT_PROMPT)],
     )
-    await sessions.prompt(session_id, prompt)
+    await prompts.prompt(session_id, prompt)
     return WireResponse(True)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agentforge.server.deps import SessionsDep
+from agentforge.server.deps import PromptDep
 from agentforge.server.responses import WireResponse
 from agentforge.session.context.summarize import SummarizeInput, summarize
 
@@ -12,6 +12,6 @@ router = APIRouter(prefix="/session", tags=["session"])
 
 
 @router.post("/{session_id}/summarize", summary="Compact the session's history, then run the loop")
-async def summarize_session(session_id: str, body: SummarizeInput, sessions: SessionsDep) -> WireResponse:
-    await summarize(sessions, session_id, body)
+async def summarize_session(session_id: str, body: SummarizeInput, prompts: PromptDep) -> WireResponse:
+    await summarize(prompts, session_id, body)
     return WireResponse(True)

@@ -6,7 +6,8 @@ or a file `<name>.md` (front matter with the same keys, the body as template) in
 Running one expands the template with the arguments, runs its !`shell` snippets in the workspace
 (inside the tenant's OS sandbox), turns `@` references into parts, and prompts the session, either
 directly or as a subtask. A confined tenant without the server's `tenancy.shell` grant cannot run a
-command with snippets (ShellNotAllowedError, a 403).
+command with snippets (ShellNotAllowedError, a 403); snippets and references naming paths the caller
+may not reach fail the request with a 400 (session/access.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agentforge.agents.markdown import read_definitions
 from agentforge.agents.registry import Agent, UnknownAgentError
 from agentforge.config import Config, ConfigError, user_config_file
 from agentforge.llm.provider import ProviderCatalog, UnknownModelError
+from agentforge.model import ids
 from agentforge.model.base import Wire
 from agentforge.model.errors import unknown_error
 from agentforge.model.events import Event
@@ -31,10 +33,12 @@ from agentforge.model.message import WithParts
 from agentforge.model.part import ModelRef
 from agentforge.permission.rules import evaluate
 from agentforge.plugins.calls import shell_env
-from agentforge.runtime.scope import TenantScope
+from agentforge.session.access import RequestAccess
 from agentforge.session.channels.references import prompt_parts
+from agentforge.session.errors import InvalidInputError
 from agentforge.session.inputs import FilePartInput, ModelInput, PartInput, PromptInput, SubtaskPartInput
-from agentforge.session.service import InvalidInputError, SessionService
+from agentforge.session.prompt import SessionPrompt
+from agentforge.session.scope import TenantScope
 from agentforge.tools.builtin.bash import default_shell
 from agentforge.tools.process import run_process_group
 from agentforge.tools.sandbox import CommandSandbox, SandboxRefusedError
@@ -168,8 +172,9 @@ def expand(template: str, arguments: str) -> str:
     return text.strip()
 
 
-def has_shell_snippets(text: str) -> bool:
-    return _SHELL_SNIPPET.search(text) is not None
+def shell_snippets(text: str) -> list[str]:
+    """The distinct !`command` snippets of `text`, in order."""
+    return list(dict.fromkeys(_SHELL_SNIPPET.findall(text)))
 
 
 async def run_shell_snippets(
@@ -177,7 +182,7 @@ async def run_shell_snippets(
 ) -> str:
     """Replace every !`command` by what it prints, run in `cwd` in `sandbox(command)` (killed after
     a timeout)."""
-    snippets = list(dict.fromkeys(_SHELL_SNIPPET.findall(text)))
+    snippets = shell_snippets(text)
     if not snippets:
         return text
     outputs = await asyncio.gather(
@@ -234,9 +239,10 @@ def _model_input(catalog: ProviderCatalog, model: str) -> ModelInput:
 class CommandRunner:
     """Runs commands in the sessions of one tenant."""
 
-    def __init__(self, sessions: SessionService) -> None:
-        self.sessions = sessions
-        self.rt = sessions.rt
+    def __init__(self, prompts: SessionPrompt) -> None:
+        self.prompts = prompts
+        self.sessions = prompts.sessions
+        self.services = prompts.services
 
     async def run(self, session_id: str, body: CommandInput) -> WithParts:
         session = await self.sessions.get(session_id)
@@ -245,10 +251,20 @@ class CommandRunner:
         command = await self._find(scope, session_id, body.command, workspace)
         agent = self._agent(scope, command.agent or body.agent or scope.agents.default_name)
         template = expand(command.template, body.arguments)
-        if has_shell_snippets(template):
-            scope.confinement.check_shell()  # snippets run commands: refused without the grant
+        access = RequestAccess.of(
+            permissions=self.services.permissions,
+            tenant_id=self.sessions.tenant_id,
+            confinement=scope.confinement,
+            data_dir=scope.settings.data_dir,
+            session=session,
+            message_id=body.message_id or ids.ascending("msg"),
+            agent=agent,
+        )
+        # Snippets run commands: refused without the tenant's grant, or naming paths it may not.
+        for snippet in shell_snippets(template):
+            await access.command(snippet)
         env = scope.confinement.env.build(
-            await shell_env(self.rt.plugins, cwd=workspace, session_id=session_id, call_id=None)
+            await shell_env(self.services.plugins, cwd=workspace, session_id=session_id, call_id=None)
         )
         text = await run_shell_snippets(
             template, cwd=workspace, env=env, sandbox=lambda snippet: _snippet_sandbox(scope, agent, snippet)
@@ -259,13 +275,13 @@ class CommandRunner:
             prompt = self._subtask_prompt(scope.catalog, command, agent, text, model, body)
         else:
             parts: list[PartInput] = [
-                *await prompt_parts(text, directory=workspace, agents=agent_names),
+                *await prompt_parts(text, access=access, agents=agent_names),
                 *body.parts,
             ]
             prompt = PromptInput(
                 message_id=body.message_id, model=model, agent=agent.name, variant=body.variant, parts=parts
             )
-        reply = await self.sessions.prompt(session_id, prompt)
+        reply = await self.prompts.prompt(session_id, prompt)
         self._published(command, session_id, body.arguments, reply.info.id)
         return reply
 
@@ -328,7 +344,7 @@ class CommandRunner:
         )
 
     def _published(self, command: Command, session_id: str, arguments: str, message_id: str) -> None:
-        self.rt.bus.publish(
+        self.services.bus.publish(
             Event(
                 type=COMMAND_EXECUTED,
                 properties={

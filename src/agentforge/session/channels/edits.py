@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from agentforge.model.events import MESSAGE_REMOVED, PART_REMOVED, Event
 from agentforge.model.part import Part
-from agentforge.session.service import InvalidInputError, NotFoundError, SessionService
+from agentforge.session.errors import InvalidInputError, NotFoundError
+from agentforge.session.service import SessionService
 
 
 class MessageEdits:
@@ -17,17 +18,17 @@ class MessageEdits:
 
     def __init__(self, sessions: SessionService) -> None:
         self.sessions = sessions
-        self.rt = sessions.rt
+        self.services = sessions.services
         self.tenant_id = sessions.tenant_id
 
     async def _writable(self, session_id: str, message_id: str) -> None:
         """The session exists and is idle, and the message is one of its own."""
         await self.sessions.get(session_id)
-        self.rt.runners.assert_not_busy(session_id)
+        self.services.runners.assert_not_busy(session_id)
         await self.sessions.message(session_id, message_id)
 
     async def _existing_part(self, session_id: str, message_id: str, part_id: str) -> Part:
-        part = await self.rt.store.get_part(self.tenant_id, session_id, message_id, part_id)
+        part = await self.services.store.get_part(self.tenant_id, session_id, message_id, part_id)
         if part is None:
             raise NotFoundError(f"Part not found: {part_id}")
         return part
@@ -43,13 +44,13 @@ class MessageEdits:
     async def delete_message(self, session_id: str, message_id: str) -> None:
         """Remove the message and its parts."""
         await self._writable(session_id, message_id)
-        await self.rt.store.write(self._event(MESSAGE_REMOVED, session_id, messageID=message_id))
+        await self.services.store.write(self._event(MESSAGE_REMOVED, session_id, messageID=message_id))
 
     async def delete_part(self, session_id: str, message_id: str, part_id: str) -> None:
         await self._writable(session_id, message_id)
         await self._existing_part(session_id, message_id, part_id)
         event = self._event(PART_REMOVED, session_id, messageID=message_id, partID=part_id)
-        await self.rt.store.write(event)
+        await self.services.store.write(event)
 
     async def update_part(self, session_id: str, message_id: str, part_id: str, part: Part) -> Part:
         """Replace the stored part with `part`, whose ids must be the path's and whose type must not
@@ -63,5 +64,5 @@ class MessageEdits:
         stored = await self._existing_part(session_id, message_id, part_id)
         if stored.type != part.type:
             raise InvalidInputError(f"A part's type cannot change (stored {stored.type}, got {part.type})")
-        await self.rt.events(self.tenant_id).update_part(part)
+        await self.services.events(self.tenant_id).update_part(part)
         return part

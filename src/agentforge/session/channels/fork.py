@@ -17,8 +17,9 @@ from agentforge.model.events import SESSION_UPDATED, Event
 from agentforge.model.message import AssistantMessage, WithParts
 from agentforge.model.part import CompactionPart, Part, ToolPart, ToolStateCompleted
 from agentforge.model.session import Session
+from agentforge.session.errors import NotFoundError
 from agentforge.session.inputs import SessionCreateInput
-from agentforge.session.service import NotFoundError, SessionService
+from agentforge.session.service import SessionService
 
 _FORK_SUFFIX = re.compile(r"^(?P<base>.*) \(fork #(?P<n>\d+)\)$", re.DOTALL)
 
@@ -94,11 +95,11 @@ def _copy_part(part: Part, session_id: str, message_id: str, id_map: _IdMap) -> 
 
 async def fork_session(sessions: SessionService, session_id: str, message_id: str | None) -> Session:
     """Create the fork and write its messages; returns the new session once all of it is stored."""
-    rt, tenant_id = sessions.rt, sessions.tenant_id
+    services, tenant_id = sessions.services, sessions.tenant_id
     source = await sessions.get(session_id)
-    if message_id is not None and await rt.store.get_message(tenant_id, session_id, message_id) is None:
+    if message_id is not None and await services.store.get_message(tenant_id, session_id, message_id) is None:
         raise NotFoundError(f"Message not found: {message_id}")
-    history = await rt.store.history(tenant_id, session_id)
+    history = await services.store.history(tenant_id, session_id)
     fork = await sessions.create(
         SessionCreateInput(
             title=fork_title(source.title),
@@ -107,14 +108,14 @@ async def fork_session(sessions: SessionService, session_id: str, message_id: st
             metadata=source.metadata,
         )
     )
-    events = rt.events(tenant_id)
+    events = services.events(tenant_id)
     pending: list[asyncio.Future[Event]] = []
     if source.model is not None or source.agent is not None:
         # The fork goes on with the agent and model the source last used.
         fork.model = source.model.model_copy() if source.model is not None else None
         fork.agent = source.agent
         pending.append(
-            rt.store.submit(
+            services.store.submit(
                 Event(
                     type=SESSION_UPDATED,
                     properties={"sessionID": fork.id, "info": fork.wire()},

@@ -2,7 +2,9 @@
 directory becomes a file part, `@name` of an agent becomes an agent part.
 
 Commands and the task tool use this; the resulting inputs go through the usual user-part
-resolution, which reads text files and lists directories for the model.
+resolution, which reads text files and lists directories for the model. Every reference that could
+name a path is checked against the request's access (session/access.py) before the filesystem is
+looked at, so a reference the caller may not name fails the request (400) whether or not it exists.
 """
 
 from __future__ import annotations
@@ -13,18 +15,12 @@ from collections.abc import Collection
 from pathlib import Path
 
 from agentforge.model.part import FileSource, TextRange
+from agentforge.session.access import RequestAccess
 from agentforge.session.inputs import AgentPartInput, FilePartInput, PartInput, TextPartInput
 from agentforge.session.user_parts import DIRECTORY_MIME
 
 # "@" not inside a word or code span, then a path-like run; a trailing "." (end of sentence) is left out.
 _REFERENCE = re.compile(r"(?<![\w`])@(\.?[^\s`,.]*(?:\.[^\s`,.]+)*)")
-
-
-def _target(name: str, directory: Path) -> Path:
-    if name.startswith("~/"):
-        return Path.home() / name[2:]
-    path = Path(name)
-    return path if path.is_absolute() else directory / path
 
 
 def _locate(path: Path) -> tuple[str | None, Path]:
@@ -37,8 +33,9 @@ def _locate(path: Path) -> tuple[str | None, Path]:
     return None, resolved
 
 
-async def prompt_parts(text: str, *, directory: Path, agents: Collection[str]) -> list[PartInput]:
-    """The text itself, then one part per distinct reference that names a file or an agent."""
+async def prompt_parts(text: str, *, access: RequestAccess, agents: Collection[str]) -> list[PartInput]:
+    """The text itself, then one part per distinct reference that names a file or an agent.
+    Raises InvalidInputError for a reference to a path the request may not name."""
     parts: list[PartInput] = [TextPartInput(type="text", text=text)]
     seen: set[str] = set()
     for match in _REFERENCE.finditer(text):
@@ -47,7 +44,7 @@ async def prompt_parts(text: str, *, directory: Path, agents: Collection[str]) -
             continue
         seen.add(name)
         span = TextRange(value=match.group(0), start=match.start(), end=match.end())
-        kind, path = await asyncio.to_thread(_locate, _target(name, directory))
+        kind, path = await asyncio.to_thread(_locate, await access.path(name))
         if kind is not None:
             parts.append(
                 FilePartInput(

@@ -24,9 +24,10 @@ from agentforge.model.message import FileDiff, UserMessage, WithParts
 from agentforge.model.part import PatchPart
 from agentforge.model.session import Session, SessionRevert
 from agentforge.permission.rules import evaluate, merge
+from agentforge.session.errors import NotFoundError
 from agentforge.session.events import now_ms
 from agentforge.session.reverted import RevertPointNotFoundError, find_revert_point
-from agentforge.session.service import NotFoundError, SessionService
+from agentforge.session.service import SessionService
 from agentforge.session.snapshots import snapshot_repo
 from agentforge.snapshot.repo import FileChange, RestoreReport, SnapshotRepo, unified_patch
 from agentforge.tools.diff import file_diff
@@ -52,18 +53,18 @@ class SessionReverts:
 
     def __init__(self, sessions: SessionService) -> None:
         self.sessions = sessions
-        self.rt = sessions.rt
+        self.services = sessions.services
         self.tenant_id = sessions.tenant_id
 
     async def _history(self, session_id: str) -> list[WithParts]:
-        return await self.rt.store.history(self.tenant_id, session_id)
+        return await self.services.store.history(self.tenant_id, session_id)
 
     async def _repo(self, session: Session) -> SnapshotRepo | None:
         return await snapshot_repo(await self.sessions.scope(), Path(session.directory))
 
     async def revert(self, session_id: str, message_id: str, part_id: str | None) -> Session:
         session = await self.sessions.get(session_id)
-        self.rt.runners.assert_not_busy(session_id)
+        self.services.runners.assert_not_busy(session_id)
         history = await self._history(session_id)
         try:
             point = find_revert_point(history, message_id, part_id)
@@ -91,7 +92,7 @@ class SessionReverts:
 
     async def unrevert(self, session_id: str) -> Session:
         session = await self.sessions.get(session_id)
-        self.rt.runners.assert_not_busy(session_id)
+        self.services.runners.assert_not_busy(session_id)
         reverted = session.revert
         if reverted is None:
             return session
@@ -128,12 +129,12 @@ class SessionReverts:
     async def _save(self, session: Session) -> None:
         session.time.updated = now_ms()
         info = {"sessionID": session.id, "info": session.wire()}
-        await self.rt.store.write(
+        await self.services.store.write(
             Event(SESSION_UPDATED, info, session_id=session.id, tenant_id=self.tenant_id)
         )
 
     async def _audit(self, action: str, session: Session, report: RestoreReport, **data: str) -> None:
-        await self.rt.store.record_audit(
+        await self.services.store.record_audit(
             self.tenant_id,
             action,
             actor=current_actor(),

@@ -1,10 +1,13 @@
 """A shell command the user runs in a session (KERNEL 4.9), recorded as a `bash` tool call.
 
 It runs in the runner's Shell state: refused while the session is busy, and a prompt sent meanwhile
-waits for it. The output streams into the running part's `metadata.output`; abort kills the
-command's process group and still completes the part with what it printed. It runs in the tenant's
-OS sandbox; the network only where the tenant has it (`sandbox.network`) and the agent's and
-session's `network` rules do not deny this command (nobody is asked: the user typed it).
+waits for it. Before anything is written, the command goes through the bash tool's path check with
+the caller's confinement and the agent's rules (session/access.py): a 400 when it names a path the
+caller may not reach, a 403 when the tenant may not run commands at all. The output streams into the
+running part's `metadata.output`; abort kills the command's process group and still completes the
+part with what it printed. It runs in the tenant's OS sandbox; the network only where the tenant has
+it (`sandbox.network`) and the agent's and session's `network` rules do not deny this command
+(nobody is asked: the user typed it).
 """
 
 from __future__ import annotations
@@ -25,25 +28,19 @@ from agentforge.model.message import (
     UserTime,
     WithParts,
 )
-from agentforge.model.part import (
-    CompletedTime,
-    ModelRef,
-    RunningTime,
-    TextPart,
-    ToolPart,
-    ToolStateCompleted,
-    ToolStateRunning,
-)
+from agentforge.model.part import ModelRef, TextPart
 from agentforge.model.session import Session, StatusBusy, StatusIdle
 from agentforge.permission.rules import evaluate
 from agentforge.plugins.calls import shell_env
-from agentforge.runtime.runtime import Runtime
-from agentforge.runtime.scope import TenantScope
+from agentforge.session.access import RequestAccess
+from agentforge.session.errors import InvalidInputError
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.inputs import ModelInput
 from agentforge.session.reverted import discard_reverted
-from agentforge.session.service import InvalidInputError
+from agentforge.session.scope import TenantScope
+from agentforge.session.services import SessionServices
 from agentforge.session.skeleton import assistant_skeleton
+from agentforge.session.tool_part import ToolPartLifecycle
 from agentforge.tools.builtin.bash import default_shell
 from agentforge.tools.execute import describe_exception
 from agentforge.tools.process import run_process_group
@@ -64,15 +61,15 @@ class ShellInput(Wire):
 
 class _ShellRun:
     def __init__(
-        self, rt: Runtime, scope: TenantScope, session: Session, agent: Agent, model: ModelRef
+        self, services: SessionServices, scope: TenantScope, session: Session, agent: Agent, model: ModelRef
     ) -> None:
-        self.rt = rt
+        self.services = services
         self.scope = scope
         self.tenant_id = scope.tenant_id
         self.session = session
         self.agent = agent
         self.model = model
-        self.events: SessionEvents = rt.events(scope.tenant_id)
+        self.events: SessionEvents = services.events(scope.tenant_id)
 
     async def __call__(self, body: ShellInput, abort: asyncio.Event) -> WithParts:
         user_id = body.message_id or ids.ascending("msg")
@@ -81,37 +78,28 @@ class _ShellRun:
         else:
             # A client-chosen id must be new, checked before anything runs (as for prompts).
             await self.events.write_new_message(self._user_message(user_id))
-        self.rt.status.set(self.tenant_id, self.session.id, StatusBusy())
+        self.services.status.set(self.tenant_id, self.session.id, StatusBusy())
         self._note_user_ran_tool(user_id)
         message = self._assistant(user_id)
         self.events.submit_message(message)
-        part = ToolPart(
-            id=ids.ascending("prt"),
+        call = ToolPartLifecycle.new(
+            self.events,
             session_id=self.session.id,
             message_id=message.id,
             call_id=f"call_{secrets.token_hex(12)}",
             tool="bash",
-            state=ToolStateRunning(input={"command": body.command}, time=RunningTime(start=now_ms())),
         )
-        self.events.submit_part(part)
+        call.start({"command": body.command})
         try:
-            output = await self._execute(body.command, part, abort)
+            output = await self._execute(body.command, call, abort)
         except Exception as exc:  # the shell could not start, or a shell_env plugin failed
             output = f"Failed to run the command: {describe_exception(exc)}"
-        state = part.state
-        assert isinstance(state, ToolStateRunning)
         end = now_ms()
-        part.state = ToolStateCompleted(
-            input=state.input,
-            output=output,
-            title="",
-            metadata={"output": output, "description": ""},
-            time=CompletedTime(start=state.time.start, end=end),
-        )
+        # Completed whatever happened: the user's command ran (or failed to start); its output says so.
+        call.complete(output, title="", metadata={"output": output, "description": ""}, now=end)
         message.time.completed = end
-        self.events.submit_part(part)
         await self.events.update_message(message)
-        return WithParts(info=message, parts=[part])
+        return WithParts(info=message, parts=[call.part])
 
     def _user_message(self, user_id: str) -> UserMessage:
         return UserMessage(
@@ -143,16 +131,16 @@ class _ShellRun:
             agent=self.agent.name,
         )
 
-    async def _execute(self, command: str, part: ToolPart, abort: asyncio.Event) -> str:
+    async def _execute(self, command: str, call: ToolPartLifecycle, abort: asyncio.Event) -> str:
         cwd = Path(self.session.directory)
         extra_env = await shell_env(
-            self.rt.plugins, cwd=cwd, session_id=self.session.id, call_id=part.call_id
+            self.services.plugins, cwd=cwd, session_id=self.session.id, call_id=call.part.call_id
         )
         sandbox = self.scope.confinement.sandbox
         output = ShellOutput(
             self.scope.settings.data_dir, self.scope.limits, max_total_bytes=sandbox.output_bytes
         )
-        preview = asyncio.create_task(self._preview(part, output))
+        preview = asyncio.create_task(self._preview(call, output))
         try:
             outcome = await run_process_group(
                 [default_shell(), "-c", command],
@@ -176,18 +164,16 @@ class _ShellRun:
         rule = evaluate("network", command, self.agent.permission, self.session.permission or [])
         return rule.action != "deny"
 
-    async def _preview(self, part: ToolPart, output: ShellOutput) -> None:
+    async def _preview(self, call: ToolPartLifecycle, output: ShellOutput) -> None:
         """Publish the output so far on the running part, at most every PREVIEW_INTERVAL_SECONDS."""
         published = ""
         while True:
             await asyncio.sleep(PREVIEW_INTERVAL_SECONDS)
             text = output.tail(MAX_PREVIEW_CHARS)
-            state = part.state
-            if text == published or not isinstance(state, ToolStateRunning):
+            if text == published:
                 continue
             published = text
-            part.state = state.model_copy(update={"metadata": {"output": text, "description": ""}})
-            self.events.submit_part(part)
+            call.progress(None, {"output": text, "description": ""})
 
 
 def _pick_agent(scope: TenantScope, name: str) -> Agent:
@@ -215,7 +201,9 @@ def _pick_model(scope: TenantScope, session: Session, body: ShellInput, agent: A
     return ModelRef(provider_id=provider_id, model_id=model_id)
 
 
-async def run_shell(rt: Runtime, scope: TenantScope, session: Session, body: ShellInput) -> WithParts:
+async def run_shell(
+    services: SessionServices, scope: TenantScope, session: Session, body: ShellInput
+) -> WithParts:
     """Run the command to its end (or abort); the assistant message and its `bash` part. Raises
     ShellNotAllowedError for a confined tenant without the server's `tenancy.shell` grant."""
     scope.confinement.check_shell()
@@ -223,11 +211,21 @@ async def run_shell(rt: Runtime, scope: TenantScope, session: Session, body: She
         raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
     agent = _pick_agent(scope, body.agent)
     model = _pick_model(scope, session, body, agent)
-    await discard_reverted(rt, scope.tenant_id, session)  # a new message makes a revert final
-    run = _ShellRun(rt, scope, session, agent, model)
+    access = RequestAccess.of(
+        permissions=services.permissions,
+        tenant_id=scope.tenant_id,
+        confinement=scope.confinement,
+        data_dir=scope.settings.data_dir,
+        session=session,
+        message_id=body.message_id or ids.ascending("msg"),
+        agent=agent,
+    )
+    await access.command(body.command)  # its directory and literal paths: the bash tool's check
+    await discard_reverted(services, scope.tenant_id, session)  # a new message makes a revert final
+    run = _ShellRun(services, scope, session, agent, model)
     tenant_id = scope.tenant_id
-    return await rt.runners.run_shell(
+    return await services.runners.run_shell(
         session.id,
         lambda abort: run(body, abort),
-        on_idle=lambda: rt.status.set(tenant_id, session.id, StatusIdle()),
+        on_idle=lambda: services.status.set(tenant_id, session.id, StatusIdle()),
     )

@@ -1,16 +1,19 @@
 """Subagents: the session side of the `task` tool (KERNEL 8.3), and subtask parts (KERNEL 4.7).
 
 `SessionSubagents` implements the task tool's `Subagents` protocol: it opens child sessions and
-runs a subagent's turn in them through the session service. `run_subtask` executes a `subtask`
-part of a user message as a `task` call on a synthetic assistant message, before the model is asked.
+runs a subagent's turn in them through the prompter it is given (session/prompt.py `SessionPrompt`:
+handed down, not imported, since the prompt drives the loop that runs this tool). `run_subtask`
+executes a `subtask` part of a user message as a `task` call on a synthetic assistant message, before
+the model is asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentforge.agents.registry import Agent, AgentRegistry, UnknownAgentError
 from agentforge.llm.provider import ResolvedModel
@@ -21,39 +24,23 @@ from agentforge.model.message import (
     UserTime,
     WithParts,
 )
-from agentforge.model.part import (
-    CompletedTime,
-    ErrorTime,
-    ModelRef,
-    RunningTime,
-    SubtaskPart,
-    TextPart,
-    ToolPart,
-    ToolStateCompleted,
-    ToolStateError,
-    ToolStateRunning,
-)
+from agentforge.model.part import ModelRef, SubtaskPart, TextPart
 from agentforge.model.session import PermissionRule, Session
 from agentforge.permission.gate import TurnPermissions
 from agentforge.permission.rules import Ruleset, evaluate, merge
-from agentforge.plugins.calls import PLUGINS_EXTRA, run_tool_with_hooks
-from agentforge.runtime.runtime import Runtime
-from agentforge.runtime.scope import TenantScope
+from agentforge.plugins.calls import run_tool_with_hooks
+from agentforge.session.access import RequestAccess
 from agentforge.session.channels.references import prompt_parts
 from agentforge.session.events import now_ms
 from agentforge.session.inputs import ModelInput, PromptInput, SessionCreateInput
+from agentforge.session.scope import TenantScope
+from agentforge.session.service import SessionService
+from agentforge.session.services import SessionServices
 from agentforge.session.skeleton import assistant_skeleton
+from agentforge.session.tool_part import ToolPartLifecycle
 from agentforge.tools.base import Tool, ToolContext, ToolError, ToolResult
-from agentforge.tools.builtin.task import (
-    BYPASS_AGENT_CHECK,
-    SUBAGENTS_EXTRA,
-    TASK_TOOL,
-    ChildSession,
-    TaskTool,
-)
-
-if TYPE_CHECKING:
-    from agentforge.session.service import SessionService
+from agentforge.tools.builtin.task import TASK_TOOL, TaskTool
+from agentforge.tools.services import ChildSession, ToolServices
 
 CANCELLED = "Cancelled"
 SUMMARIZE_TASK = "Summarize the task tool output above and continue with your task."
@@ -93,20 +80,24 @@ def _last_text(reply: WithParts) -> str:
     return texts[-1] if texts else ""
 
 
+class Prompter(Protocol):
+    """How a subagent's turn is run in its child session (session/prompt.py `SessionPrompt`)."""
+
+    async def prompt(self, session_id: str, body: PromptInput) -> WithParts: ...
+
+
 class SessionSubagents:
     """Child sessions of one tenant; `caller_model` is the model of the calling assistant message."""
 
-    def __init__(self, rt: Runtime, scope: TenantScope, caller_model: ModelRef) -> None:
-        self.rt = rt
+    def __init__(
+        self, services: SessionServices, prompter: Prompter, scope: TenantScope, caller_model: ModelRef
+    ) -> None:
+        self.services = services
+        self.prompter = prompter
         self.scope = scope
         self.tenant_id = scope.tenant_id
         self.caller_model = caller_model
-
-    def _service(self) -> SessionService:
-        # Imported here: the service imports the loop, which imports this module.
-        from agentforge.session.service import SessionService
-
-        return SessionService(self.rt, self.tenant_id)
+        self.sessions = SessionService(services, scope.tenant_id)
 
     def exists(self, agent: str) -> bool:
         try:
@@ -126,14 +117,13 @@ class SessionSubagents:
         subagent = self.scope.agents.get(agent)
         provider_id, model_id = self._model_for(subagent)
         if task_id:
-            existing = await self.rt.store.get_session(self.tenant_id, task_id)
+            existing = await self.services.store.get_session(self.tenant_id, task_id)
             if existing is not None:
                 if existing.parent_id != parent_id:
                     raise ToolError(f"task_id {task_id} is not a task of this session")
                 return ChildSession(existing.id, provider_id, model_id)
-        service = self._service()
-        parent = await service.get(parent_id)
-        child = await service.create(
+        parent = await self.sessions.get(parent_id)
+        child = await self.sessions.create(
             SessionCreateInput(
                 parent_id=parent_id,
                 title=f"{description} (@{agent} subagent)",
@@ -144,38 +134,56 @@ class SessionSubagents:
         return ChildSession(child.id, provider_id, model_id)
 
     async def run(self, child: ChildSession, *, agent: str, prompt: str) -> str:
-        service = self._service()
-        session = await service.get(child.id)
+        session = await self.sessions.get(child.id)
         agent_names = [a.name for a in self.scope.agents.list()]
-        parts = await prompt_parts(prompt, directory=Path(session.directory), agents=agent_names)
+        access = RequestAccess.of(
+            permissions=self.services.permissions,
+            tenant_id=self.tenant_id,
+            confinement=self.scope.confinement,
+            data_dir=self.scope.settings.data_dir,
+            session=session,
+            message_id=ids.ascending("msg"),
+            agent=self.scope.agents.get(agent),
+        )
+        parts = await prompt_parts(prompt, access=access, agents=agent_names)
         body = PromptInput(
             model=ModelInput(provider_id=child.provider_id, model_id=child.model_id),
             agent=agent,
             parts=parts,
         )
-        reply = await service.prompt(child.id, body)
+        reply = await self.prompter.prompt(child.id, body)
         return _last_text(reply)
 
     async def cancel(self, child_id: str) -> None:
-        await self._service().abort(child_id)
+        await self.sessions.abort(child_id)
 
 
 # -- subtask parts ------------------------------------------------------------------------------
+
+
+SubagentsFor = Callable[[ModelRef], SessionSubagents]
 
 
 class _SubtaskRun:
     """One subtask part executed as a `task` call on a synthetic assistant message."""
 
     def __init__(
-        self, rt: Runtime, scope: TenantScope, session: Session, user: UserMessage, task: SubtaskPart
+        self,
+        services: SessionServices,
+        subagents: SubagentsFor,
+        scope: TenantScope,
+        session: Session,
+        user: UserMessage,
+        task: SubtaskPart,
     ) -> None:
-        self.rt = rt
+        self.services = services
+        self.subagents = subagents
         self.scope = scope
         self.tenant_id = scope.tenant_id
         self.session = session
         self.user = user
         self.task = task
-        self.events = rt.events(scope.tenant_id)
+        self.events = services.events(scope.tenant_id)
         self.model = task.model or user.model
         self.message = assistant_skeleton(
             session_id=session.id,
@@ -184,25 +192,24 @@ class _SubtaskRun:
             model=self.model,
             agent=task.agent,
         )
-        tool_input: dict[str, Any] = {
+        self.input: dict[str, Any] = {
             "prompt": task.prompt,
             "description": task.description,
             "subagent_type": task.agent,
         }
         if task.command:
-            tool_input["command"] = task.command
-        self.part = ToolPart(
-            id=ids.ascending("prt"),
+            self.input["command"] = task.command
+        self.call = ToolPartLifecycle.new(
+            self.events,
             session_id=session.id,
             message_id=self.message.id,
             call_id=f"call_{secrets.token_hex(12)}",
             tool=TASK_TOOL,
-            state=ToolStateRunning(input=tool_input, time=RunningTime(start=now_ms())),
         )
 
     async def run(self) -> None:
         self.events.submit_message(self.message)
-        self.events.submit_part(self.part)
+        self.call.start(self.input)
         try:
             result = await self._execute()
         except asyncio.CancelledError:
@@ -223,60 +230,37 @@ class _SubtaskRun:
             raise ToolError(str(exc)) from None
         tool = self.scope.tools.get(TASK_TOOL) or TaskTool()
         return await run_tool_with_hooks(
-            self.rt.plugins, tool, dict(self.part.state.input), self._context(agent), limits=self.scope.limits
+            self.services.plugins, tool, dict(self.input), self._context(agent), limits=self.scope.limits
         )
 
     def _context(self, agent: Agent) -> ToolContext:
         rules = merge(agent.permission, self.session.permission or [])
-        permissions = TurnPermissions(
-            self.rt.permissions, self.tenant_id, self.session.id, rules, fence=self.scope.fence
-        )
+        permissions = TurnPermissions(self.services.permissions, self.tenant_id, self.session.id, rules)
         return ToolContext(
             session_id=self.session.id,
             message_id=self.message.id,
-            call_id=self.part.call_id,
+            call_id=self.call.part.call_id,
             agent=agent.name,
             directory=Path(self.session.directory),
             data_dir=self.scope.settings.data_dir,
-            extra={
-                SUBAGENTS_EXTRA: SessionSubagents(self.rt, self.scope, self.model),
-                BYPASS_AGENT_CHECK: True,
-                PLUGINS_EXTRA: self.rt.plugins,
-            },
-            ask=permissions.for_call(self.message.id, self.part.call_id),
+            confinement=self.scope.confinement,
+            ask=permissions.for_call(self.message.id, self.call.part.call_id),
+            # A person chose this subagent (a subtask part): no `task` ask.
+            services=ToolServices(subagents=self.subagents(self.model), subagent_chosen=True),
             metadata=self._publish_metadata,
         )
 
     async def _publish_metadata(self, title: str | None, metadata: dict[str, Any]) -> None:
-        state = self.part.state
-        if isinstance(state, ToolStateRunning):
-            self.part.state = state.model_copy(
-                update={"title": title if title is not None else state.title, "metadata": metadata}
-            )
-            self.events.submit_part(self.part)
+        self.call.progress(title, metadata)
 
     async def _finish(self, *, result: ToolResult | None = None, error: str | None = None) -> None:
-        state = self.part.state
-        assert isinstance(state, ToolStateRunning)
         end = now_ms()
         if result is not None:
-            self.part.state = ToolStateCompleted(
-                input=state.input,
-                output=result.output,
-                title=result.title,
-                metadata=result.metadata,
-                time=CompletedTime(start=state.time.start, end=end),
-            )
+            self.call.complete(result.output, title=result.title, metadata=result.metadata, now=end)
         else:
-            self.part.state = ToolStateError(
-                input=state.input,
-                error=error or CANCELLED,
-                metadata=state.metadata,
-                time=ErrorTime(start=state.time.start, end=end),
-            )
+            self.call.fail(error or CANCELLED, now=end)
         self.message.finish = "tool-calls"
         self.message.time.completed = end
-        self.events.submit_part(self.part)
         await self.events.update_message(self.message)
 
     async def _continue_after_command(self) -> None:
@@ -300,10 +284,17 @@ class _SubtaskRun:
 
 
 async def run_subtask(
-    rt: Runtime, scope: TenantScope, session: Session, user: UserMessage, task: SubtaskPart
+    services: SessionServices,
+    scope: TenantScope,
+    session: Session,
+    user: UserMessage,
+    task: SubtaskPart,
+    *,
+    subagents: SubagentsFor,
 ) -> None:
-    """KERNEL 4.7: run the subtask part `task` of the user message `user`."""
-    await _SubtaskRun(rt, scope, session, user, task).run()
+    """KERNEL 4.7: run the subtask part `task` of the user message `user`; `subagents` gives the
+    task tool its child sessions for a caller model."""
+    await _SubtaskRun(services, subagents, scope, session, user, task).run()
 
 
 def caller_model(model: ResolvedModel) -> ModelRef:

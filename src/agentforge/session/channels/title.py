@@ -20,8 +20,8 @@ from agentforge.model.events import SESSION_UPDATED, Event
 from agentforge.model.message import UserMessage, WithParts
 from agentforge.model.part import SubtaskPart, TextPart
 from agentforge.model.session import Session
-from agentforge.runtime.runtime import Runtime
-from agentforge.runtime.scope import TenantScope
+from agentforge.session.scope import TenantScope
+from agentforge.session.services import SessionServices
 
 log = logging.getLogger(__name__)
 
@@ -77,22 +77,28 @@ def should_generate(config: Config, session: Session, history: list[WithParts]) 
     )
 
 
-def maybe_generate(rt: Runtime, scope: TenantScope, session: Session, history: list[WithParts]) -> None:
+def maybe_generate(
+    services: SessionServices, scope: TenantScope, session: Session, history: list[WithParts]
+) -> None:
     """Fire-and-forget: start title generation when the session qualifies (call on step 1)."""
     if not should_generate(scope.settings.config, session, history):
         return
     first = real_user_messages(history)[0]
-    rt.spawn(_generate_logged(rt, scope, session.id, first))
+    services.spawn(_generate_logged(services, scope, session.id, first))
 
 
-async def _generate_logged(rt: Runtime, scope: TenantScope, session_id: str, first: WithParts) -> None:
+async def _generate_logged(
+    services: SessionServices, scope: TenantScope, session_id: str, first: WithParts
+) -> None:
     try:
-        await generate(rt, scope, session_id, first)
+        await generate(services, scope, session_id, first)
     except Exception:
         log.exception("session %s: title generation failed", session_id)
 
 
-async def generate(rt: Runtime, scope: TenantScope, session_id: str, first: WithParts) -> str | None:
+async def generate(
+    services: SessionServices, scope: TenantScope, session_id: str, first: WithParts
+) -> str | None:
     """Ask for a title for the conversation that starts with `first` and store it; returns it (None
     when the model gave nothing usable or the session was renamed or deleted meanwhile)."""
     source = source_text(first)
@@ -100,10 +106,10 @@ async def generate(rt: Runtime, scope: TenantScope, session_id: str, first: With
         return None
     agent = title_agent(scope.agents)
     model = _title_model(scope, agent, first)
-    title = clean_title(await _ask(rt, model, _request(agent, model, source)))
+    title = clean_title(await _ask(services, model, _request(agent, model, source)))
     if not title:
         return None
-    return title if await _store_title(rt, scope.tenant_id, session_id, title) else None
+    return title if await _store_title(services, scope.tenant_id, session_id, title) else None
 
 
 def source_text(first: WithParts) -> str:
@@ -161,10 +167,10 @@ def _request(agent: Agent | None, model: ResolvedModel, source: str) -> ModelReq
     )
 
 
-async def _ask(rt: Runtime, model: ResolvedModel, request: ModelRequest) -> str:
+async def _ask(services: SessionServices, model: ResolvedModel, request: ModelRequest) -> str:
     """The text of one streamed answer (reasoning is ignored)."""
     chunks: list[str] = []
-    stream = rt.stream(model, request)
+    stream = services.stream(model, request)
     try:
         async for event in stream:
             if isinstance(event, ev.TextDelta):
@@ -176,9 +182,9 @@ async def _ask(rt: Runtime, model: ResolvedModel, request: ModelRequest) -> str:
     return "".join(chunks)
 
 
-async def _store_title(rt: Runtime, tenant_id: str, session_id: str, title: str) -> bool:
+async def _store_title(services: SessionServices, tenant_id: str, session_id: str, title: str) -> bool:
     """Write the title unless someone renamed (or deleted) the session while the model thought."""
-    session = await rt.store.get_session(tenant_id, session_id)
+    session = await services.store.get_session(tenant_id, session_id)
     if session is None or not is_default_title(session.title):
         return False
     session.title = title
@@ -188,5 +194,5 @@ async def _store_title(rt: Runtime, tenant_id: str, session_id: str, title: str)
         session_id=session.id,
         tenant_id=tenant_id,
     )
-    await rt.store.write(event)
+    await services.store.write(event)
     return True

@@ -32,14 +32,16 @@ from agentforge.model.message import (
 )
 from agentforge.model.part import CompactionPart, FilePart, ModelRef, Part, SpanTime, TextPart, Tokens
 from agentforge.model.session import Session
+from agentforge.permission.gate import TurnPermissions
 from agentforge.plugins import calls as hooks
-from agentforge.runtime.runtime import Runtime
-from agentforge.runtime.scope import TenantScope
 from agentforge.session.context.history import is_compaction_request, to_model_messages
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.processor import Outcome, Processor, ProcessorDeps
+from agentforge.session.scope import TenantScope
+from agentforge.session.services import SessionServices
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.turn_tools import TurnTools
+from agentforge.tools.services import NO_SERVICES
 
 log = logging.getLogger(__name__)
 
@@ -170,14 +172,14 @@ def split_replay(earlier: list[WithParts]) -> tuple[list[WithParts], WithParts |
 class Compactor:
     """Compaction for one session's loop."""
 
-    rt: Runtime
+    services: SessionServices
     scope: TenantScope
     session: Session
     config: CompactionConfig
 
     @classmethod
-    def for_session(cls, rt: Runtime, scope: TenantScope, session: Session) -> Compactor:
-        return cls(rt, scope, session, CompactionConfig.of(scope.settings.config))
+    def for_session(cls, services: SessionServices, scope: TenantScope, session: Session) -> Compactor:
+        return cls(services, scope, session, CompactionConfig.of(scope.settings.config))
 
     @property
     def tenant_id(self) -> str:
@@ -185,7 +187,7 @@ class Compactor:
 
     @property
     def events(self) -> SessionEvents:
-        return self.rt.events(self.tenant_id)
+        return self.services.events(self.tenant_id)
 
     def overflows(self, tokens: Tokens, model: ResolvedModel) -> bool:
         return is_overflow(tokens, model, self.config)
@@ -239,7 +241,7 @@ class Compactor:
             return "stop", summary
         if task.auto:
             await self._continue(parent.info, replay, overflow=bool(task.overflow))
-        self.rt.store.publish_after_writes(
+        self.services.store.publish_after_writes(
             Event(
                 type=SESSION_COMPACTED,
                 properties={"sessionID": self.session.id},
@@ -286,7 +288,7 @@ class Compactor:
         )
         events = self.events
         events.submit_message(message)
-        plugins, sid = self.rt.plugins, self.session.id
+        plugins, sid = self.services.plugins, self.session.id
         head = await hooks.history(plugins, session_id=sid, messages=head)
         request = self._request(agent, model, head)
         await hooks.model_request(plugins, request, session_id=sid, agent=agent.name, model=model)
@@ -316,8 +318,9 @@ class Compactor:
     def _deps(self, events: SessionEvents) -> ProcessorDeps:
         return ProcessorDeps(
             events=events,
-            status=self.rt.status,
-            stream=self.rt.stream,
+            status=self.services.status,
+            stream=self.services.stream,
+            clock=self.services.clock,
             limits=self.scope.limits,
             data_dir=self.scope.settings.data_dir,
             max_retries=self.scope.max_retries,
@@ -331,6 +334,12 @@ class Compactor:
             directory=Path(self.session.directory),
             data_dir=self.scope.settings.data_dir,
             agent=agent.name,
+            permissions=TurnPermissions(
+                self.services.permissions, self.tenant_id, self.session.id, agent.permission
+            ),
+            confinement=self.scope.confinement,
+            services=NO_SERVICES,
+            plugins=self.services.plugins,
         )
 
     async def _continue(self, parent: UserMessage, replay: WithParts | None, *, overflow: bool) -> None:

@@ -13,10 +13,10 @@ from typing import Final
 
 from agentforge.model.message import AssistantMessage, UserMessage, WithParts
 from agentforge.model.part import CompletedTime, ToolPart, ToolStateCompleted
-from agentforge.runtime.runtime import Runtime
-from agentforge.runtime.scope import TenantScope
 from agentforge.session.context.compaction import CompactionConfig, estimate_tokens
 from agentforge.session.events import now_ms
+from agentforge.session.scope import TenantScope
+from agentforge.session.services import SessionServices
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +66,17 @@ def mark_pruned(part: ToolPart, when: int) -> ToolPart:
     return part.model_copy(update={"state": state.model_copy(update={"time": time})})
 
 
-async def prune(rt: Runtime, scope: TenantScope, session_id: str) -> int:
+async def prune(services: SessionServices, scope: TenantScope, session_id: str) -> int:
     """Mark the session's prunable tool outputs; returns how many were marked."""
     if not CompactionConfig.of(scope.settings.config).prune:
         return 0
     tenant_id = scope.tenant_id
     # Pruning stops at a summary, so what lies before the last compaction is never needed.
-    history = await rt.store.history_since_compaction(tenant_id, session_id)
+    history = await services.store.history_since_compaction(tenant_id, session_id)
     parts = prunable_parts(history)
     if not parts:
         return 0
-    events = rt.events(tenant_id)
+    events = services.events(tenant_id)
     when = now_ms()
     for part in parts[:-1]:
         events.submit_part(mark_pruned(part, when))
@@ -85,13 +85,13 @@ async def prune(rt: Runtime, scope: TenantScope, session_id: str) -> int:
     return len(parts)
 
 
-def schedule_prune(rt: Runtime, scope: TenantScope, session_id: str) -> None:
+def schedule_prune(services: SessionServices, scope: TenantScope, session_id: str) -> None:
     """Prune in the background; a failure is logged, never raised into the turn."""
 
     async def run() -> None:
         try:
-            await prune(rt, scope, session_id)
+            await prune(services, scope, session_id)
         except Exception:
             log.exception("session %s: pruning failed", session_id)
 
-    rt.spawn(run())
+    services.spawn(run())

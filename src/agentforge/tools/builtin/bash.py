@@ -32,12 +32,12 @@ from agentforge.tools.base import (
     ToolError,
     ToolResult,
 )
-from agentforge.tools.confinement import ShellNotAllowedError, confinement_of, tool_process_env
+from agentforge.tools.confinement import ShellNotAllowedError
 from agentforge.tools.params import ToolParams
-from agentforge.tools.paths import guard_path
+from agentforge.tools.paths import guard_command_paths, guard_path
 from agentforge.tools.process import KILL_GRACE_SECONDS, ProcessOutcome, run_process_group
 from agentforge.tools.sandbox import CommandSandbox, SandboxRefusedError
-from agentforge.tools.shell_command import permission_patterns, static_path_arguments
+from agentforge.tools.shell_command import permission_patterns
 from agentforge.tools.shell_output import FinalOutput, ShellOutput
 from agentforge.tools.truncation import TruncationLimits
 
@@ -127,13 +127,13 @@ class BashTool(Tool[BashParams]):
         self._kill_grace = kill_grace
 
     async def execute(self, args: BashParams, ctx: ToolContext) -> ToolResult:
-        confinement = confinement_of(ctx)
+        confinement = ctx.confinement
         try:
             confinement.check_shell()
         except ShellNotAllowedError as exc:
             raise ToolError(str(exc)) from None
         workdir = await self._workdir(args, ctx)
-        env = await tool_process_env(ctx, workdir)
+        env = await ctx.process_env(workdir)
         await self._ask_permissions(args.command, workdir, env, ctx)
         sandbox = confinement.sandbox.command(network=await self._network(args.command, ctx))
         timeout_ms = min(args.timeout or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
@@ -186,10 +186,7 @@ class BashTool(Tool[BashParams]):
     async def _ask_permissions(
         self, command: str, workdir: Path, env: dict[str, str], ctx: ToolContext
     ) -> None:
-        # Parsing a long command (a heredoc holding a whole file) takes a while: off the event loop.
-        for argument in await asyncio.to_thread(static_path_arguments, command, env):
-            # "~" paths are expanded by the guard; the others are relative to the workdir.
-            await guard_path(ctx, argument if argument.startswith("~") else workdir / argument)
+        await guard_command_paths(ctx, command, workdir, env)
         patterns, always = permission_patterns(command)
         if patterns:
             await ctx.ask(PermissionRequest(permission="bash", patterns=patterns, always=always))
@@ -198,7 +195,7 @@ class BashTool(Tool[BashParams]):
         """Whether this command gets the network in the sandbox: only if the tenant may have it at
         all (`sandbox.network`) and the `network` permission allows it. A rule's or a policy's deny
         runs it offline; a person's rejection rejects the call."""
-        sandbox = confinement_of(ctx).sandbox
+        sandbox = ctx.confinement.sandbox
         if not sandbox.active or not sandbox.network:
             return False
         patterns, always = permission_patterns(command)

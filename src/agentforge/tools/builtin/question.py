@@ -1,20 +1,18 @@
 """The `question` tool (KERNEL 7.7): ask the user questions and wait for the answers.
 
-The tool reaches the people through `ctx.extra["questions"]`, an object the session layer provides
+The tool reaches the people through `ctx.services.questions`, a service the session layer lends it
 (bound to the caller's tenant; `agentforge.session.channels.questions`): it publishes `question.asked` and
 waits for `POST /question/{id}/reply` or `/reject`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 from pydantic import Field
 
 from agentforge.tools.base import PermissionDeniedError, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.params import ToolParams
+from agentforge.tools.services import QuestionAsker
 
-QUESTIONS_EXTRA = "questions"
 MAX_HEADER_LENGTH = 30
 DISMISSED = "The user dismissed this question"
 
@@ -59,16 +57,8 @@ class QuestionRejectedError(PermissionDeniedError):
         super().__init__(message)
 
 
-class QuestionAsker(Protocol):
-    """Asks the people behind a session; raises QuestionRejectedError when they dismiss it."""
-
-    async def ask(
-        self, session_id: str, questions: list[dict[str, Any]], *, message_id: str, call_id: str
-    ) -> list[list[str]]: ...
-
-
 def question_asker(ctx: ToolContext) -> QuestionAsker:
-    found: QuestionAsker | None = ctx.extra.get(QUESTIONS_EXTRA)
+    found = ctx.services.questions
     if found is None:
         raise ToolError("Questions cannot be asked here (this tool runs only inside a session).")
     return found

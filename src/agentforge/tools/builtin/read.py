@@ -74,8 +74,7 @@ class ReadTool(Tool[ReadParams]):
     parameters = ReadParams
 
     async def execute(self, args: ReadParams, ctx: ToolContext) -> ToolResult:
-        path = await guard_path(ctx, args.file_path)
-        await ctx.ask(PermissionRequest(permission="read", patterns=[str(path)], always=["*"]))
+        path = await readable_path(ctx, args.file_path)
         title = display_path(ctx, path)
         offset = args.offset or 1
         limit = args.limit or DEFAULT_READ_LIMIT
@@ -92,6 +91,15 @@ class ReadTool(Tool[ReadParams]):
             result = await _read_text(path, title, offset, limit)
         filetime.record_read(ctx.session_id, path)
         return result
+
+
+async def readable_path(ctx: ToolContext, raw: str | Path) -> Path:
+    """`raw` as an absolute path, once the context's confinement and the `read` permission let it
+    be read: what this tool checks before it opens anything, and what a file a user attaches goes
+    through too."""
+    path = await guard_path(ctx, raw)
+    await ctx.ask(PermissionRequest(permission="read", patterns=[str(path)], always=["*"]))
+    return path
 
 
 def _not_found_message(path: Path) -> str:

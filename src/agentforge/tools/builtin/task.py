@@ -1,7 +1,7 @@
 """The `task` tool (KERNEL 8.3): run a subagent in a child session and hand back its answer.
 
-The tool itself knows nothing about sessions: it talks to a `Subagents` object that the session
-layer puts in `ctx.extra[SUBAGENTS_EXTRA]` (implemented in `session/channels/subtask.py`), which creates or
+The tool itself knows nothing about sessions: it talks to the `Subagents` service the session layer
+lends it (`ctx.services.subagents`, implemented in `session/channels/subtask.py`), which creates or
 resumes the child session and runs the subagent's turn there.
 """
 
@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from pydantic import Field
 
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.params import ToolParams
+from agentforge.tools.services import ChildSession as ChildSession
 
-SUBAGENTS_EXTRA = "subagents"
-# Set when a person chose the subagent (an @agent mention, a command, a subtask part): no `task` ask.
-BYPASS_AGENT_CHECK = "bypassAgentCheck"
 TASK_TOOL = "task"
 
 DESCRIPTION = """Launch a new agent to handle complex, multistep tasks autonomously.
@@ -68,35 +64,6 @@ class TaskParams(ToolParams):
     command: str | None = Field(default=None, description="The command that triggered this task")
 
 
-@dataclass(frozen=True, slots=True)
-class ChildSession:
-    """The session a subagent runs in, and the model it runs with."""
-
-    id: str
-    provider_id: str
-    model_id: str
-
-
-class Subagents(Protocol):
-    """What the task tool needs from the session layer."""
-
-    def exists(self, agent: str) -> bool: ...
-
-    async def open_child(
-        self, *, parent_id: str, task_id: str | None, description: str, agent: str
-    ) -> ChildSession:
-        """Resume the child `task_id` of `parent_id`, or create a new child session."""
-        ...
-
-    async def run(self, child: ChildSession, *, agent: str, prompt: str) -> str:
-        """Run the subagent's turn in the child session; the text of its final message."""
-        ...
-
-    async def cancel(self, child_id: str) -> None:
-        """Stop the child's turn and wait until it has cleaned up."""
-        ...
-
-
 def describe(agents: Sequence[tuple[str, str]]) -> str:
     """The tool description listing the subagents the caller may use, as (name, description)."""
     lines = [f"- {name}: {text or MANUAL_ONLY}" for name, text in agents]
@@ -122,10 +89,10 @@ class TaskTool(Tool[TaskParams]):
         return tool
 
     async def execute(self, args: TaskParams, ctx: ToolContext) -> ToolResult:
-        subagents = ctx.extra.get(SUBAGENTS_EXTRA)
+        subagents = ctx.services.subagents
         if subagents is None:
             raise ToolError("Subagents cannot be started from here")
-        if not ctx.extra.get(BYPASS_AGENT_CHECK):
+        if not ctx.services.subagent_chosen:
             await ctx.ask(
                 PermissionRequest(
                     permission=TASK_TOOL,

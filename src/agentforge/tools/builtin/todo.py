@@ -1,20 +1,19 @@
 """The `todowrite` and `todoread` tools (KERNEL 7.7): the session's task list, kept by the store.
 
-The tools reach the list through `ctx.extra["todos"]`, an object the session layer provides
+The tools reach the list through `ctx.services.todos`, a service the session layer lends them
 (`agentforge.session.channels.todos.StoreTodos`), so the tools do not depend on the store.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import orjson
 from pydantic import Field
 
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.params import ToolParams
-
-TODOS_EXTRA = "todos"
+from agentforge.tools.services import TodoList
 
 TodoStatus = Literal["pending", "in_progress", "completed", "cancelled"]
 TodoPriority = Literal["high", "medium", "low"]
@@ -52,16 +51,8 @@ class TodoReadParams(ToolParams):
     pass
 
 
-class TodoList(Protocol):
-    """A session's todo list, as the session layer stores it."""
-
-    async def read(self, session_id: str) -> list[dict[str, Any]]: ...
-
-    async def write(self, session_id: str, todos: list[dict[str, Any]]) -> None: ...
-
-
 def todo_list(ctx: ToolContext) -> TodoList:
-    found: TodoList | None = ctx.extra.get(TODOS_EXTRA)
+    found = ctx.services.todos
     if found is None:
         raise ToolError("The todo list is not available here (this tool runs only inside a session).")
     return found

@@ -5,7 +5,8 @@ approve it. On a server with several tenants, approving a path in another tenant
 hand one tenant's files to another, and the server's data directory holds every tenant's database
 and spill files. So those roots are fenced: a request for a path inside one, or for a directory
 that contains one (a grep or glob there would walk into it), is refused before any rule or person
-is asked.
+is asked. The fence is part of a tenant's confinement (tools/confinement.py): `guard_path` applies it
+to every outside path, whatever context the path comes from.
 """
 
 from __future__ import annotations
@@ -14,9 +15,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentforge.tools.base import PermissionRequest
+from agentforge.tools.asking import PermissionDeniedError, PermissionRequest
 
 EXTERNAL_DIRECTORY = "external_directory"
+
+
+class FencedPathError(PermissionDeniedError):
+    """A path inside a fenced root: refused before any rule or person is asked. Like a rule's
+    denial, it does not end the turn: the model may try another way."""
+
+    blocks_loop = False
+    refused_by = "fence"
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentforge.permission.fence import Fence
 from agentforge.tools.base import PermissionRequest
+from agentforge.tools.fence import Fence
 
 
 def outside(path: Path, *, directory: bool = False) -> PermissionRequest:

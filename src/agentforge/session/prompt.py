@@ -1,0 +1,199 @@
+"""`SessionPrompt`: a prompt's way into a session (the seed's first box, KERNEL 4.2-4.3).
+
+It persists the user message (validating the agent, model and output format, and resolving the
+parts: attached files through the read tool's check, session/user_parts.py), then runs or joins the
+session's loop through the runner registry until the message is answered. The loop (session/loop.py)
+gets its run's handle, the caller's tenant scope and this object, which subagents use to prompt
+their child sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agentforge.agents.registry import Agent
+from agentforge.llm.provider import UnknownModelError
+from agentforge.model import ids
+from agentforge.model.errors import unknown_error
+from agentforge.model.events import SESSION_UPDATED
+from agentforge.model.message import UserMessage, UserTime, WithParts
+from agentforge.model.part import ModelRef
+from agentforge.model.session import Session, SessionModel, StatusIdle
+from agentforge.plugins import calls as hooks
+from agentforge.session.access import RequestAccess
+from agentforge.session.context.prune import schedule_prune
+from agentforge.session.errors import InvalidInputError, NotFoundError
+from agentforge.session.events import now_ms
+from agentforge.session.inputs import PromptInput
+from agentforge.session.loop import TurnLoop
+from agentforge.session.reverted import discard_reverted
+from agentforge.session.runner import RunHandle
+from agentforge.session.scope import TenantScope
+from agentforge.session.service import SessionService
+from agentforge.session.structured import schema_problem
+from agentforge.session.user_parts import PartContext, resolve_parts
+
+log = logging.getLogger(__name__)
+
+
+class SessionPrompt:
+    """Prompting the sessions of one tenant (one instance per request)."""
+
+    def __init__(self, sessions: SessionService) -> None:
+        self.sessions = sessions
+        self.services = sessions.services
+        self.tenant_id = sessions.tenant_id
+        self.events = sessions.events
+
+    async def prompt(self, session_id: str, body: PromptInput) -> WithParts:
+        """Persist the message and run the turn; the reply as written (the user message when
+        `noReply`)."""
+        session = await self.sessions.get(session_id)
+        user = await self.create_user_message(session, body)
+        if body.no_reply:
+            return user
+        return await self.run(session, user.info.id)
+
+    async def prompt_async(self, session_id: str, body: PromptInput) -> None:
+        """Persist the message now (so bad input still gets a 4xx) and run the loop in the background."""
+        session = await self.sessions.get(session_id)
+        user = await self.create_user_message(session, body)
+        if body.no_reply:
+            return
+
+        async def background() -> None:
+            try:
+                await self.run(session, user.info.id)
+            except Exception as exc:
+                log.exception("prompt_async on %s failed", session_id)
+                await self._report_crash(session_id, exc)
+
+        self.services.spawn(background())
+
+    async def create_user_message(self, session: Session, body: PromptInput) -> WithParts:
+        """Validate the agent and model, then persist the user message and its parts (KERNEL 4.2).
+        Nothing is written when any of it is refused."""
+        scope = await self.sessions.scope()
+        try:
+            agent = scope.agents.get(body.agent or scope.agents.default_name)
+        except Exception as exc:
+            raise InvalidInputError(str(exc)) from exc
+        model = _pick_model(scope, session, body, agent.model)
+        if body.variant is None:  # KERNEL 4.2: the agent's variant goes with the agent's model
+            model.variant = agent.variant_for(model.provider_id, model.model_id)
+        if (problem := schema_problem(body.format)) is not None:
+            raise InvalidInputError(problem)
+        message_id = body.message_id or ids.ascending("msg")
+        if body.message_id is not None and not ids.has_prefix(body.message_id, "msg"):
+            raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
+        info = UserMessage(
+            id=message_id,
+            session_id=session.id,
+            time=UserTime(created=now_ms()),
+            agent=agent.name,
+            model=model,
+            format=body.format,
+            system=body.system,
+            tools=body.tools,
+        )
+        # Raises InvalidInputError for a file the caller may not attach: nothing is written yet.
+        parts = await resolve_parts(self._part_context(scope, session, message_id, agent, body), body.parts)
+        hooked = await hooks.user_message(
+            self.services.plugins,
+            session_id=session.id,
+            agent=agent.name,
+            model=model,
+            message=info,
+            parts=parts,
+        )
+        info, parts = hooked.message, hooked.parts
+        await discard_reverted(self.services, self.tenant_id, session)  # a new prompt makes a revert final
+        if body.message_id is None:
+            self.events.submit_message(info)
+        else:
+            await self.events.write_new_message(info)
+        for part in parts:
+            self.events.submit_part(part)
+        await self._touch(session, model)
+        return WithParts(info=info, parts=parts)
+
+    def _part_context(
+        self, scope: TenantScope, session: Session, message_id: str, agent: Agent, body: PromptInput
+    ) -> PartContext:
+        access = RequestAccess.of(
+            permissions=self.services.permissions,
+            tenant_id=self.tenant_id,
+            confinement=scope.confinement,
+            data_dir=scope.settings.data_dir,
+            session=session,
+            message_id=message_id,
+            agent=agent,
+            tools=body.tools,
+        )
+        return PartContext(
+            session_id=session.id,
+            message_id=message_id,
+            access=access,
+            read_tool=scope.tools.get("read"),
+            limits=scope.limits,
+        )
+
+    async def _touch(self, session: Session, model: ModelRef) -> None:
+        session.time.updated = now_ms()
+        session.model = SessionModel(id=model.model_id, provider_id=model.provider_id, variant=model.variant)
+        # Awaiting this last write also makes the message and parts queued before it durable,
+        # so the loop's first history read sees them; a loop already running is told at once.
+        written = self.services.store.submit(self.sessions.session_event(SESSION_UPDATED, session))
+        self.services.runners.note_input(session.id, written)
+        await asyncio.shield(written)
+
+    async def run(self, session: Session, user_id: str) -> WithParts:
+        """Run (or join) the session's loop until the user message `user_id` has been handled."""
+        for _ in range(2):
+            reply = await self.services.runners.ensure_running(
+                session.id,
+                lambda handle: self._loop_then_prune(session, handle),
+                on_idle=lambda: self.services.status.set(self.tenant_id, session.id, StatusIdle()),
+                on_crash=lambda exc: self._report_crash(session.id, exc),
+            )
+            if reply is None:
+                reply = await self.sessions.latest_reply(session.id)
+            # A loop that was already finishing when this message landed did not see it: run again.
+            if reply is not None and reply.info.id > user_id:
+                return reply
+        if reply is None:
+            raise NotFoundError(f"Session {session.id} produced no reply")
+        return reply
+
+    async def _loop_then_prune(self, session: Session, handle: RunHandle) -> WithParts | None:
+        scope = await self.sessions.scope()
+        reply = await TurnLoop(self.services, scope, session, handle, prompter=self).run()
+        schedule_prune(self.services, scope, session.id)  # KERNEL 6.6: after each loop exit
+        return reply
+
+    async def _report_crash(self, session_id: str, exc: BaseException) -> None:
+        self.events.session_error(session_id, unknown_error(f"{type(exc).__name__}: {exc}").wire())
+
+
+def _pick_model(scope: TenantScope, session: Session, body: PromptInput, agent_model: str | None) -> ModelRef:
+    """The request's model, else the agent's, else the session's last one, else the default."""
+    catalog = scope.catalog
+    try:
+        if body.model is not None:
+            provider_id, model_id = body.model.provider_id, body.model.model_id
+        elif agent_model:
+            provider_id, model_id = catalog.parse(agent_model)
+        elif session.model is not None:
+            provider_id, model_id = session.model.provider_id, session.model.id
+        else:
+            provider_id, model_id = catalog.default_model()
+        resolved = catalog.resolve(provider_id, model_id)
+    except UnknownModelError as exc:
+        raise InvalidInputError(str(exc)) from exc
+    if body.variant is not None and body.variant not in resolved.variants:
+        known = ", ".join(sorted(resolved.variants)) or "none"
+        raise InvalidInputError(
+            f"Unknown variant {body.variant!r} for {provider_id}/{model_id}; available: {known}"
+        )
+    return ModelRef(provider_id=provider_id, model_id=model_id, variant=body.variant)

@@ -1,0 +1,135 @@
+"""The loop and the processor against a scripted model: steps, parts, tool calls, usage, new input."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentforge.llm.messages import ToolResultContent, UserModelMessage
+from agentforge.model.message import AssistantMessage, UserMessage
+from agentforge.model.part import (
+    ReasoningPart,
+    StepFinishPart,
+    StepStartPart,
+    TextPart,
+    ToolStateCompleted,
+    ToolStateError,
+)
+from agentforge.testing import Turn
+from tests.session.conftest import Forge, MakeForge, texts
+
+
+async def test_a_reply_is_stored_as_one_assistant_message_with_its_steps(forge: Forge) -> None:
+    forge.model.respond(
+        Turn().reasoning("thinking", metadata={"signature": "s1"}).text("Hello there", chunk_size=4)
+    )
+    session = await forge.session()
+    reply = await forge.prompt(session.id, "hi")
+
+    assert isinstance(reply.info, AssistantMessage)
+    assert reply.info.finish == "stop" and reply.info.error is None
+    kinds = [type(part) for part in reply.parts]
+    assert kinds == [StepStartPart, ReasoningPart, TextPart, StepFinishPart]
+    reasoning, text = reply.parts[1], reply.parts[2]
+    assert isinstance(reasoning, ReasoningPart) and reasoning.metadata == {"signature": "s1"}
+    assert isinstance(text, TextPart) and text.text == "Hello there"
+    assert text.time is not None and text.time.end is not None
+    history = await forge.history(session.id)
+    assert [type(item.info) for item in history] == [UserMessage, AssistantMessage]
+    assert history[1].parts == reply.parts  # what the store holds is what came back
+    # The model saw the user's text and nothing else.
+    (request,) = forge.model.requests
+    assert [type(m) for m in request.messages] == [UserModelMessage]
+
+
+async def test_a_tool_call_runs_and_its_result_goes_back_to_the_model(forge: Forge) -> None:
+    (forge.workspace / "notes.txt").write_text("remember the milk\n")
+    forge.model.respond(Turn().tool_call("read", {"filePath": "notes.txt"}), Turn().text("It says milk."))
+    session = await forge.session()
+    reply = await forge.prompt(session.id, "what do my notes say?")
+
+    assert texts(reply.parts) == ["It says milk."]
+    (call,) = await forge.tool_parts(session.id)
+    assert isinstance(call.state, ToolStateCompleted)
+    assert "remember the milk" in call.state.output
+    assert call.state.title == "notes.txt"
+    second = forge.model.requests[1]
+    results = [
+        c for m in second.messages for c in getattr(m, "content", []) if isinstance(c, ToolResultContent)
+    ]
+    assert len(results) == 1 and "remember the milk" in str(results[0])
+    assert [tool.name for tool in second.tools][:2] == [tool.name for tool in forge.model.requests[0].tools][
+        :2
+    ]
+
+
+async def test_calls_in_one_step_run_side_by_side_and_a_bad_one_fails_alone(forge: Forge) -> None:
+    (forge.workspace / "a.txt").write_text("alpha\n")
+    step = Turn().tool_call("read", {"filePath": "a.txt"}).tool_call("read", {"filePath": "missing.txt"})
+    step.tool_call("Read", {"filePath": "a.txt"})  # a case-only mismatch is repaired
+    step.tool_call("teleport", {"to": "mars"})  # an unknown tool goes to `invalid`
+    forge.model.respond(step, Turn().text("done"))
+    session = await forge.session()
+    await forge.prompt(session.id, "read them")
+
+    first, missing, repaired, unknown = await forge.tool_parts(session.id)
+    assert isinstance(first.state, ToolStateCompleted) and "alpha" in first.state.output
+    assert isinstance(missing.state, ToolStateError) and "File not found" in missing.state.error
+    assert repaired.tool == "read" and isinstance(repaired.state, ToolStateCompleted)
+    assert unknown.tool == "invalid" and isinstance(unknown.state, ToolStateCompleted)
+    assert "unavailable tool 'teleport'" in unknown.state.output
+
+
+async def test_usage_and_cost_are_counted_per_step(make_forge: MakeForge) -> None:
+    cost = {"input": 1.0, "output": 2.0}  # USD per million tokens
+    models = {"model": {"limit": {"context": 128_000, "output": 4096}, "cost": cost}}
+    async with make_forge(provider={"scripted": {"models": models}}) as forge:
+        forge.workspace.joinpath("a.txt").write_text("a\n")
+        forge.model.respond(
+            Turn().tool_call("read", {"filePath": "a.txt"}).usage(1000, 100),
+            Turn().text("ok").usage(2000, 50, reasoning=10),
+        )
+        session = await forge.session()
+        reply = await forge.prompt(session.id, "go")
+        steps = [part for item in await forge.history(session.id) for part in item.parts]
+    assert isinstance(reply.info, AssistantMessage)
+    finishes = [part for part in steps if isinstance(part, StepFinishPart)]
+    # Reasoning tokens are reported inside the output tokens and counted apart.
+    assert [(f.tokens.input, f.tokens.output, f.tokens.reasoning) for f in finishes] == [
+        (1000, 100, 0),
+        (2000, 40, 10),
+    ]
+    assert finishes[0].cost == (1000 * 1.0 + 100 * 2.0) / 1_000_000
+    assert reply.info.cost == finishes[1].cost  # one model call, one assistant message
+
+
+async def test_a_reply_cut_at_the_output_limit_is_stored_as_an_error(forge: Forge) -> None:
+    forge.model.respond(Turn().text("and then").finish("length"))
+    session = await forge.session()
+    reply = await forge.prompt(session.id, "tell me everything")
+    assert isinstance(reply.info, AssistantMessage)
+    assert reply.info.error is not None and reply.info.error.name == "MessageOutputLengthError"
+    assert texts(reply.parts) == ["and then"]
+    assert len(forge.events_of("session.error")) == 1
+
+
+async def test_a_message_sent_while_the_loop_runs_is_answered_by_the_same_run(forge: Forge) -> None:
+    gate = asyncio.Event()
+    forge.model.respond(Turn().text("first answer").pause(gate), Turn().text("second answer"))
+    session = await forge.session()
+    first = asyncio.create_task(forge.prompt(session.id, "first"))
+    await forge.until(lambda: len(forge.model.requests) == 1)
+    second = asyncio.create_task(forge.prompt(session.id, "second"))
+    # The second prompt joins the running loop: its message is noted on the run's handle.
+    await forge.until(
+        lambda: (
+            len([e for e in forge.events_of("message.updated") if e.properties["info"]["role"] == "user"])
+            == 2
+        )
+    )
+    gate.set()
+    replies = await asyncio.wait_for(asyncio.gather(first, second), 5)
+    assert texts(replies[1].parts) == ["second answer"]
+    assert len(forge.model.requests) == 2, "one loop, two model calls"
+    last_request = forge.model.requests[1]
+    users = [m for m in last_request.messages if isinstance(m, UserModelMessage)]
+    assert len(users) == 2
