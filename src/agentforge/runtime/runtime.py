@@ -55,6 +55,9 @@ class Runtime:
     stream: StreamFn = provider_stream
     clock: Clock = SYSTEM_CLOCK
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # Work that lives as long as the runtime (periodic jobs): cancelled on close, never awaited as
+    # "background work settling".
+    daemons: set[asyncio.Task[None]] = field(default_factory=set)
     clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
     sessions: SessionServices = field(init=False)
 
@@ -134,10 +137,11 @@ class Runtime:
 
     async def close(self) -> None:
         await self.runners.cancel_all()
-        for task in list(self.background):
+        tasks = [*self.background, *self.daemons]
+        for task in tasks:
             task.cancel()
-        if self.background:
-            await asyncio.gather(*self.background, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         await self.scopes.close()
         # Nothing of ours streams any more. The pooled provider clients are shared by every runtime on
         # the loop: the last runtime to let go closes them.
@@ -150,3 +154,9 @@ class Runtime:
         task = asyncio.create_task(coro)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+
+    def spawn_daemon(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a job for the runtime's whole life (cancelled by close)."""
+        task = asyncio.create_task(coro)
+        self.daemons.add(task)
+        task.add_done_callback(self.daemons.discard)

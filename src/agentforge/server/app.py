@@ -75,7 +75,7 @@ def create_app(
         runtime = await Runtime.open(settings, stream=stream, clock=clock)
         app.state.runtime = runtime
         # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
-        runtime.spawn(checkpoint_periodically(settings))
+        runtime.spawn_daemon(checkpoint_periodically(settings))
         app.state.terminals = Terminals(runtime.bus)
         try:
             yield
