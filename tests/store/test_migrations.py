@@ -55,8 +55,9 @@ async def test_open_migrates_to_head_and_head_matches_the_tables(empty_database_
     assert head is not None and schema["revision"] == head
     assert schema["differences"] == []
     assert {"session", "message", "part", "event", "alembic_version"} <= schema["tables"]
-    assert [(u["name"], u["column_names"]) for u in schema["event_unique"]] == [
-        ("uq_event_session_id_seq", ["session_id", "seq"])
+    assert sorted((u["name"], u["column_names"]) for u in schema["event_unique"]) == [
+        ("uq_event_session_id_seq", ["session_id", "seq"]),
+        ("uq_event_tenant_id_position", ["tenant_id", "position"]),
     ]
     assert schema["part_indexes"] == {
         "ix_part_message_id_id": ["message_id", "id"],

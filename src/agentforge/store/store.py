@@ -350,12 +350,27 @@ class Store:
         return await self._readers.run(queries.get_part, tenant_id, session_id, message_id, part_id)
 
     async def events_after(
-        self, tenant_id: str, session_id: str, after_seq: int, limit: int = 1000
+        self,
+        tenant_id: str,
+        session_id: str | None,
+        after: int,
+        limit: int = 1000,
+        *,
+        up_to_position: int | None = None,
     ) -> list[Event]:
-        return await self._readers.run(queries.events_after, tenant_id, session_id, after_seq, limit)
+        """A page of the log: the session's events after seq `after`, or (`session_id` None) the
+        tenant's after position `after`; see `queries.events_after`."""
+        return await self._readers.run(
+            queries.events_after, tenant_id, session_id, after, limit, up_to_position
+        )
 
     async def last_seq(self, tenant_id: str, session_id: str) -> int:
         return await self._readers.run(queries.last_seq, tenant_id, session_id)
+
+    async def log_span(
+        self, tenant_id: str, session_id: str | None, *, up_to_position: int | None = None
+    ) -> tuple[int, int]:
+        return await self._readers.run(queries.log_span, tenant_id, session_id, up_to_position)
 
     # --- interaction records ----------------------------------------------------------------------
 
