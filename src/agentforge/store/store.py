@@ -29,6 +29,7 @@ from agentforge.store.engine import (
 from agentforge.store.migrate import MigrationError, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.privileges import current_role
+from agentforge.store.projector import checkpoint_part
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
 from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
 
@@ -219,6 +220,15 @@ class Store:
         future = self._writer.submit_mutation(Mutation(tenant_id, label, apply))
         result: T = await asyncio.shield(future)
         return result
+
+    def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]:
+        """Queue a streaming part's content so far (its wire shape) for the writer's next
+        transaction, without waiting: see `projector.checkpoint_part`."""
+        snapshot = dict(part)
+        mutation = Mutation(
+            tenant_id, "part.checkpoint", lambda conn: checkpoint_part(conn, tenant_id, snapshot)
+        )
+        return self._writer.submit_mutation(mutation)
 
     # --- API keys -------------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ async def events(
 
     # Taken together, with no await between: the subscription gets exactly what follows `cut`, and
     # the in-flight parts are as the deltas before it left them.
-    subscription = rt.bus.subscribe(accept)
+    subscription = rt.bus.subscribe(accept, buffer=request.app.state.sse_buffer)
     cut = rt.bus.published_position(tenant_id)
     inflight = rt.bus.inflight.snapshot(accept)
     try:
