@@ -73,7 +73,10 @@ class InflightParts:
     def _update(self, event: Event) -> None:
         part: dict[str, Any] = event.properties.get("part") or {}
         part_id = str(part.get("id"))
-        if part.get("type") not in STREAMED_PART_TYPES or (part.get("time") or {}).get("end") is not None:
+        # Streaming: a text or reasoning part that has started and not ended (a user's text part has
+        # no time at all).
+        span = part.get("time") or {}
+        if part.get("type") not in STREAMED_PART_TYPES or "start" not in span or span.get("end") is not None:
             self._parts.pop(part_id, None)
             return
         self._parts[part_id] = _OpenPart(event, [str(part.get("text") or "")])

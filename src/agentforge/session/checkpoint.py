@@ -4,8 +4,9 @@ Without them a part is stored when it starts (empty) and when it ends, so a cras
 all its text. Each delta asks `grew`; a checkpoint (the part's row overwritten with its text so far,
 through the ordered writer, no event) is submitted once `CHECKPOINT_SECONDS` have passed or
 `CHECKPOINT_CHARS` have arrived since the last one, and never while the previous one is still
-uncommitted: a slow store coalesces checkpoints instead of queueing one per delta. A crash loses at
-most the text of one interval. Time is read through the clock seam.
+uncommitted: a slow store coalesces checkpoints instead of queueing one per delta (once the pending
+one commits, the part is checked again). A crash loses at most the text of one interval. Time is
+read through the clock seam; nothing here runs a timer of its own.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class PartCheckpoints:
             return
         mark.pending = self._events.checkpoint_part(part)
         mark.time, mark.length = now, len(part.text)
+        mark.pending.add_done_callback(lambda _: self._committed(part, mark))
+
+    def _committed(self, part: TextPart | ReasoningPart, mark: _Mark) -> None:
+        # What arrived while it was being written may be due now (unless the part has ended).
+        if self._marks.get(part.id) is mark and len(part.text) > mark.length:
+            self.grew(part)
 
     def ended(self, part_id: str) -> None:
         """The part's final update is written: no more checkpoints for it."""
