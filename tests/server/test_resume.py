@@ -4,9 +4,12 @@ stream, and a subscriber cut off for lagging. Through HTTP, on SQLite and Postgr
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Connection, delete
 
 from agentforge.model.events import DEFAULT_TENANT, SESSION_UPDATED, Event
@@ -175,3 +178,62 @@ async def test_resume_errors_come_before_the_stream(live: LiveServer) -> None:
         assert response.status_code == 400
         assert response.headers["content-type"].startswith("application/json")
         await response.aread()
+
+
+# --- property: random disconnect points -------------------------------------------------------------
+
+_steps = st.lists(st.tuples(st.integers(1, 40), st.integers(0, 6)), min_size=1, max_size=4)
+
+
+async def _read_with_disconnects(
+    live: LiveServer, session_id: str | None, steps: list[tuple[int, int]]
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """From the log's start: read `cut` events, write `writes` events meanwhile, drop, resume; then read
+    to the end. Returns every durable event received, in order."""
+    path = "/event" if session_id is None else f"/event?sessionID={session_id}"
+    target = session_id or (await live.create_session())["id"]
+    received: list[tuple[int, str, dict[str, Any]]] = []
+    for cut, writes in [*steps, (10**9, 0)]:
+        cursor = received[-1][0] if received else 0
+        collector = EventCollector()
+        await collector.start(live.client, path, **{"Last-Event-ID": str(cursor)})
+        await _rename(live, target, writes, concurrency=3)  # racing the replay and the hand-over
+        end = (await _stored(live, session_id))[-1][0]
+        if end > cursor:
+            await collector.wait_for(_reached(collector, end, cut), timeout=30)
+        await collector.stop()
+        received.extend(_durable(collector.frames))
+    return received
+
+
+def _reached(collector: EventCollector, end: int, cut: int) -> Callable[[Frame], bool]:
+    def reached(frame: Frame) -> bool:
+        return frame.id is not None and (int(frame.id) >= end or len(_durable(collector.frames)) >= cut)
+
+    return reached
+
+
+async def test_random_disconnects_then_resumes_receive_exactly_the_stored_log(live: LiveServer) -> None:
+    session = await live.create_session()
+    await _rename(live, session["id"], 30)
+    loop = asyncio.get_running_loop()
+
+    # No shrinking: each example is a few HTTP streams, and a failing one is readable as it is.
+    @settings(
+        max_examples=6,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(tenant_wide=st.booleans(), steps=_steps)
+    def resumes_lose_nothing(tenant_wide: bool, steps: list[tuple[int, int]]) -> None:
+        async def check() -> None:
+            session_id = None if tenant_wide else session["id"]
+            received = await _read_with_disconnects(live, session_id, steps)
+            assert received == await _stored(live, session_id)
+
+        asyncio.run_coroutine_threadsafe(check(), loop).result(120)
+
+    # Hypothesis drives the examples from a thread; each runs on the server's loop.
+    await asyncio.to_thread(resumes_lose_nothing)
