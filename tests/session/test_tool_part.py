@@ -29,6 +29,9 @@ class RecordingSink:
     def publish_after_writes(self, event: Event) -> None:
         raise AssertionError("a tool part's transitions are durable writes")
 
+    def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]:
+        raise AssertionError("a tool part's transitions are durable writes")
+
 
 @pytest.fixture
 def sink() -> RecordingSink:

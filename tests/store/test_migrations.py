@@ -8,10 +8,16 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection, inspect, text
 
 from agentforge.store import Store, parse_database_url
-from agentforge.store.migrate import MigrationError, head_revision, run_with_connection
+from agentforge.store.migrate import (
+    MigrationError,
+    create_schema_if_missing,
+    head_revision,
+    run_with_connection,
+    upgrade,
+)
 from agentforge.store.schema import metadata
 from tests.databases import owner_url_for
 from tests.store.builders import new_session, session_created
@@ -55,8 +61,9 @@ async def test_open_migrates_to_head_and_head_matches_the_tables(empty_database_
     assert head is not None and schema["revision"] == head
     assert schema["differences"] == []
     assert {"session", "message", "part", "event", "alembic_version"} <= schema["tables"]
-    assert [(u["name"], u["column_names"]) for u in schema["event_unique"]] == [
-        ("uq_event_session_id_seq", ["session_id", "seq"])
+    assert sorted((u["name"], u["column_names"]) for u in schema["event_unique"]) == [
+        ("uq_event_session_id_seq", ["session_id", "seq"]),
+        ("uq_event_tenant_id_position", ["tenant_id", "position"]),
     ]
     assert schema["part_indexes"] == {
         "ix_part_message_id_id": ["message_id", "id"],
@@ -85,3 +92,44 @@ async def test_a_runtime_role_cannot_migrate_and_is_told_what_to_do(empty_databa
         pytest.skip("SQLite has no roles")
     with pytest.raises(MigrationError, match="agentforge db migrate"):
         await Store.open(empty_database_url)
+
+
+def _upgrade_through_0006_with_events(conn: Connection, schema: str | None) -> None:
+    if schema is not None:
+        create_schema_if_missing(conn, schema)
+    upgrade(conn, "0006_row_level_security")
+    rows = [
+        # (id, tenant, session, seq): ids ascend with time, across sessions.
+        ("evt_01", "a", "ses_1", 1),
+        ("evt_02", "b", "ses_2", 1),
+        ("evt_03", "a", "ses_3", 1),
+        ("evt_04", "a", "ses_1", 2),
+    ]
+    for event_id, tenant, session_id, seq in rows:
+        conn.execute(
+            text(
+                "INSERT INTO event (id, tenant_id, session_id, seq, type, data, time_created) "
+                "VALUES (:id, :tenant, :session, :seq, 'session.updated', '{}', 1)"
+            ),
+            {"id": event_id, "tenant": tenant, "session": session_id, "seq": seq},
+        )
+    conn.commit()
+    upgrade(conn)
+
+
+async def test_0007_numbers_existing_events_per_tenant_in_id_order(empty_database_url: str) -> None:
+    target = parse_database_url(owner_url_for(empty_database_url) or empty_database_url)
+    found: list[Any] = []
+
+    def migrate_and_read(conn: Connection) -> None:
+        _upgrade_through_0006_with_events(conn, target.schema)
+        found.extend(conn.execute(text("SELECT id, tenant_id, position FROM event ORDER BY id")))
+
+    await asyncio.to_thread(run_with_connection, target, migrate_and_read)
+
+    assert [tuple(row) for row in found] == [
+        ("evt_01", "a", 1),
+        ("evt_02", "b", 1),
+        ("evt_03", "a", 2),
+        ("evt_04", "a", 3),
+    ]

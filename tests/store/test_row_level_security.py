@@ -89,6 +89,7 @@ def _rows(tenant: str, key: str) -> dict[Table, dict[str, Any]]:
             "type": "session.created",
             "data": "{}",
             "time_created": 1,
+            "position": int(key.rsplit("-", 1)[-1]),
         },
         permission_request: {
             "id": f"per_{key}",

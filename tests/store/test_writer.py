@@ -13,7 +13,7 @@ from sqlalchemy import Connection, func, select
 from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store import Store, StoreWriteError, parse_database_url
-from agentforge.store.batch import BatchApplier, Outcome, SeqCache
+from agentforge.store.batch import BatchApplier, Committed, Outcome, SeqCache
 from agentforge.store.migrate import run_with_connection, upgrade_to_head
 from agentforge.store.projector import Writes, apply_event
 from agentforge.store.schema import part as part_table
@@ -158,6 +158,10 @@ def _applier(database_url: str, **options: int) -> BatchApplier:
     return BatchApplier(scoped_by_tenant=scoped, **options)
 
 
+def _seq(outcome: Outcome) -> int | Outcome:
+    return outcome.seq if isinstance(outcome, Committed) else outcome
+
+
 def _write_one_batch(database_url: str, events: Sequence[Event]) -> list[Outcome]:
     outcomes: list[Outcome] = []
     run_with_connection(
@@ -187,7 +191,7 @@ async def test_a_late_write_fails_alone_within_one_batch(store: Store, database_
     # One transaction, written beside the store's own writer (as another process would).
     outcomes = await asyncio.to_thread(_write_one_batch, database_url, batch)
 
-    assert outcomes[0] == 3 and outcomes[3] == 3
+    assert _seq(outcomes[0]) == 3 and _seq(outcomes[3]) == 3
     assert isinstance(outcomes[1], StoreWriteError) and isinstance(outcomes[2], StoreWriteError)
     live_history = await store.history(TENANT, live.id)
     assert [p.text for p in live_history[0].parts] == ["on time"]  # type: ignore[union-attr]
@@ -353,7 +357,9 @@ async def test_seq_is_reloaded_for_sessions_the_cache_forgot(database_url: str) 
 
     outcomes = await asyncio.to_thread(_write_batches, database_url, batches, 1)
 
-    assert outcomes == [1, 2, 1, 2, 1, 2, 3]
+    assert [_seq(o) for o in outcomes] == [1, 2, 1, 2, 1, 2, 3]
+    # One tenant: its positions number every event in commit order, whichever session.
+    assert [o.position for o in outcomes if isinstance(o, Committed)] == list(range(1, 8))
 
 
 def _delta(session_id: str, text: str) -> Event:
@@ -431,7 +437,7 @@ async def test_a_dropped_item_among_several_tenants_leaves_the_others_written(
     # One transaction beside the store's writer: the late write forces the one-by-one retry.
     outcomes = await asyncio.to_thread(_write_one_batch, database_url, batch)
 
-    assert outcomes[:3] == [2, 1, 2] and outcomes[4] == 3
+    assert [_seq(o) for o in outcomes[:3]] == [2, 1, 2] and _seq(outcomes[4]) == 3
     assert isinstance(outcomes[3], StoreWriteError)
     texts = [p.text for p in (await store.history("tenant-b", kept_id))[0].parts]  # type: ignore[union-attr]
     assert texts == ["tenant-b 0"]

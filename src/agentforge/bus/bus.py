@@ -11,6 +11,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
+from agentforge.bus.inflight import InflightParts
 from agentforge.model.events import STREAM_LAGGED, Event
 
 EventFilter = Callable[[Event], bool]
@@ -98,6 +99,16 @@ class Bus:
     def __init__(self) -> None:
         self._subscriptions: set[Subscription] = set()
         self._listeners: list[Callable[[Event], None]] = []
+        self.inflight = InflightParts()
+        self._positions: dict[str, int] = {}  # tenant -> position of its last published durable event
+
+    def published_position(self, tenant_id: str) -> int | None:
+        """The tenant position of the last durable event published (None: none since start-up).
+
+        Durable events are published in position order, after they commit; a subscription taken now
+        gets every event after this position and none at or before it.
+        """
+        return self._positions.get(tenant_id)
 
     def subscribe(self, accept: EventFilter | None = None, *, buffer: int = DEFAULT_BUFFER) -> Subscription:
         subscription = Subscription(self, accept, buffer)
@@ -120,6 +131,9 @@ class Bus:
             subscription.close()
 
     def publish(self, event: Event) -> None:
+        if event.position is not None:
+            self._positions[event.tenant_id] = event.position
+        self.inflight.observe(event)
         for listener in self._listeners:
             listener(event)
         for subscription in list(self._subscriptions):

@@ -60,11 +60,16 @@ SERVER_HEARTBEAT: Final = "server.heartbeat"
 STREAM_LAGGED: Final = "stream.lagged"
 # Sent as the last event to a subscriber whose credentials lapsed (key revoked, token expired).
 STREAM_UNAUTHORIZED: Final = "stream.unauthorized"
+# Sent instead of a replay when the resume point is one the event log no longer holds (pruned) or
+# never held (ahead of it): `{"position": <current>, "reason": "pruned" | "ahead"}`; the client
+# refetches its state and continues from `position`.
+STREAM_RESET: Final = "stream.reset"
 
 
 @dataclass(slots=True)
 class Event:
-    """One bus event. `seq` is set on durable events once they have committed."""
+    """One bus event. `seq` (per session) and `position` (per tenant) are set on durable events once
+    they have committed."""
 
     type: str
     properties: dict[str, Any]
@@ -74,6 +79,7 @@ class Event:
     # Not part of the wire shape or the event log: read by the audit log when the event is written.
     actor: str = field(default_factory=current_actor)
     id: str = field(default_factory=lambda: ids.ascending("evt"))
+    position: int | None = None
 
     @property
     def durable(self) -> bool:

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from agentforge import __version__
+from agentforge.bus.bus import DEFAULT_BUFFER
 from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings
 from agentforge.identity.apikeys import StoredApiKey
@@ -106,6 +107,7 @@ def create_app(
     authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=record_failure)
     app.state.authenticator = authenticator
     app.state.sse_heartbeat_seconds = events.HEARTBEAT_SECONDS  # tests shorten it
+    app.state.sse_buffer = DEFAULT_BUFFER  # events a slow subscriber may fall behind; tests shrink it
     errors.install(app)
     # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
     # needs an identity, resolved once per request and before any response (SSE included) starts.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 
 import orjson
 
@@ -16,16 +16,24 @@ SSE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
 }
 
-Replay = Callable[[], Awaitable[list[Event]]]
 Authorized = Callable[[], Awaitable[bool]]
 Encode = Callable[[Event], bytes]
 
 
 def frame(event: Event) -> bytes:
     """`id:` carries the session seq of durable events, so a client can resume with Last-Event-ID."""
+    return _framed(event.seq, event)
+
+
+def position_frame(event: Event) -> bytes:
+    """The tenant-wide stream's framing: `id:` is the event's tenant position."""
+    return _framed(event.position, event)
+
+
+def _framed(event_id: int | None, event: Event) -> bytes:
     data = orjson.dumps(event.envelope())
-    if event.seq is not None:
-        return b"id: %d\ndata: %s\n\n" % (event.seq, data)
+    if event_id is not None:
+        return b"id: %d\ndata: %s\n\n" % (event_id, data)
     return b"data: %s\n\n" % data
 
 
@@ -37,25 +45,24 @@ async def event_stream(
     subscription: Subscription,
     *,
     heartbeat_seconds: float,
-    replay: Replay | None = None,
+    replay: AsyncIterable[Event] | None = None,
+    replayed_through: int = 0,
     still_authorized: Authorized | None = None,
     encode: Encode = frame,
 ) -> AsyncIterator[bytes]:
-    """`server.connected`, then any missed durable events, then live events with heartbeats.
+    """`server.connected`, then what `replay` yields, then live events with heartbeats.
 
-    The subscription is taken before the replay is read, so nothing falls between the two; live
-    events already covered by the replay are skipped by their seq. Every `heartbeat_seconds`
+    The subscription is taken before the replay is read (server/resume.py), so nothing falls between
+    the two; live durable events at or before tenant position `replayed_through` (the replay covered
+    them) are skipped. Every `heartbeat_seconds`
     (busy or idle) `still_authorized` is asked again; once it says no, a last `stream.unauthorized`
     event is sent and the stream ends. `encode` frames each event (opencode's `/global/event` wraps
     them in an envelope of its own).
     """
     try:
         yield _plain(SERVER_CONNECTED, encode)
-        replayed: dict[str, int] = {}
         if replay is not None:
-            for event in await replay():
-                if event.session_id is not None and event.seq is not None:
-                    replayed[event.session_id] = event.seq
+            async for event in replay:
                 yield encode(event)
         loop = asyncio.get_running_loop()
         next_check = loop.time() + heartbeat_seconds
@@ -72,14 +79,12 @@ async def event_stream(
             if not batch:
                 yield _plain(SERVER_HEARTBEAT, encode)
                 continue
-            chunk = b"".join(encode(e) for e in batch if not _already_sent(e, replayed))
+            chunk = b"".join(encode(e) for e in batch if not _already_sent(e, replayed_through))
             if chunk:
                 yield chunk
     finally:
         subscription.close()
 
 
-def _already_sent(event: Event, replayed: dict[str, int]) -> bool:
-    if event.seq is None or event.session_id is None:
-        return False
-    return event.seq <= replayed.get(event.session_id, 0)
+def _already_sent(event: Event, replayed_through: int) -> bool:
+    return event.position is not None and event.position <= replayed_through

@@ -32,6 +32,8 @@ class EventSink(Protocol):
 
     def publish_after_writes(self, event: Event) -> None: ...
 
+    def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]: ...
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -83,6 +85,10 @@ class SessionEvents:
 
     async def update_part(self, part: PartBase) -> None:
         await self.submit_part(part)
+
+    def checkpoint_part(self, part: PartBase) -> asyncio.Future[Any]:
+        """Store a streaming part's content so far, without an event (session/checkpoint.py)."""
+        return self._sink.submit_checkpoint(self.tenant_id, part.wire())
 
     def part_delta(self, part: PartBase, field: str, delta: str) -> None:
         # Ordered behind pending writes, so it never overtakes the part's first full update.

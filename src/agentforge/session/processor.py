@@ -44,6 +44,7 @@ from agentforge.model.part import (
     Tokens,
 )
 from agentforge.model.session import StatusBusy, StatusIdle, StatusRetry
+from agentforge.session.checkpoint import PartCheckpoints
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.status import StatusTracker
 from agentforge.session.tool_calls import ToolCallRunner
@@ -88,6 +89,7 @@ class Processor:
         self._reasoning: dict[str, ReasoningPart] = {}
         self._calls = ToolCallRunner(deps.events, message, tools, deps.limits)
         self._written: dict[str, Part] = {}
+        self._checkpoints = PartCheckpoints(deps.events, deps.clock)
 
     @property
     def blocked(self) -> bool:
@@ -238,6 +240,7 @@ class Processor:
             return
         part.text += text
         self.deps.events.part_delta(part, "text", text)
+        self._checkpoints.grew(part)
 
     def _end_reasoning(self, part: ReasoningPart | None, metadata: dict[str, Any] | None) -> None:
         if part is not None and metadata:
@@ -248,6 +251,7 @@ class Processor:
         if part is None or part.time is None:
             return
         part.time = SpanTime(start=part.time.start, end=now_ms())
+        self._checkpoints.ended(part.id)
         self._save(part)
 
     async def _close_open_blocks(self) -> None:

@@ -61,11 +61,23 @@ class Applied:
 
 Item = Event | Mutation
 
-# Per item: an event's committed seq, a mutation's result, or why the item was dropped.
-Outcome = int | Applied | StoreWriteError
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """An event committed: its session `seq` and its tenant-wide `position` (what resumes read)."""
+
+    seq: int
+    position: int
+
+
+# Per item: an event's committed numbers, a mutation's result, or why the item was dropped.
+Outcome = Committed | Applied | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
 _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
+_MAX_POSITION = select(func.max(event_table.c.position)).where(
+    event_table.c.tenant_id == bindparam("tenant_id")
+)
 
 
 class SeqCache:
@@ -139,6 +151,8 @@ class BatchApplier:
     def __init__(self, *, scoped_by_tenant: bool, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
         self._scoped = scoped_by_tenant
         self._last_seq = SeqCache(seq_cache_size)
+        # The same bookkeeping per tenant for `position` (keys are tenant ids).
+        self._last_position = SeqCache(seq_cache_size)
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         """Commit what can be committed; return one outcome per event, in order.
@@ -154,10 +168,12 @@ class BatchApplier:
         for item in events:
             if isinstance(item, Event):
                 self._last_seq.forget(session_of(item))
+                self._last_position.forget(item.tenant_id)
         return self._write_one_by_one(conn, events)
 
     def _write_together(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
+        positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
         with conn.begin():
             _lock_audit_chains(conn, events)
@@ -170,17 +186,21 @@ class BatchApplier:
                     runs.chain.forget_heads()  # it may have appended to a chain itself
                     continue
                 seq = self._next_seq(conn, draft, session_of(item))
+                position = self._next_position(conn, positions, item.tenant_id)
                 record_event(runs.writes, item, runs.chain)
                 apply_event(runs.writes, item)
                 draft[session_of(item)] = seq
-                runs.log(event_row(item, seq))
-                outcomes.append(seq)
+                positions[item.tenant_id] = position
+                runs.log(event_row(item, seq, position))
+                outcomes.append(Committed(seq, position))
             runs.flush()
         self._last_seq.update(draft)
+        self._last_position.update(positions)
         return outcomes
 
     def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
+        positions: dict[str, int] = {}
         with conn.begin():
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped)
@@ -188,21 +208,25 @@ class BatchApplier:
             for item in events:
                 # Outside the item's savepoint: rolling that back must not undo the setting.
                 runs.enter(item.tenant_id)
-                outcomes.append(self._write_isolated(conn, draft, item))
+                outcomes.append(self._write_isolated(conn, draft, positions, item))
         self._last_seq.update(draft)
+        self._last_position.update(positions)
         return outcomes
 
-    def _write_isolated(self, conn: Connection, draft: dict[str, int], item: Item) -> Outcome:
+    def _write_isolated(
+        self, conn: Connection, draft: dict[str, int], positions: dict[str, int], item: Item
+    ) -> Outcome:
         if isinstance(item, Mutation):
             return _apply_isolated(conn, item)
         session_id = session_of(item)
         try:
             with conn.begin_nested():
                 seq = self._next_seq(conn, draft, session_id)
+                position = self._next_position(conn, positions, item.tenant_id)
                 writes = Writes(conn)
                 record_event(writes, item)
                 apply_event(writes, item)
-                writes.defer(_INSERT_EVENT, event_row(item, seq))
+                writes.defer(_INSERT_EVENT, event_row(item, seq, position))
                 writes.flush()
         except (IntegrityError, MissingRowError) as exc:
             # KERNEL 2.2: a late write after its session or message was deleted is logged and ignored.
@@ -212,7 +236,8 @@ class BatchApplier:
             log.exception("dropped %s %s for session %s", item.type, item.id, session_id)
             return StoreWriteError(f"{item.type} {item.id} could not be written: {exc}")
         draft[session_id] = seq
-        return seq
+        positions[item.tenant_id] = position
+        return Committed(seq, position)
 
     def _next_seq(self, conn: Connection, draft: dict[str, int], session_id: str) -> int:
         last = draft.get(session_id)
@@ -220,6 +245,14 @@ class BatchApplier:
             last = self._last_seq.get(session_id)
         if last is None:
             last = conn.execute(_MAX_SEQ, {"session_id": session_id}).scalar() or 0
+        return last + 1
+
+    def _next_position(self, conn: Connection, draft: dict[str, int], tenant_id: str) -> int:
+        last = draft.get(tenant_id)
+        if last is None:
+            last = self._last_position.get(tenant_id)
+        if last is None:
+            last = conn.execute(_MAX_POSITION, {"tenant_id": tenant_id}).scalar() or 0
         return last + 1
 
 
@@ -245,12 +278,13 @@ def session_of(item: Event) -> str:
     return item.session_id or ""
 
 
-def event_row(item: Event, seq: int) -> dict[str, Any]:
+def event_row(item: Event, seq: int, position: int) -> dict[str, Any]:
     return {
         "id": item.id,
         "tenant_id": item.tenant_id,
         "session_id": session_of(item),
         "seq": seq,
+        "position": position,
         "type": item.type,
         "data": dumps(item.properties),
         "time_created": int(time.time() * 1000),

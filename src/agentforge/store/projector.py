@@ -255,6 +255,29 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
         _add_to_totals(writes, tenant_id, new["sessionID"], usage_of(new) - previous)
 
 
+_CHECKPOINT_PART: Update = (
+    update(part)
+    .where(
+        part.c.id == bindparam("b_id"),
+        part.c.tenant_id == bindparam("b_tenant_id"),
+        part.c.session_id == bindparam("b_session_id"),
+    )
+    .values(data=bindparam("b_data"))
+)
+
+
+def checkpoint_part(conn: Connection, tenant_id: str, new: Mapping[str, Any]) -> None:
+    """Overwrite a streaming part's row with its content so far. No event: the log keeps the part's
+    start and end, the row keeps what a crash would otherwise lose. A part already removed stays so."""
+    params = {
+        "b_id": new["id"],
+        "b_tenant_id": tenant_id,
+        "b_session_id": new["sessionID"],
+        "b_data": dumps(new),
+    }
+    conn.execute(_CHECKPOINT_PART, params)
+
+
 def _part_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
     part_id = props["partID"]
     usage = _stored_part_usage(writes, tenant_id, part_id)

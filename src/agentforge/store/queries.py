@@ -327,23 +327,36 @@ def decode_cursor(cursor: str) -> tuple[str, int]:
 
 
 def events_after(
-    conn: Connection, tenant_id: str, session_id: str, after_seq: int, limit: int = 1000
+    conn: Connection,
+    tenant_id: str,
+    session_id: str | None,
+    after: int,
+    limit: int = 1000,
+    up_to_position: int | None = None,
 ) -> list[Event]:
-    """Durable events of the session with `seq > after_seq`, in seq order."""
-    rows = conn.execute(
-        select(event.c.id, event.c.type, event.c.data, event.c.seq)
-        .where(event.c.session_id == session_id, event.c.tenant_id == tenant_id, event.c.seq > after_seq)
-        .order_by(event.c.seq)
-        .limit(limit)
-    )
+    """One page of the event log after a resume point, oldest first.
+
+    With a session: its events with `seq > after`; without: the tenant's with `position > after`.
+    `up_to_position` stops the page at a tenant position (where a live subscription took over).
+    """
+    key = event.c.position if session_id is None else event.c.seq
+    query = select(
+        event.c.id, event.c.type, event.c.data, event.c.seq, event.c.position, event.c.session_id
+    ).where(event.c.tenant_id == tenant_id, key > after)
+    if session_id is not None:
+        query = query.where(event.c.session_id == session_id)
+    if up_to_position is not None:
+        query = query.where(event.c.position <= up_to_position)
+    rows = conn.execute(query.order_by(key).limit(limit))
     return [
         Event(
             type=row.type,
             properties=orjson.loads(row.data),
-            session_id=session_id,
+            session_id=row.session_id,
             tenant_id=tenant_id,
             seq=row.seq,
             id=row.id,
+            position=row.position,
         )
         for row in rows
     ]
@@ -355,6 +368,22 @@ def last_seq(conn: Connection, tenant_id: str, session_id: str) -> int:
         select(func.max(event.c.seq)).where(event.c.session_id == session_id, event.c.tenant_id == tenant_id)
     ).scalar()
     return int(value or 0)
+
+
+def log_span(
+    conn: Connection, tenant_id: str, session_id: str | None, up_to_position: int | None = None
+) -> tuple[int, int]:
+    """(first, last) resume key the log holds: seqs of a session, or positions of the tenant; (0, 0)
+    when it holds none. `last` counts only events up to `up_to_position` when given."""
+    key = event.c.position if session_id is None else event.c.seq
+    where = [event.c.tenant_id == tenant_id]
+    if session_id is not None:
+        where.append(event.c.session_id == session_id)
+    first = conn.execute(select(func.min(key)).where(*where)).scalar()
+    if up_to_position is not None:
+        where.append(event.c.position <= up_to_position)
+    last = conn.execute(select(func.max(key)).where(*where)).scalar()
+    return int(first or 0), int(last or 0)
 
 
 # --- interaction records: permission requests and todo lists ----------------------------------------

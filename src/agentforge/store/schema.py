@@ -1,9 +1,8 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. The migrations (`0001_initial`, `0002_message_open`,
-`0003_permission_todo`, `0004_compaction_boundary`) create exactly this; a test checks that the two
-never drift apart.
+Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0007_event_position`)
+create exactly this; a test checks that the two never drift apart.
 """
 
 from __future__ import annotations
@@ -123,7 +122,10 @@ event = Table(
     Column("type", Text, nullable=False),
     Column("data", Text, nullable=False),
     Column("time_created", BigInteger, nullable=False),
+    # The event's place in its tenant's log (1, 2, ...): the ids of the tenant-wide stream (0007).
+    Column("position", BigInteger, nullable=False),
     UniqueConstraint("session_id", "seq", name="uq_event_session_id_seq"),
+    UniqueConstraint("tenant_id", "position", name="uq_event_tenant_id_position"),
 )
 
 # A permission request and, once decided, its decision (KERNEL 7.4): written by the projector from

@@ -29,6 +29,7 @@ from agentforge.store.engine import (
 from agentforge.store.migrate import MigrationError, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.privileges import current_role
+from agentforge.store.projector import checkpoint_part
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
 from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
 
@@ -220,6 +221,15 @@ class Store:
         result: T = await asyncio.shield(future)
         return result
 
+    def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]:
+        """Queue a streaming part's content so far (its wire shape) for the writer's next
+        transaction, without waiting: see `projector.checkpoint_part`."""
+        snapshot = dict(part)
+        mutation = Mutation(
+            tenant_id, "part.checkpoint", lambda conn: checkpoint_part(conn, tenant_id, snapshot)
+        )
+        return self._writer.submit_mutation(mutation)
+
     # --- API keys -------------------------------------------------------------------------------
 
     async def create_api_key(self, stored: StoredApiKey) -> ApiKey:
@@ -350,12 +360,27 @@ class Store:
         return await self._readers.run(queries.get_part, tenant_id, session_id, message_id, part_id)
 
     async def events_after(
-        self, tenant_id: str, session_id: str, after_seq: int, limit: int = 1000
+        self,
+        tenant_id: str,
+        session_id: str | None,
+        after: int,
+        limit: int = 1000,
+        *,
+        up_to_position: int | None = None,
     ) -> list[Event]:
-        return await self._readers.run(queries.events_after, tenant_id, session_id, after_seq, limit)
+        """A page of the log: the session's events after seq `after`, or (`session_id` None) the
+        tenant's after position `after`; see `queries.events_after`."""
+        return await self._readers.run(
+            queries.events_after, tenant_id, session_id, after, limit, up_to_position
+        )
 
     async def last_seq(self, tenant_id: str, session_id: str) -> int:
         return await self._readers.run(queries.last_seq, tenant_id, session_id)
+
+    async def log_span(
+        self, tenant_id: str, session_id: str | None, *, up_to_position: int | None = None
+    ) -> tuple[int, int]:
+        return await self._readers.run(queries.log_span, tenant_id, session_id, up_to_position)
 
     # --- interaction records ----------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentforge.model.events import Event
-from agentforge.store.batch import Applied, BatchApplier, Item, Mutation, Outcome, StoreWriteError
+from agentforge.store.batch import Applied, BatchApplier, Committed, Item, Mutation, Outcome, StoreWriteError
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +136,9 @@ class OrderedWriter(ABC):
         ordered: list[Event] = []
         for pending, outcome in zip(batch, outcomes, strict=True):
             self._delivered += 1
-            if isinstance(outcome, int) and isinstance(pending.event, Event):
-                pending.event.seq = outcome
+            if isinstance(outcome, Committed) and isinstance(pending.event, Event):
+                pending.event.seq = outcome.seq
+                pending.event.position = outcome.position
                 ordered.append(pending.event)
             while self._trailing and self._trailing[0][0] <= self._delivered:
                 ordered.append(self._trailing.popleft()[1])
@@ -152,7 +153,7 @@ class OrderedWriter(ABC):
                 continue
             if isinstance(outcome, Applied):
                 pending.future.set_result(outcome.value)
-            elif isinstance(outcome, int):
+            elif isinstance(outcome, Committed):
                 pending.future.set_result(pending.event)
             else:
                 pending.future.set_exception(outcome)
