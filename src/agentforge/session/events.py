@@ -17,6 +17,7 @@ from agentforge.bus import Bus
 from agentforge.model.events import (
     MESSAGE_UPDATED,
     PART_DELTA,
+    PART_REMOVED,
     PART_UPDATED,
     SESSION_ERROR,
     Event,
@@ -113,6 +114,16 @@ class SessionEvents:
 
     def submit_part(self, part: PartBase) -> asyncio.Future[Event]:
         return self._sink.submit(self._part_event(part))
+
+    def remove_part(self, part: PartBase) -> asyncio.Future[Event]:
+        return self._sink.submit(
+            Event(
+                type=PART_REMOVED,
+                properties={"sessionID": part.session_id, "messageID": part.message_id, "partID": part.id},
+                session_id=part.session_id,
+                tenant_id=self.tenant_id,
+            )
+        )
 
     async def update_part(self, part: PartBase) -> None:
         await self.submit_part(part)
