@@ -15,6 +15,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
+from schemathesis.core.result import Ok
 
 from tests.e2e.harness import fake_provider_config
 from tests.e2e.server_process import serve_process
@@ -37,6 +38,7 @@ def fuzz(url: str, session_id: str) -> list[str]:
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     failures: list[str] = []
     for result in schema.get_all_operations():
+        assert isinstance(result, Ok), f"an operation of /openapi.json is invalid: {result.err()}"
         operation = result.ok()
         if (operation.method.upper(), operation.path) in SKIPPED:
             continue
