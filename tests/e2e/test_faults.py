@@ -7,6 +7,7 @@ the server waited for (`clock.slept`) and announced (`next`), not by waiting for
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -171,7 +172,7 @@ async def test_gemini_rate_limit_waits_for_the_retry_info_delay_in_the_error_bod
     [("dropped", "Connection"), ("stalled", "Provider stream stalled"), ("error-event", None)],
     ids=["dropped", "stalled", "error-event"],
 )
-async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_attempts_parts(
+async def test_mid_stream_fault_is_retried_after_backoff_removing_the_failed_attempts_parts(
     served: Served, fault: str, message: str | None
 ) -> None:
     kit = served.kit
@@ -192,9 +193,21 @@ async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_atte
     assert result.status_code == 200
     body = result.json()
     assert "error" not in body["info"]
-    # Parts written by the failed attempt stay; the retry streams into the same message.
-    assert _texts(body) == ["before the fault", "recovered"]
+    # What the failed attempt streamed is removed (and announced so); the retry streams into the
+    # same message, which holds only the retry's text, as stored.
+    assert _texts(body) == ["recovered"]
     assert all(p["time"].get("end") for p in body["parts"] if p["type"] == "text")
+    streamed = {f.properties["partID"] for f in events.of_type("message.part.delta")}
+    removed = {f.properties["partID"] for f in events.of_type("message.part.removed")}
+    [failed_text] = streamed - {p["id"] for p in body["parts"]}
+    assert failed_text in removed
+    [stored] = [
+        m
+        for m in (await live.client.get(f"/session/{sid}/message")).json()
+        if m["info"]["role"] == "assistant"
+    ]
+    assert _texts(stored) == ["recovered"]
+    assert failed_text not in {p["id"] for p in stored["parts"]}
     [retry] = _retry_frames(events)
     status = retry.properties["status"]
     assert status["attempt"] == 1 and status["message"].startswith(message or kit.messages[fault])
@@ -204,6 +217,8 @@ async def test_mid_stream_fault_is_retried_after_backoff_keeping_the_failed_atte
     assert status["next"] == fault_at_ms + round(waited * 1000)
     assert served.request_count == 2
     await _assert_idle_and_usable(served, sid)
+    # The next turn's history holds the reply, never the failed attempt's fragment.
+    assert "before the fault" not in json.dumps(served.provider.requests[-1])
 
 
 @PROTOCOLS

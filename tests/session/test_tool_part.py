@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -25,6 +26,9 @@ class RecordingSink:
         written: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
         written.set_result(event)
         return written
+
+    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]:
+        raise AssertionError("a tool part is written alone")
 
     def publish_after_writes(self, event: Event) -> None:
         raise AssertionError("a tool part's transitions are durable writes")

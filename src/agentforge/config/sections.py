@@ -83,6 +83,8 @@ class RetryConfig(_Section):
 class ServerConfig(_Section):
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    # Larger request bodies answer 413 (server/input_guard.py), chunked ones included.
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
 
 
 class ToolsConfig(_Section):

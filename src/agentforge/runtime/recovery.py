@@ -20,6 +20,7 @@ from agentforge.model.part import Part, ReasoningPart, SpanTime, TextPart, ToolP
 from agentforge.session.events import SessionEvents, now_ms
 from agentforge.session.services import SessionServices
 from agentforge.session.tool_part import ToolPartLifecycle
+from agentforge.tools.command_ledger import CommandLedger
 
 INTERRUPTED_TURN_MESSAGE: Final = "The server stopped while this turn was running"
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 RECOVERY_BATCH: Final = 1000
 
 
-async def close_interrupted_turns(services: SessionServices) -> int:
+async def close_interrupted_turns(services: SessionServices, ledger: CommandLedger | None = None) -> int:
     """Close every assistant message a previous process left open; returns how many it closed.
 
     Call it before serving: while the server runs, open messages are turns in progress. Only the
@@ -37,6 +38,9 @@ async def close_interrupted_turns(services: SessionServices) -> int:
     if not await services.store.claim_ownership():
         log.info("Another Agent Forge process owns this database; leaving its open turns alone")
         return 0
+    if ledger is not None:
+        # First: a command of the crashed run must not complete after its turn is marked aborted.
+        await asyncio.to_thread(ledger.kill_leftovers)
     expired = await services.permissions.expire_orphans()
     if expired:
         log.warning("Expired %d permission request(s) left pending when the server last stopped", expired)

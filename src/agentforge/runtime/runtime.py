@@ -27,6 +27,7 @@ from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
 from agentforge.runtime.hooks import plugin_policy
 from agentforge.runtime.recovery import close_interrupted_turns
+from agentforge.runtime.sandboxing import command_ledger
 from agentforge.runtime.scope import ScopeCache, check_configured_overlays, open_scope
 from agentforge.session.channels.questions import QuestionService
 from agentforge.session.processor import StreamFn
@@ -37,6 +38,7 @@ from agentforge.session.status import StatusTracker
 from agentforge.store.audit import digest
 from agentforge.store.private import make_private_dir
 from agentforge.store.store import Store
+from agentforge.tools.command_ledger import Reaper
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,8 @@ class Runtime:
     # "background work settling".
     daemons: set[asyncio.Task[None]] = field(default_factory=set)
     clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
+    # Kills what this process's commands leave should the process die outright (command_ledger.py).
+    reaper: Reaper | None = None
     sessions: SessionServices = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,7 +116,8 @@ class Runtime:
             )
             runtime.permissions.policies.append(plugin_policy(plugins))
             # Before serving: a turn the last process left running would otherwise stay open forever.
-            closed = await close_interrupted_turns(runtime.sessions)
+            closed = await close_interrupted_turns(runtime.sessions, command_ledger(settings))
+            runtime.reaper = await Reaper.start(command_ledger(settings))
             # Audit: the effective config's digest (never its values: they hold secrets), when changed.
             await store.record_config_loaded(
                 SYSTEM_TENANT,
@@ -143,6 +148,8 @@ class Runtime:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.scopes.close()
+        if self.reaper is not None:
+            await self.reaper.stop()
         # Nothing of ours streams any more. The pooled provider clients are shared by every runtime on
         # the loop: the last runtime to let go closes them.
         if self.clients is not None:

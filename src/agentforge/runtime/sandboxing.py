@@ -26,6 +26,7 @@ from pathlib import Path
 from agentforge.agents.registry import PLANS_DIR
 from agentforge.config import Settings
 from agentforge.config.sandbox import MIB, SandboxConfig, SandboxLimits
+from agentforge.tools.command_ledger import CommandLedger
 from agentforge.tools.sandbox import (
     MASKED_SYSTEM_PATHS,
     Limits,
@@ -100,6 +101,15 @@ def _confined_view(
         hidden=_real([server.data_dir, *hidden]),
         masked=_real(secrets),
     )
+
+
+COMMANDS_DIR = "commands"
+
+
+def command_ledger(server: Settings) -> CommandLedger:
+    """The server's ledger of running commands (one for all tenants: start-up kills what a crashed
+    run left of any of them)."""
+    return CommandLedger(server.data_dir / COMMANDS_DIR)
 
 
 def tenant_sandbox(

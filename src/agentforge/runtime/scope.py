@@ -44,7 +44,7 @@ from agentforge.config import (
 from agentforge.identity.model import InvalidTenantId, validate_tenant_id
 from agentforge.llm.provider import ProviderCatalog
 from agentforge.model.events import DEFAULT_TENANT
-from agentforge.runtime.sandboxing import tenant_sandbox
+from agentforge.runtime.sandboxing import command_ledger, tenant_sandbox
 from agentforge.session.scope import TenantScope
 from agentforge.store.engine import parse_database_url
 from agentforge.store.private import make_private_dir
@@ -233,6 +233,7 @@ def tenant_confinement(server: Settings, tenant_id: str, settings: Settings) -> 
         granted=granted,
         hidden=fence.closed,
     )
+    sandbox = replace(sandbox, ledger=command_ledger(server))
     # Without a working sandbox where one is needed, no command runs at all (sandboxing.py).
     refusal = sandbox.note if sandbox.kind == "refused" else None
     if not is_confined(server, tenant_id):

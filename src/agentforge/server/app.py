@@ -22,6 +22,7 @@ from agentforge.llm.adapter import stream as provider_stream
 from agentforge.runtime.checkpoints import checkpoint_periodically
 from agentforge.runtime.runtime import Runtime
 from agentforge.server import deps, errors
+from agentforge.server.input_guard import InputGuard
 from agentforge.server.routes import (
     agent,
     audit,
@@ -109,6 +110,8 @@ def create_app(
     app.state.sse_heartbeat_seconds = events.HEARTBEAT_SECONDS  # tests shorten it
     app.state.sse_buffer = DEFAULT_BUFFER  # events a slow subscriber may fall behind; tests shrink it
     errors.install(app)
+    # Size, 64-bit integers, NUL and lone surrogates: checked before any route runs (input_guard.py).
+    app.add_middleware(InputGuard, max_body_bytes=settings.config.server.max_body_bytes)
     # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
     # needs an identity, resolved once per request and before any response (SSE included) starts.
     app.include_router(global_.router)

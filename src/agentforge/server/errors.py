@@ -12,7 +12,7 @@ from agentforge.runtime.scope import TenantScopeError
 from agentforge.server.responses import WireResponse, error_body
 from agentforge.server.unsupported import not_offered
 from agentforge.session.errors import InvalidInputError, NotFoundError
-from agentforge.session.events import MessageIdTakenError
+from agentforge.session.events import MessageIdTakenError, PartIdTakenError
 from agentforge.session.runner import SessionBusyError
 from agentforge.terminal.registry import TerminalNotFoundError, TooManyTerminalsError
 from agentforge.tools.confinement import ShellNotAllowedError
@@ -65,6 +65,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(MessageIdTakenError)
     async def taken(_request: Request, exc: MessageIdTakenError) -> WireResponse:
+        return WireResponse(error_body("BadRequestError", str(exc)), status_code=400)
+
+    @app.exception_handler(PartIdTakenError)
+    async def part_taken(_request: Request, exc: PartIdTakenError) -> WireResponse:
         return WireResponse(error_body("BadRequestError", str(exc)), status_code=400)
 
     @app.exception_handler(InvalidInputError)

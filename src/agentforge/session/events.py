@@ -10,25 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentforge.bus import Bus
 from agentforge.model.events import (
     MESSAGE_UPDATED,
     PART_DELTA,
+    PART_REMOVED,
     PART_UPDATED,
     SESSION_ERROR,
     Event,
 )
 from agentforge.model.message import AssistantMessage, UserMessage
 from agentforge.model.part import PartBase
-from agentforge.store.batch import StoreWriteError
+from agentforge.store.batch import GroupWriteError, StoreWriteError
 
 
 class EventSink(Protocol):
     """The store's writer, as the session layer sees it."""
 
     def submit(self, event: Event) -> asyncio.Future[Event]: ...
+
+    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]: ...
 
     def publish_after_writes(self, event: Event) -> None: ...
 
@@ -44,6 +48,12 @@ class MessageIdTakenError(Exception):
         super().__init__(f"messageID {message_id} cannot be used: send a new msg_ id")
 
 
+class PartIdTakenError(Exception):
+    def __init__(self, part_id: str, field: str = "parts[].id") -> None:
+        super().__init__(f"{field}: part id {part_id} cannot be used: send a new prt_ id")
+        self.part_id = part_id
+
+
 class SessionEvents:
     """Write intents for one tenant."""
 
@@ -53,14 +63,7 @@ class SessionEvents:
         self.tenant_id = tenant_id
 
     def submit_message(self, info: UserMessage | AssistantMessage) -> asyncio.Future[Event]:
-        return self._sink.submit(
-            Event(
-                type=MESSAGE_UPDATED,
-                properties={"sessionID": info.session_id, "info": info.wire()},
-                session_id=info.session_id,
-                tenant_id=self.tenant_id,
-            )
-        )
+        return self._sink.submit(self._message_event(info))
 
     async def update_message(self, info: UserMessage | AssistantMessage) -> None:
         await self.submit_message(info)
@@ -73,11 +76,52 @@ class SessionEvents:
         except StoreWriteError:
             raise MessageIdTakenError(info.id) from None
 
+    async def write_user_message(
+        self, info: UserMessage, parts: Sequence[PartBase], *, chosen_id: bool
+    ) -> None:
+        """Write a user message with all its parts in one transaction, or nothing.
+
+        A client may have chosen the message's id (`chosen_id`) and its parts' ids: one another
+        session holds (message) or another message holds (part), in any tenant, refuses the whole
+        message with MessageIdTakenError or PartIdTakenError (the same answer whoever holds it, so it
+        reveals nothing of other tenants).
+        """
+        events = [self._message_event(info), *(self._part_event(part) for part in parts)]
+        try:
+            # Shielded: a cancelled request does not un-submit a group the writer may be committing.
+            await asyncio.shield(self._sink.submit_group(events))
+        except GroupWriteError as exc:
+            failed = next((i for i, event in enumerate(events) if event is exc.event), None)
+            if failed is not None and failed > 0:
+                raise PartIdTakenError(parts[failed - 1].id) from None
+            if failed == 0 and chosen_id:
+                raise MessageIdTakenError(info.id) from None
+            raise
+
+    def _message_event(self, info: UserMessage | AssistantMessage) -> Event:
+        return Event(
+            type=MESSAGE_UPDATED,
+            properties={"sessionID": info.session_id, "info": info.wire()},
+            session_id=info.session_id,
+            tenant_id=self.tenant_id,
+        )
+
+    def _part_event(self, part: PartBase) -> Event:
+        return Event(
+            type=PART_UPDATED,
+            properties={"sessionID": part.session_id, "part": part.wire(), "time": now_ms()},
+            session_id=part.session_id,
+            tenant_id=self.tenant_id,
+        )
+
     def submit_part(self, part: PartBase) -> asyncio.Future[Event]:
+        return self._sink.submit(self._part_event(part))
+
+    def remove_part(self, part: PartBase) -> asyncio.Future[Event]:
         return self._sink.submit(
             Event(
-                type=PART_UPDATED,
-                properties={"sessionID": part.session_id, "part": part.wire(), "time": now_ms()},
+                type=PART_REMOVED,
+                properties={"sessionID": part.session_id, "messageID": part.message_id, "partID": part.id},
                 session_id=part.session_id,
                 tenant_id=self.tenant_id,
             )

@@ -11,10 +11,13 @@ from agentforge.model.message import OutputFormat
 from agentforge.model.part import FileSource, ModelRef, TextRange
 from agentforge.model.session import PermissionRule
 
+# A time or position the store keeps in a BIGINT column: never negative, at most 2^63-1.
+StoredInt = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
 
 class SpanTimeInput(Wire):
-    start: int
-    end: int | None = None
+    start: StoredInt
+    end: StoredInt | None = None
 
 
 class TextPartInput(Wire):
@@ -84,7 +87,7 @@ class SessionCreateInput(Wire):
 
 
 class SessionTimeInput(Wire):
-    archived: int | None = None
+    archived: StoredInt | None = None
 
 
 class SessionUpdateInput(Wire):

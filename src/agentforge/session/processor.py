@@ -90,6 +90,8 @@ class Processor:
         self._calls = ToolCallRunner(deps.events, message, tools, deps.limits)
         self._written: dict[str, Part] = {}
         self._checkpoints = PartCheckpoints(deps.events, deps.clock)
+        # What the current attempt streamed (text, reasoning, step starts): removed if it fails.
+        self._attempt: list[Part] = []
 
     @property
     def blocked(self) -> bool:
@@ -105,6 +107,8 @@ class Processor:
         return WithParts(info=self.message, parts=[parts[key] for key in sorted(parts)])
 
     def _save(self, part: Part) -> None:
+        if part.id not in self._written and isinstance(part, TextPart | ReasoningPart | StepStartPart):
+            self._attempt.append(part)
         self._written[part.id] = part
         self.deps.events.submit_part(part)
 
@@ -152,9 +156,19 @@ class Processor:
         )
         await clock.sleep(delay / 1000)
         self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusBusy())
-        # A new attempt streams fresh blocks; parts of the failed attempt stay as written.
-        await self._close_open_blocks()
+        self._discard_attempt()
         return True
+
+    def _discard_attempt(self) -> None:
+        """A retry starts over: what the failed attempt streamed is removed (message.part.removed),
+        so it is neither part of the reply nor sent back to the model. Tool calls it made and the
+        usage of steps it finished stay: they happened."""
+        self._text.clear()
+        self._reasoning.clear()
+        for part in self._attempt:
+            self._written.pop(part.id, None)
+            self.deps.events.remove_part(part)
+        self._attempt.clear()
 
     async def _consume(self, stream: AsyncIterator[ev.StreamEvent]) -> None:
         try:
@@ -263,6 +277,7 @@ class Processor:
         self._reasoning.clear()
 
     async def _finish_step(self, event: ev.StepFinish) -> None:
+        self._attempt.clear()  # a finished step is kept whatever happens after it
         # Tool results belong to this step: they land before the step boundary.
         await self._calls.settle()
         await self._close_open_blocks()

@@ -24,7 +24,7 @@ from agentforge.plugins import calls as hooks
 from agentforge.session.access import RequestAccess
 from agentforge.session.context.prune import schedule_prune
 from agentforge.session.errors import InvalidInputError, NotFoundError
-from agentforge.session.events import now_ms
+from agentforge.session.events import PartIdTakenError, now_ms
 from agentforge.session.inputs import PromptInput
 from agentforge.session.loop import TurnLoop
 from agentforge.session.reverted import discard_reverted
@@ -87,6 +87,7 @@ class SessionPrompt:
         message_id = body.message_id or ids.ascending("msg")
         if body.message_id is not None and not ids.has_prefix(body.message_id, "msg"):
             raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")
+        _check_part_ids(body)
         info = UserMessage(
             id=message_id,
             session_id=session.id,
@@ -109,12 +110,10 @@ class SessionPrompt:
         )
         info, parts = hooked.message, hooked.parts
         await discard_reverted(self.services, self.tenant_id, session)  # a new prompt makes a revert final
-        if body.message_id is None:
-            self.events.submit_message(info)
-        else:
-            await self.events.write_new_message(info)
-        for part in parts:
-            self.events.submit_part(part)
+        try:
+            await self.events.write_user_message(info, parts, chosen_id=body.message_id is not None)
+        except PartIdTakenError as exc:
+            raise PartIdTakenError(exc.part_id, _part_field(body, exc.part_id)) from None
         await self._touch(session, model)
         return WithParts(info=info, parts=parts)
 
@@ -197,3 +196,21 @@ def _pick_model(scope: TenantScope, session: Session, body: PromptInput, agent_m
             f"Unknown variant {body.variant!r} for {provider_id}/{model_id}; available: {known}"
         )
     return ModelRef(provider_id=provider_id, model_id=model_id, variant=body.variant)
+
+
+def _check_part_ids(body: PromptInput) -> None:
+    """Client-chosen part ids are prt_ ids, each used once in the request (KERNEL 4.2)."""
+    seen: set[str] = set()
+    for index, part in enumerate(body.parts):
+        if part.id is None:
+            continue
+        if not ids.has_prefix(part.id, "prt"):
+            raise InvalidInputError(f"parts[{index}].id must be a prt_ id, got {part.id!r}")
+        if part.id in seen:
+            raise InvalidInputError(f"parts[{index}].id {part.id} is used twice in this message")
+        seen.add(part.id)
+
+
+def _part_field(body: PromptInput, part_id: str) -> str:
+    index = next((i for i, part in enumerate(body.parts) if part.id == part_id), None)
+    return "parts[].id" if index is None else f"parts[{index}].id"

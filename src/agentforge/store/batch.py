@@ -38,6 +38,14 @@ class StoreWriteError(Exception):
     """A durable event was not written: its batch failed, or it was dropped (e.g. a late write)."""
 
 
+class GroupWriteError(StoreWriteError):
+    """An event group was not written; `event` is the one that failed (None: its whole batch did)."""
+
+    def __init__(self, message: str, event: Event | None = None) -> None:
+        super().__init__(message)
+        self.event = event
+
+
 SEQ_CACHE_SIZE: Final = 10_000
 
 
@@ -59,7 +67,16 @@ class Applied:
     value: Any
 
 
-Item = Event | Mutation
+@dataclass(frozen=True, slots=True)
+class EventGroup:
+    """Events of one tenant written all together or not at all (a user message with its parts).
+
+    Their ids may be a client's choice, so each row must be new or its own: a part whose id another
+    message holds (in any session or tenant) fails the group instead of overwriting or vanishing.
+    """
+
+    tenant_id: str
+    events: tuple[Event, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +87,17 @@ class Committed:
     position: int
 
 
-# Per item: an event's committed numbers, a mutation's result, or why the item was dropped.
-Outcome = Committed | Applied | StoreWriteError
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """An event group committed; the numbers of each of its events, in order."""
+
+    committed: tuple[Committed, ...]
+
+
+Item = Event | Mutation | EventGroup
+
+# Per item: an event's committed numbers, a mutation's result, a group's, or why it was dropped.
+Outcome = Committed | Applied | Grouped | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
 _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
@@ -166,9 +192,9 @@ class BatchApplier:
             log.debug("batch of %d failed as a whole (%s); retrying event by event", len(events), exc)
         # The cached seqs of these sessions may be what failed (another process wrote): reload them.
         for item in events:
-            if isinstance(item, Event):
-                self._last_seq.forget(session_of(item))
-                self._last_position.forget(item.tenant_id)
+            for event in events_of(item):
+                self._last_seq.forget(session_of(event))
+                self._last_position.forget(event.tenant_id)
         return self._write_one_by_one(conn, events)
 
     def _write_together(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
@@ -184,6 +210,12 @@ class BatchApplier:
                     runs.flush()
                     outcomes.append(Applied(item.apply(conn)))
                     runs.chain.forget_heads()  # it may have appended to a chain itself
+                    continue
+                if isinstance(item, EventGroup):
+                    grouped = self._write_group(runs.writes, draft, positions, item, runs.chain)
+                    for event, done in zip(item.events, grouped.committed, strict=True):
+                        runs.log(event_row(event, done.seq, done.position))
+                    outcomes.append(grouped)
                     continue
                 seq = self._next_seq(conn, draft, session_of(item))
                 position = self._next_position(conn, positions, item.tenant_id)
@@ -218,6 +250,8 @@ class BatchApplier:
     ) -> Outcome:
         if isinstance(item, Mutation):
             return _apply_isolated(conn, item)
+        if isinstance(item, EventGroup):
+            return self._write_group_isolated(conn, draft, positions, item)
         session_id = session_of(item)
         try:
             with conn.begin_nested():
@@ -238,6 +272,61 @@ class BatchApplier:
         draft[session_id] = seq
         positions[item.tenant_id] = position
         return Committed(seq, position)
+
+    def _write_group(
+        self,
+        writes: Writes,
+        draft: dict[str, int],
+        positions: dict[str, int],
+        group: EventGroup,
+        chain: ChainBuffer | None = None,
+    ) -> Grouped:
+        """Project a group's events with strict writes; raises GroupWriteError naming the one that
+        failed. `draft` and `positions` are only updated when every event went through."""
+        writes.flush()
+        local = dict(draft)
+        local_positions = dict(positions)
+        committed: list[Committed] = []
+        writes.strict = True
+        try:
+            for event in group.events:
+                try:
+                    seq = self._next_seq(writes.conn, local, session_of(event))
+                    position = self._next_position(writes.conn, local_positions, event.tenant_id)
+                    record_event(writes, event, chain)
+                    apply_event(writes, event)
+                    writes.flush()
+                except Exception as exc:
+                    raise GroupWriteError(
+                        f"{event.type} {event.id} was refused: {_short(exc)}", event
+                    ) from exc
+                local[session_of(event)] = seq
+                local_positions[event.tenant_id] = position
+                committed.append(Committed(seq, position))
+        finally:
+            writes.strict = False
+        draft.update(local)
+        positions.update(local_positions)
+        return Grouped(tuple(committed))
+
+    def _write_group_isolated(
+        self, conn: Connection, draft: dict[str, int], positions: dict[str, int], group: EventGroup
+    ) -> Outcome:
+        writes = Writes(conn)
+        log_rows: list[dict[str, Any]] = []
+        try:
+            with conn.begin_nested():
+                grouped = self._write_group(writes, draft, positions, group)
+                for event, done in zip(group.events, grouped.committed, strict=True):
+                    log_rows.append(event_row(event, done.seq, done.position))
+                conn.execute(_INSERT_EVENT, log_rows)
+        except GroupWriteError as exc:
+            log.warning("dropped an event group for session %s: %s", session_of(group.events[0]), exc)
+            return exc
+        except Exception as exc:
+            log.exception("dropped an event group for session %s", session_of(group.events[0]))
+            return GroupWriteError(f"the event group could not be written: {_short(exc)}")
+        return grouped
 
     def _next_seq(self, conn: Connection, draft: dict[str, int], session_id: str) -> int:
         last = draft.get(session_id)
@@ -271,6 +360,14 @@ def _apply_isolated(conn: Connection, item: Mutation) -> Outcome:
     except Exception as exc:
         log.warning("mutation %s for tenant %s failed: %s", item.label, item.tenant_id, _short(exc))
         return StoreWriteError(f"{item.label} failed: {_short(exc)}")
+
+
+def events_of(item: Item) -> tuple[Event, ...]:
+    if isinstance(item, Event):
+        return (item,)
+    if isinstance(item, EventGroup):
+        return item.events
+    return ()
 
 
 def session_of(item: Event) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     CursorResult,
     Delete,
@@ -52,6 +53,9 @@ class Writes:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        # Set while writing an event group (batch.py): a part then runs at once and fails when its id
+        # is another message's, instead of being batched and silently left out.
+        self.strict = False
         self._statement: Executable | None = None
         self._rows: list[dict[str, Any]] = []
 
@@ -139,11 +143,21 @@ def _upsert(writes: Writes, table: Table) -> Insert:
         statement = base.on_conflict_do_update(
             index_elements=[table.c.id],
             set_={name: base.excluded[name] for name in _UPSERT_COLUMNS[table.name]},
-            where=(table.c.tenant_id == base.excluded.tenant_id)
-            & (table.c.session_id == base.excluded.session_id),
+            where=_same_owner(table, base),
         )
         _upserts[(dialect, table.name)] = statement
     return statement
+
+
+def _same_owner(table: Table, base: Any) -> ColumnElement[bool]:
+    """The row an upsert may update: the same tenant and session, and for a part the same message
+    (a part id never moves between messages, so a reused one cannot rewrite an earlier message)."""
+    same: ColumnElement[bool] = (table.c.tenant_id == base.excluded.tenant_id) & (
+        table.c.session_id == base.excluded.session_id
+    )
+    if "message_id" in table.c:
+        same = same & (table.c.message_id == base.excluded.message_id)
+    return same
 
 
 # --- handlers ---------------------------------------------------------------------------------------
@@ -250,7 +264,11 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
         "time_created": props.get("time") or 0,
         "data": dumps(new),
     }
-    writes.defer(_upsert(writes, part), row)
+    if writes.strict:
+        if writes.run(_upsert(writes, part), row).rowcount == 0:
+            raise MissingRowError(f"part id {new['id']} is taken by another message")
+    else:
+        writes.defer(_upsert(writes, part), row)
     if counts:
         _add_to_totals(writes, tenant_id, new["sessionID"], usage_of(new) - previous)
 

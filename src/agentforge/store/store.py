@@ -199,6 +199,11 @@ class Store:
         """Queue a durable event without waiting. The future fails with StoreWriteError if dropped."""
         return self._writer.submit(event)
 
+    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]:
+        """Queue events to commit all together or not at all (GroupWriteError names the one that
+        failed): a user message with its parts, whose ids a client may have chosen."""
+        return self._writer.submit_group(events)
+
     async def claim_ownership(self) -> bool:
         """Whether this process is the database's only live owner (see ownership.py); the claim is
         kept until `close`."""

@@ -27,7 +27,17 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentforge.model.events import Event
-from agentforge.store.batch import Applied, BatchApplier, Committed, Item, Mutation, Outcome, StoreWriteError
+from agentforge.store.batch import (
+    Applied,
+    BatchApplier,
+    Committed,
+    EventGroup,
+    Grouped,
+    Item,
+    Mutation,
+    Outcome,
+    StoreWriteError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +85,17 @@ class OrderedWriter(ABC):
             raise StoreWriteError("the store is closed")
         _check_durable(event)
         return self._queue_item(event)
+
+    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]:
+        """Queue events of one tenant to commit in one piece: all of them, or none (GroupWriteError
+        naming the event that failed). The future resolves with the events, seqs set."""
+        if self._closing:
+            raise StoreWriteError("the store is closed")
+        if not events or len({event.tenant_id for event in events}) != 1:
+            raise ValueError("an event group needs events of exactly one tenant")
+        for event in events:
+            _check_durable(event)
+        return self._queue_item(EventGroup(events[0].tenant_id, tuple(events)))
 
     def submit_mutation(self, mutation: Mutation) -> asyncio.Future[Any]:
         """Queue a mutation; the future resolves with what its `apply` returned once committed."""
@@ -140,6 +161,11 @@ class OrderedWriter(ABC):
                 pending.event.seq = outcome.seq
                 pending.event.position = outcome.position
                 ordered.append(pending.event)
+            elif isinstance(outcome, Grouped) and isinstance(pending.event, EventGroup):
+                for event, done in zip(pending.event.events, outcome.committed, strict=True):
+                    event.seq = done.seq
+                    event.position = done.position
+                    ordered.append(event)
             while self._trailing and self._trailing[0][0] <= self._delivered:
                 ordered.append(self._trailing.popleft()[1])
         if ordered:
@@ -153,9 +179,11 @@ class OrderedWriter(ABC):
                 continue
             if isinstance(outcome, Applied):
                 pending.future.set_result(outcome.value)
+            elif isinstance(outcome, Grouped) and isinstance(pending.event, EventGroup):
+                pending.future.set_result(list(pending.event.events))
             elif isinstance(outcome, Committed):
                 pending.future.set_result(pending.event)
-            else:
+            elif isinstance(outcome, StoreWriteError):
                 pending.future.set_exception(outcome)
                 # Already logged by the writer: fire-and-forget submitters need not retrieve it.
                 pending.future.exception()

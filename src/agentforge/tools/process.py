@@ -14,12 +14,18 @@ cannot forget it. Inside bwrap the command gets a new session of its own too; th
 and signal is bwrap, and when it dies the kernel kills everything in the sandbox's PID namespace.
 `start_pty` starts the other kind of command: an interactive terminal (the `/pty` routes), on a
 pseudo-terminal instead of pipes.
+
+No command outlives the server: its leader gets SIGKILL when the server dies (PR_SET_PDEATHSIG, set
+in the child before exec; bwrap also has `--die-with-parent`), and what it started in the background
+is killed through the command ledger (tools/command_ledger.py): by the ledger's reaper the moment the
+server dies, and at the next start-up should the reaper have died too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fcntl
 import os
 import pty
@@ -32,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from agentforge.tools.command_ledger import TOKEN_VARIABLE
 from agentforge.tools.sandbox import CommandSandbox
 
 KILL_GRACE_SECONDS = 3.0
@@ -120,17 +127,38 @@ async def run_process_group(
     group is killed, SIGKILL following SIGTERM after `kill_grace` seconds). If the awaiting task
     is cancelled, the group is killed before the cancellation propagates.
     """
-    loop = asyncio.get_running_loop()
     command = await _sandboxed(argv, cwd, sandbox)
+    ledger = sandbox.sandbox.ledger
+    if ledger is None:
+        return await _run_group(command, cwd, dict(env), time_limit, abort, on_output, kill_grace)
+    token = await ledger.open_entry()
+    try:
+        env = {**env, TOKEN_VARIABLE: token}
+        return await _run_group(command, cwd, env, time_limit, abort, on_output, kill_grace)
+    finally:
+        await ledger.close_entry(token)
+
+
+async def _run_group(
+    command: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    time_limit: float | None,
+    abort: asyncio.Event,
+    on_output: OnOutput,
+    kill_grace: float,
+) -> ProcessOutcome:
+    loop = asyncio.get_running_loop()
     transport, protocol = await loop.subprocess_exec(
         _CommandProtocol,
         *command,
         cwd=cwd,
-        env=dict(env),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_die_with_server(),
     )
     pid = transport.get_pid()
     pump = asyncio.create_task(protocol.pump(on_output))
@@ -226,10 +254,33 @@ class PtyProcess:
     fd: int
 
 
-def _take_terminal() -> None:
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_server() -> Callable[[], None]:
+    """What the child runs between fork and exec: SIGKILL when the server thread that started it
+    dies (system calls only, safe there). If the server already died, the child exits at once."""
+    server = os.getpid()
+
+    def arm() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != server:
+            os._exit(1)
+
+    return arm
+
+
+def _take_terminal() -> Callable[[], None]:
     """In the child, after setsid: make its terminal (its stdin) the controlling one, so job control
-    and ^C work. Only a system call: safe between fork and exec."""
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    and ^C work; and die with the server. Only system calls: safe between fork and exec."""
+    die = _die_with_server()
+
+    def take() -> None:
+        die()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return take
 
 
 def set_terminal_size(fd: int, rows: int, cols: int) -> None:
@@ -262,7 +313,7 @@ async def start_pty(
             stdout=terminal,
             stderr=terminal,
             start_new_session=True,
-            preexec_fn=_take_terminal,
+            preexec_fn=_take_terminal(),
         )
     except BaseException:
         os.close(controller)

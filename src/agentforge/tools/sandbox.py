@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agentforge.tools.command_ledger import CommandLedger
+
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_SECONDS = 10.0
@@ -116,6 +118,8 @@ class Sandbox:
     network: bool = False
     output_bytes: int | None = None
     sandbox_mcp: bool = True  # whether its stdio MCP servers run in it too
+    # Where its running commands are recorded, so a crashed server's leftovers die at start-up.
+    ledger: CommandLedger | None = None
 
     @property
     def active(self) -> bool:

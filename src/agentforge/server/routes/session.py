@@ -29,7 +29,7 @@ async def list_sessions(
     tenant_id: TenantDep,
     directory: str | None = None,
     roots: bool = False,
-    start: int | None = None,
+    start: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="Only sessions updated since")] = None,
     search: str | None = None,
     limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
 ) -> WireResponse:
@@ -85,7 +85,7 @@ async def list_messages(
     session_id: str,
     request: Request,
     sessions: SessionsDep,
-    limit: Annotated[int | None, Query(ge=0)] = None,
+    limit: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     before: str | None = None,
 ) -> WireResponse:
     if before is not None and limit is None:
