@@ -77,7 +77,8 @@ async def test_run_on_an_unknown_session_exits_1(cli: Cli) -> None:
 
 async def test_usage_errors_exit_2(cli: Cli) -> None:
     assert (await cli.run_local("run", "hello", "--model", "no-slash")).exit_code == 2
-    assert (await cli.invoke("run")).exit_code == 2
+    result = await cli.invoke("run")
+    assert result.exit_code == 2, (result.output, result.exception)
     missing_config = await cli.invoke("run", "hello", "--config", str(cli.workspace / "nope.json"))
     assert missing_config.exit_code == 2
     assert "config file not found" in missing_config.stderr

@@ -11,7 +11,7 @@ from agentforge.cli.audit import audit_app
 from agentforge.cli.db import db_app
 from agentforge.cli.doctor import doctor
 from agentforge.cli.keys import keys_app
-from agentforge.cli.run import run
+from agentforge.cli.run import RUN_EPILOG, run
 from agentforge.cli.serve import serve
 from agentforge.cli.session import session_app
 
@@ -23,7 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("serve")(serve)
-app.command("run")(run)
+app.command("run", epilog=RUN_EPILOG)(run)
 app.command("doctor")(doctor)
 app.add_typer(session_app, name="session")
 app.add_typer(keys_app, name="keys")

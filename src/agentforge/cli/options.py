@@ -32,3 +32,9 @@ DatabaseUrl = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a readable view.")]
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Show the server's log (in-process) on stderr as well as in its file."
+    ),
+]
