@@ -242,7 +242,7 @@ class TurnPrinter:
             self._finished_tools.add(part_id)
             self._note(tool_result_line(part))
             for line in output_preview(part):
-                self._err.print(line)
+                self._err.print(line, soft_wrap=True)
             self._spinner.start("waiting for the model")
 
     def _show_status(self, status: Mapping[str, Any]) -> None:
