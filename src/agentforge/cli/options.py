@@ -38,3 +38,8 @@ Verbose = Annotated[
         "--verbose", "-v", help="Show the server's log (in-process) on stderr as well as in its file."
     ),
 ]
+# Commands that act on what a running server holds in memory (waiting requests) need a server.
+DEFAULT_SERVER_URL = "http://127.0.0.1:4096"
+ServerUrl = Annotated[
+    str, typer.Option("--url", envvar="AGENTFORGE_URL", help="The server holding the requests.")
+]
