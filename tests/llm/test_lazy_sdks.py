@@ -1,0 +1,32 @@
+"""Provider SDKs are imported by the adapter that uses them, not by starting the server or the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from agentforge.llm import anthropic_messages
+from agentforge.llm.adapter import ADAPTER_MODULES, load_adapter
+
+SDKS = ("anthropic", "openai", "google.genai")
+PROBE = (
+    "import json, sys; import agentforge.cli.main, agentforge.server.app; "
+    f"print(json.dumps([name for name in {SDKS!r} if name in sys.modules]))"
+)
+
+
+async def test_starting_the_server_or_the_cli_imports_no_provider_sdk() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PROBE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode == 0, err.decode()
+    assert json.loads(out) == []
+
+
+async def test_every_api_has_an_adapter_that_streams() -> None:
+    assert set(anthropic_messages.ANTHROPIC_APIS) <= set(ADAPTER_MODULES)
+    for module in set(ADAPTER_MODULES.values()):
+        adapter = await load_adapter(module)
+        assert callable(adapter.stream)
