@@ -27,6 +27,7 @@ from agentforge.client import (
     StreamingASGITransport,
 )
 from agentforge.config import ConfigError, Settings, load_settings
+from agentforge.config.keys import unknown_keys
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,10 @@ class Target:
 
 
 def build_settings(target: Target, *, host: str | None = None, port: int | None = None) -> Settings:
-    """Settings from the command's options; a broken config is a usage error (exit 2)."""
+    """Settings from the command's options; a broken config is a usage error (exit 2), an unknown
+    key a warning."""
     try:
-        return load_settings(
+        settings = load_settings(
             config_path=target.config_path,
             data_dir=target.data_dir,
             database_url=target.database_url,
@@ -56,6 +58,10 @@ def build_settings(target: Target, *, host: str | None = None, port: int | None 
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exits.USAGE) from exc
+    # `doctor` and `serve --production` refuse these; everywhere else a typo is at least visible.
+    for unknown in unknown_keys(settings.config):
+        typer.echo(f"warning: {unknown.describe()}", err=True)
+    return settings
 
 
 @asynccontextmanager

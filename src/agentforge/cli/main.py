@@ -11,6 +11,7 @@ from agentforge.cli.audit import audit_app
 from agentforge.cli.db import db_app
 from agentforge.cli.doctor import doctor
 from agentforge.cli.keys import keys_app
+from agentforge.cli.options import HELP_MARKUP
 from agentforge.cli.permission import permission_app
 from agentforge.cli.question import question_app
 from agentforge.cli.run import RUN_EPILOG, run
@@ -23,6 +24,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.command("serve")(serve)
 app.command("run", epilog=RUN_EPILOG)(run)

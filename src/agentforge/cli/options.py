@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
+
+# Help texts are Markdown, not rich markup: "[default: 127.0.0.1]" in a help text must stay visible.
+HELP_MARKUP: Final = "markdown"
 
 Url = Annotated[
     str | None,

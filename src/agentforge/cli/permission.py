@@ -12,11 +12,13 @@ from rich.text import Text
 
 from agentforge.cli import exits
 from agentforge.cli.connect import Target, connect, run_command
-from agentforge.cli.options import DEFAULT_SERVER_URL, Json, ServerUrl
+from agentforge.cli.options import DEFAULT_SERVER_URL, HELP_MARKUP, Json, ServerUrl
 from agentforge.cli.render import format_time
 
 permission_app = typer.Typer(
-    help="List and answer permission requests waiting on a server.", no_args_is_help=True
+    help="List and answer permission requests waiting on a server.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 

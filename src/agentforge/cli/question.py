@@ -11,11 +11,13 @@ from rich.console import Console
 from agentforge.cli import exits
 from agentforge.cli.connect import Target, connect, run_command
 from agentforge.cli.humans import parse_answer, question_lines
-from agentforge.cli.options import DEFAULT_SERVER_URL, Json, ServerUrl
+from agentforge.cli.options import DEFAULT_SERVER_URL, HELP_MARKUP, Json, ServerUrl
 from agentforge.client import AgentForgeError, AsyncAgentForge
 
 question_app = typer.Typer(
-    help="List, answer and dismiss questions waiting on a server.", no_args_is_help=True
+    help="List, answer and dismiss questions waiting on a server.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 

@@ -15,10 +15,14 @@ from agentforge.cli import exits
 from agentforge.cli.connect import Target, connect, run_command
 from agentforge.cli.export import as_json as export_json
 from agentforge.cli.export import as_markdown
-from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir, Json, Url
+from agentforge.cli.options import HELP_MARKUP, ConfigPath, DatabaseUrl, DataDir, Json, Url
 from agentforge.cli.render import print_conversation, sessions_table
 
-session_app = typer.Typer(help="List, inspect, export, copy and remove sessions.", no_args_is_help=True)
+session_app = typer.Typer(
+    help="List, inspect, export, copy and remove sessions.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+)
 
 
 def _print_json(value: Any) -> None:
