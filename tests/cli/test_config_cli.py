@@ -67,3 +67,27 @@ async def test_help_keeps_its_defaults() -> None:
     flat = " ".join(run_help.stdout.replace("│", " ").split())  # wrapped help, boxes removed
     assert "[default: ask on a terminal, else none]" in flat
     assert "3 a permission request was refused" in flat
+
+
+async def test_a_bad_api_is_a_one_line_config_error(cli: Cli) -> None:
+    config = json.loads(cli.config.read_text())
+    config["provider"]["fake"]["api"] = "nonsense"
+    cli.config.write_text(json.dumps(config))
+    result = await cli.run_local("run", "hello")
+    assert result.exit_code == exits.USAGE
+    [line] = result.stderr.splitlines()
+    assert (
+        line.startswith("error: ") and "provider.fake.api: unknown api 'nonsense'; use one of openai" in line
+    )
+
+
+async def test_a_provider_that_is_down_is_one_error_line(cli: Cli) -> None:
+    config = json.loads(cli.config.read_text())
+    config["provider"]["fake"]["options"]["baseURL"] = "http://127.0.0.1:9/v1"
+    config["retry"] = {"max_attempts": 1}
+    cli.config.write_text(json.dumps(config))
+    result = await cli.run_local("run", "hello")
+    assert result.exit_code == exits.ERROR
+    assert "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("[error]")]
+    assert errors == ["[error] Cannot connect to provider: All connection attempts failed (APIError)"]

@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 
+from agentforge.config.sections import PROVIDER_APIS
 from agentforge.llm import anthropic_messages
 from agentforge.llm.adapter import ADAPTER_MODULES, load_adapter
 
@@ -27,6 +28,8 @@ async def test_starting_the_server_or_the_cli_imports_no_provider_sdk() -> None:
 
 async def test_every_api_has_an_adapter_that_streams() -> None:
     assert set(anthropic_messages.ANTHROPIC_APIS) <= set(ADAPTER_MODULES)
+    # The config accepts exactly the apis there is an adapter for.
+    assert set(ADAPTER_MODULES) == set(PROVIDER_APIS)
     for module in set(ADAPTER_MODULES.values()):
         adapter = await load_adapter(module)
         assert callable(adapter.stream)

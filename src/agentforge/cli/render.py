@@ -163,8 +163,10 @@ class TurnPrinter:
 
     def footer(self) -> None:
         self._spinner.stop()
-        if self._assistant_infos:
-            self._err.print(usage_footer(list(self._assistant_infos.values())))
+        infos = list(self._assistant_infos.values())
+        # A turn that failed before the model answered has nothing to count.
+        if any((info.get("tokens") or {}).get("input") or info.get("cost") for info in infos):
+            self._err.print(usage_footer(infos))
 
     def finish(self, final: WithParts) -> str | None:
         """Prints whatever of the final message the stream did not show; returns its error, if any."""

@@ -153,7 +153,8 @@ async def _run(
     approve: Approve,
     as_json: bool,
 ) -> int:
-    err = Console(stderr=True, highlight=False)
+    # Lines are not cut to a width: the terminal wraps them, a pipe or a log file keeps them whole.
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     async with connect(target) as client:
         session_id = await _pick_session(client, session_id, continue_last=continue_last)
         err.print(Text(f"session {session_id}", style="dim"))

@@ -145,7 +145,7 @@ def to_named_error(exc: BaseException, *, provider_id: str, aborted: bool = Fals
 def _from_sdk_error(exc: BaseException, provider_id: str) -> NamedError | None:
     """A provider SDK's own error. SDKs are imported only by the adapter that uses them: one not
     loaded cannot have raised anything, so it is not imported here either."""
-    openai = sys.modules.get("openai")
+    openai = _imported("openai")
     if openai is not None:
         if isinstance(exc, openai.AuthenticationError):
             return _auth_error(provider_id, _status_message(exc))
@@ -153,7 +153,7 @@ def _from_sdk_error(exc: BaseException, provider_id: str) -> NamedError | None:
             return _from_status_error(exc)
         if isinstance(exc, openai.APIConnectionError):
             return _from_connection_error(exc)
-    anthropic = sys.modules.get("anthropic")
+    anthropic = _imported("anthropic")
     if anthropic is not None:
         if isinstance(exc, anthropic.AuthenticationError):
             return _auth_error(provider_id, _status_message(exc))
@@ -161,10 +161,19 @@ def _from_sdk_error(exc: BaseException, provider_id: str) -> NamedError | None:
             return _from_anthropic_status_error(exc, provider_id)
         if isinstance(exc, anthropic.APIConnectionError):
             return _from_anthropic_connection_error(exc)
-    genai_errors = sys.modules.get("google.genai.errors")
+    genai_errors = _imported("google.genai.errors")
     if genai_errors is not None and isinstance(exc, genai_errors.APIError):
         return _from_genai_error(exc, provider_id)
     return None
+
+
+def _imported(name: str) -> Any:
+    """The SDK module once its import has finished; None before (an adapter may be importing it in
+    another thread right now, and a half-imported module lacks the classes)."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 def is_context_overflow(message: str) -> bool:
