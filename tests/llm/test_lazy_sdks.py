@@ -1,4 +1,4 @@
-"""Provider SDKs are imported by the adapter that uses them, not by starting the server or the CLI."""
+"""Provider SDKs (and the MCP SDK) are imported when first used, not by starting the server or the CLI."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from agentforge.config.sections import PROVIDER_APIS
 from agentforge.llm import anthropic_messages
 from agentforge.llm.adapter import ADAPTER_MODULES, load_adapter
 
-SDKS = ("anthropic", "openai", "google.genai")
+SDKS = ("anthropic", "openai", "google.genai", "mcp", "mcp_types")
 PROBE = (
     "import json, sys; import agentforge.cli.main, agentforge.server.app; "
     f"print(json.dumps([name for name in {SDKS!r} if name in sys.modules]))"
