@@ -155,3 +155,20 @@ async def test_server_logs_go_to_a_file_not_the_terminal(cli: Cli, fake_openai: 
     assert "No turn was left running" not in result.stderr
     verbose = await cli.run_local("run", "hello", "--verbose")
     assert "No turn was left running" in verbose.stderr
+
+
+async def test_a_subagents_request_is_answered_too(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    (cli.workspace / ".env").write_text("TOKEN=secret\n")
+    task = {"description": "Read the env", "prompt": "Read .env", "subagent_type": "general"}
+    fake_openai.enqueue(
+        call("task", task),  # the run's session starts a subagent
+        call("read", {"filePath": ".env"}),  # the subagent, in a child session, asks
+        reply("The file sets TOKEN."),  # the subagent's answer
+        reply("The subagent says TOKEN is set."),
+    )
+    result = await cli.run_local("run", "delegate reading .env", "--approve", "all")
+    assert result.exit_code == exits.OK, result.output
+    assert "[permission] read wants read" in result.stderr.splitlines()
+    assert "--approve all: once" in result.stderr.splitlines()
+    assert result.stdout == "The subagent says TOKEN is set.\n"
+    assert "TOKEN=secret" in tool_results(fake_openai.requests[2])[0]

@@ -93,6 +93,7 @@ class Answerer:
         self._approve = approve
         self._prompter = prompter
         self._tools: dict[str, tuple[str, Mapping[str, Any]]] = {}  # callID -> (tool, input)
+        self._tree = {session_id}  # the run's session and its subagents' sessions
         self._decided: set[str] = set()
         self._answered: set[str] = set()
         self._refused: dict[str, str] = {}  # request id -> what happened, for the exit code
@@ -103,8 +104,13 @@ class Answerer:
         return list(self._refused.values())
 
     async def handle(self, event: ServerEvent) -> None:
+        """Takes every event of the tenant: subagents run in child sessions, and their requests
+        belong to this run too."""
         props = event.properties
-        if props.get("sessionID", self._session_id) != self._session_id:
+        if event.type == "session.created":
+            self._adopt(props.get("info") or {})
+            return
+        if _session_of(event) not in self._tree:
             return
         if event.type == "message.part.updated":
             self._remember_tool(props.get("part") or {})
@@ -116,6 +122,10 @@ class Answerer:
             await self._question(props)
         elif event.type == "question.rejected":
             self._question_rejected(props)
+
+    def _adopt(self, info: Mapping[str, Any]) -> None:
+        if info.get("parentID") in self._tree and isinstance(info.get("id"), str):
+            self._tree.add(info["id"])
 
     def _remember_tool(self, part: Mapping[str, Any]) -> None:
         if part.get("type") == "tool" and part.get("callID"):
@@ -217,6 +227,14 @@ class Answerer:
     def _note(self, lines: Sequence[Text]) -> None:
         for line in lines:
             self._err.print(line)
+
+
+def _session_of(event: ServerEvent) -> str | None:
+    props = event.properties
+    for holder in (props, props.get("part"), props.get("info")):
+        if isinstance(holder, Mapping) and isinstance(holder.get("sessionID"), str):
+            return str(holder["sessionID"])
+    return None
 
 
 def permission_lines(request: Mapping[str, Any], tool: tuple[str, Mapping[str, Any]] | None) -> list[Text]:

@@ -193,11 +193,18 @@ async def run_turn(
 ) -> WithParts:
     """Posts one prompt while printing the session's events (and answering what asks for a person);
     aborts the turn if cancelled."""
-    async with client.events(session_id) as stream:
-        events = aiter(stream)
+    async with contextlib.AsyncExitStack() as streams:
+        # The session's own events print; the answerer reads the tenant's, where its subagents'
+        # sessions (and their requests) appear too. Both streams are connected before the prompt.
+        events = aiter(await streams.enter_async_context(client.events(session_id)))
         await asyncio.wait_for(_until_connected(events), CONNECT_WAIT_SECONDS)
+        pumps = []
+        if answerer is not None:
+            everything = aiter(await streams.enter_async_context(client.events()))
+            await asyncio.wait_for(_until_connected(everything), CONNECT_WAIT_SECONDS)
+            pumps.append(asyncio.create_task(_answer_events(everything, printer, answerer)))
         idle = asyncio.Event()
-        pump = asyncio.create_task(_print_events(events, printer, idle, answerer))
+        pumps.append(asyncio.create_task(_print_events(events, printer, idle)))
         printer.started()
         try:
             final = await _prompt_or_abort(client, session_id, text, model=model, agent=agent)
@@ -205,10 +212,12 @@ async def run_turn(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(idle.wait(), IDLE_WAIT_SECONDS)
         finally:
-            pump.cancel()
-            await asyncio.wait({pump})
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.wait(pumps)
             printer.pause()
-        _report_stream_failure(pump, printer)
+        for pump in pumps:
+            _report_stream_failure(pump, printer)
     return final
 
 
@@ -231,15 +240,16 @@ async def _until_connected(events: AsyncIterator[ServerEvent]) -> None:
     raise AgentForgeConnectionError("the event stream closed before it connected")
 
 
-async def _print_events(
-    events: AsyncIterator[ServerEvent], printer: Printer, idle: asyncio.Event, answerer: Answerer | None
-) -> None:
+async def _answer_events(events: AsyncIterator[ServerEvent], printer: Printer, answerer: Answerer) -> None:
     async for event in events:
         if event.type in _ASKING:
             printer.pause()
+        await answerer.handle(event)
+
+
+async def _print_events(events: AsyncIterator[ServerEvent], printer: Printer, idle: asyncio.Event) -> None:
+    async for event in events:
         printer.handle(event)
-        if answerer is not None:
-            await answerer.handle(event)
         if _is_idle(event):
             idle.set()
 
