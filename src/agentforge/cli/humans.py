@@ -88,7 +88,6 @@ class Answerer:
         if approve == "ask" and prompter is None:
             raise ValueError("asking needs a terminal")
         self._client = client
-        self._session_id = session_id
         self._err = err
         self._approve = approve
         self._prompter = prompter
