@@ -86,3 +86,18 @@ async def test_the_user_rejects_a_request_with_a_message(cli: Cli, fake_openai: 
         child.close(force=True)
     assert code == exits.REFUSED
     assert len(fake_openai.requests) == 1
+
+
+async def test_ctrl_c_at_a_prompt_aborts_the_turn_and_exits_130(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    (cli.workspace / ".env").write_text("TOKEN=secret\n")
+    fake_openai.enqueue(call("read", {"filePath": ".env"}), reply("never reached"))
+    child = spawn(cli, "run", "read my .env")
+    try:
+        await off_loop(lambda: child.expect(r"Allow\? \[o\]nce"))
+        child.sendintr()
+        await off_loop(lambda: child.expect("interrupted"))
+        code = await off_loop(lambda: finish(child))
+    finally:
+        child.close(force=True)
+    assert code == exits.INTERRUPTED
+    assert len(fake_openai.requests) == 1
