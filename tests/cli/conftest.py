@@ -35,13 +35,14 @@ class Cli:
         """The options that point an in-process command at this test's config and database."""
         return ["--config", str(self.config), "--data-dir", str(self.data_dir)]
 
-    async def invoke(self, *args: str) -> Result:
-        """Runs the CLI in a worker thread: the fake provider keeps serving from this loop meanwhile."""
+    async def invoke(self, *args: str, input: str | None = None) -> Result:
+        """Runs the CLI in a worker thread: the fake provider keeps serving from this loop meanwhile.
+        `input` is its stdin (not a terminal, as in a pipe)."""
         runner = CliRunner()
-        return await asyncio.wait_for(asyncio.to_thread(runner.invoke, app, list(args)), 30)
+        return await asyncio.wait_for(asyncio.to_thread(runner.invoke, app, list(args), input), 30)
 
-    async def run_local(self, *args: str) -> Result:
-        return await self.invoke(*args, *self.local)
+    async def run_local(self, *args: str, input: str | None = None) -> Result:
+        return await self.invoke(*args, *self.local, input=input)
 
 
 @pytest.fixture

@@ -77,7 +77,8 @@ async def test_run_on_an_unknown_session_exits_1(cli: Cli) -> None:
 
 async def test_usage_errors_exit_2(cli: Cli) -> None:
     assert (await cli.run_local("run", "hello", "--model", "no-slash")).exit_code == 2
-    assert (await cli.invoke("run")).exit_code == 2
+    result = await cli.invoke("run")
+    assert result.exit_code == 2, (result.output, result.exception)
     missing_config = await cli.invoke("run", "hello", "--config", str(cli.workspace / "nope.json"))
     assert missing_config.exit_code == 2
     assert "config file not found" in missing_config.stderr
@@ -157,3 +158,11 @@ async def test_interrupting_a_turn_aborts_it_on_the_server(live: LiveServer) -> 
         last = (await client.messages(session.id)).items[-1].wire()
         assert session.id not in await client.status()
     assert last["info"]["error"]["name"] == "MessageAbortedError"
+
+
+async def test_run_shows_the_models_reasoning_dimmed_on_stderr(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(Script().reasoning("Thinking it through.").text("The answer.").usage(10, 5).finish())
+    result = await cli.run_local("run", "think first")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "The answer.\n"
+    assert "[thinking] Thinking it through." in result.stderr.splitlines()

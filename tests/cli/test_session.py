@@ -71,3 +71,50 @@ async def test_list_and_show_over_http(live: LiveServer, cli: Cli) -> None:
     shown = await cli.invoke("session", "show", created["id"], "--url", live.url)
     assert shown.exit_code == 0, shown.output
     assert shown.stdout.startswith("remote one\n")
+
+
+async def test_rename_fork_export_and_delete(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    (cli.workspace / "todo.txt").write_text("water the plants\n")
+    fake_openai.enqueue(call("read", {"filePath": "todo.txt"}), reply("You need to **water** the plants."))
+    await cli.run_local("run", "What is on my list?")
+    session_id = json.loads((await cli.run_local("session", "list", "--json")).stdout)[0]["id"]
+
+    renamed = await cli.run_local("session", "rename", session_id, "Garden chores")
+    assert renamed.exit_code == 0, renamed.output
+    assert renamed.stdout == f"{session_id}: Garden chores\n"
+
+    exported = json.loads((await cli.run_local("session", "export", session_id)).stdout)
+    assert exported["session"]["title"] == "Garden chores"
+    assert [m["info"]["role"] for m in exported["messages"]] == ["user", "assistant", "assistant"]
+
+    markdown_file = cli.workspace / "chores.md"
+    written = await cli.run_local(
+        "session", "export", session_id, "--format", "markdown", "-o", str(markdown_file)
+    )
+    assert written.exit_code == 0, written.output
+    markdown = markdown_file.read_text()
+    assert markdown.startswith("# Garden chores\n")
+    assert (
+        markdown.index("## User")
+        < markdown.index("What is on my list?")
+        < markdown.index("## Assistant (fake/m)")
+    )
+    assert "**Tool `read`** filePath=todo.txt" in markdown
+    assert "water the plants" in markdown
+    assert markdown.rstrip().endswith("You need to **water** the plants.")
+
+    forked = await cli.run_local("session", "fork", session_id)
+    assert forked.exit_code == 0, forked.output
+    fork_id = forked.stdout.strip()
+    assert fork_id.startswith("ses_") and fork_id != session_id
+    copy = json.loads((await cli.run_local("session", "export", fork_id)).stdout)
+    assert len(copy["messages"]) == 3
+
+    deleted = await cli.run_local("session", "delete", session_id)
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.stdout == f"deleted {session_id}\n"
+    remaining = [s["id"] for s in json.loads((await cli.run_local("session", "list", "--json")).stdout)]
+    assert remaining == [fork_id]
+    gone = await cli.run_local("session", "export", session_id)
+    assert gone.exit_code == 1
+    assert "NotFoundError" in gone.stderr

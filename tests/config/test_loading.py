@@ -410,3 +410,27 @@ def test_a_tenant_overlay_file_is_read_without_substitution(tmp_path: Path) -> N
     path.write_text(json.dumps({"provider": {"a": {"options": {"apiKey": "{file:/etc/hostname}"}}}}))
     with pytest.raises(ConfigError, match="not allowed in a tenant overlay file"):
         read_overlay_file(path)
+
+
+def test_project_files_are_found_up_to_the_repository_root(dirs: dict[str, Path]) -> None:
+    repo = dirs["tmp"] / "repo"
+    (repo / ".git").mkdir(parents=True)
+    deep = repo / "src" / "pkg"
+    deep.mkdir(parents=True)
+    above_repo = write(dirs["tmp"] / "agentforge.json", {"model": "a/outside"})
+    at_root = write(repo / "agentforge.json", {"model": "a/root", "small_model": "a/root-small"})
+    nearer = write(repo / "src" / "agentforge.json", {"model": "a/src"})
+
+    # Outermost first: the nearest file wins; nothing above the repository applies.
+    assert config_files(directory=deep) == [at_root, nearer]
+    config, _ = load_config(directory=deep)
+    assert (config.model, config.small_model) == ("a/src", "a/root-small")
+    assert above_repo not in config_files(directory=deep)
+
+
+def test_outside_a_repository_only_the_directory_itself_counts(dirs: dict[str, Path]) -> None:
+    loose = dirs["tmp"] / "loose" / "sub"
+    loose.mkdir(parents=True)
+    write(dirs["tmp"] / "loose" / "agentforge.json", {"model": "a/parent"})
+    here = write(loose / "agentforge.json", {"model": "a/here"})
+    assert config_files(directory=loose) == [here]

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from agentforge.cli.connect import Target, build_settings
-from agentforge.cli.options import ConfigPath, DataDir
+from agentforge.cli.options import HELP_MARKUP, ConfigPath, DataDir
 from agentforge.config import Settings
 from agentforge.runtime.checkpoints import chains_url, checkpoint_file, checkpoint_key, take_checkpoint
 from agentforge.store.audit_checkpoints import (
@@ -21,7 +21,9 @@ from agentforge.store.audit_checkpoints import (
 )
 from agentforge.store.audit_verify import AuditDatabaseError, ChainReport, verify_database
 
-audit_app = typer.Typer(help="Inspect the tamper-evident audit log.", no_args_is_help=True)
+audit_app = typer.Typer(
+    help="Inspect the tamper-evident audit log.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
 
 
 # No envvar, unlike the shared --db: AGENTFORGE_DATABASE_URL names the runtime role, which (on Postgres)

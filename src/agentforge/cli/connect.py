@@ -7,14 +7,18 @@ transport, so the CLI speaks the same HTTP API either way, live events included.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 import typer
 
+from agentforge.cli import exits
+from agentforge.cli.logs import log_file, logging_to_file
 from agentforge.client import (
     AgentForgeConnectionError,
     AgentForgeError,
@@ -23,6 +27,9 @@ from agentforge.client import (
     StreamingASGITransport,
 )
 from agentforge.config import ConfigError, Settings, load_settings
+from agentforge.config.keys import unknown_keys
+
+log = logging.getLogger(__name__)
 
 # Any URL works in-process (no socket is opened); this one says where requests go in logs and errors.
 IN_PROCESS_URL = "http://agentforge.in-process"
@@ -34,12 +41,14 @@ class Target:
     config_path: Path | None = None
     data_dir: Path | None = None
     database_url: str | None = None
+    verbose: bool = False
 
 
 def build_settings(target: Target, *, host: str | None = None, port: int | None = None) -> Settings:
-    """Settings from the command's options; a broken config is a usage error (exit 2)."""
+    """Settings from the command's options; a broken config is a usage error (exit 2), an unknown
+    key a warning."""
     try:
-        return load_settings(
+        settings = load_settings(
             config_path=target.config_path,
             data_dir=target.data_dir,
             database_url=target.database_url,
@@ -48,7 +57,11 @@ def build_settings(target: Target, *, host: str | None = None, port: int | None 
         )
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(exits.USAGE) from exc
+    # `doctor` and `serve --production` refuse these; everywhere else a typo is at least visible.
+    for unknown in unknown_keys(settings.config):
+        typer.echo(f"warning: {unknown.describe()}", err=True)
+    return settings
 
 
 @asynccontextmanager
@@ -61,30 +74,57 @@ async def connect(target: Target) -> AsyncIterator[AsyncAgentForge]:
     # Imported here: the server stack is only needed when running in-process.
     from agentforge.server.app import create_app
 
-    # Like a real server, the app's own failures become 500 answers rather than tracebacks here.
-    transport = StreamingASGITransport(create_app(settings), raise_app_exceptions=False)
-    async with transport.lifespan(), AsyncAgentForge(IN_PROCESS_URL, transport=transport) as client:
-        yield client
+    path = log_file(settings.data_dir)
+    await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True, mode=0o700)
+    with logging_to_file(path, verbose=target.verbose):
+        # Like a real server, the app's own failures become 500 answers rather than tracebacks here.
+        transport = StreamingASGITransport(create_app(settings), raise_app_exceptions=False)
+        try:
+            async with transport.lifespan(), AsyncAgentForge(IN_PROCESS_URL, transport=transport) as client:
+                yield client
+        except Exception as exc:
+            # The user gets one line (run_command); the traceback goes to the log.
+            log.exception("command failed")
+            exc.add_note(f"the log is in {path}")
+            raise
 
 
 def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
     """Runs a command's coroutine; failures the user should read become a message and an exit code.
 
-    0 success, 1 the server (or the turn) failed, 2 usage errors (raised by typer or `build_settings`),
-    130 interrupted.
+    See `agentforge.cli.exits`. Never a traceback: anything unexpected is one line here and the full
+    report in the log.
     """
     try:
         code = asyncio.run(main)
     except AgentForgeConnectionError as exc:
-        typer.echo(f"error: cannot reach the server: {exc.message}", err=True)
-        code = 1
+        typer.echo(f"error: cannot reach the server: {exc.message} (is it running? check --url)", err=True)
+        code = exits.ERROR
     except AgentForgeError as exc:
         typer.echo(f"error: {exc.message} ({exc.name})", err=True)
-        code = 1
+        code = exits.ERROR
     except LifespanError as exc:
-        typer.echo(f"error: the in-process server failed to start or stop: {exc}", err=True)
-        code = 1
+        typer.echo(f"error: the in-process server failed to start or stop: {_one_line(exc)}", err=True)
+        code = exits.ERROR
+    except ConfigError as exc:
+        typer.echo(f"error: {exc} (fix the config file)", err=True)
+        code = exits.USAGE
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
-        code = 130
+        code = exits.INTERRUPTED
+    except (typer.Exit, click.ClickException):
+        raise  # usage errors: click prints them and exits 2
+    except Exception as exc:
+        notes = "; ".join(getattr(exc, "__notes__", []))
+        hint = f" ({notes}; --verbose shows it as it happens)" if notes else ""
+        typer.echo(f"error: {type(exc).__name__}: {_one_line(exc)}{hint}", err=True)
+        code = exits.ERROR
     raise typer.Exit(code)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    cause = exc.__cause__ or exc.__context__
+    if not text and cause is not None:
+        return _one_line(cause)
+    return text or type(exc).__name__

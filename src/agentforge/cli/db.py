@@ -12,10 +12,11 @@ from typing import Annotated, NoReturn
 import typer
 from sqlalchemy.exc import SQLAlchemyError
 
+from agentforge.cli.options import HELP_MARKUP
 from agentforge.config import ENV_DATABASE_OWNER_URL
 from agentforge.store.migrate import head_revision, upgrade_to_head
 
-db_app = typer.Typer(help="Database administration.", no_args_is_help=True)
+db_app = typer.Typer(help="Database administration.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP)
 
 
 @db_app.command("migrate")

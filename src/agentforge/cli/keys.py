@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentforge.cli.connect import Target, build_settings
-from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir, Json
+from agentforge.cli.options import HELP_MARKUP, ConfigPath, DatabaseUrl, DataDir, Json
 from agentforge.cli.render import format_time
 from agentforge.identity.apikeys import ApiKey, mint_api_key
 from agentforge.identity.model import InvalidTenantId, validate_tenant_id
@@ -26,7 +26,9 @@ from agentforge.store import Store
 
 T = TypeVar("T")
 
-keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
+keys_app = typer.Typer(
+    help="Create, list and revoke API keys.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
 
 
 def _tenant(value: str) -> str:

@@ -11,7 +11,10 @@ from agentforge.cli.audit import audit_app
 from agentforge.cli.db import db_app
 from agentforge.cli.doctor import doctor
 from agentforge.cli.keys import keys_app
-from agentforge.cli.run import run
+from agentforge.cli.options import HELP_MARKUP
+from agentforge.cli.permission import permission_app
+from agentforge.cli.question import question_app
+from agentforge.cli.run import RUN_EPILOG, run
 from agentforge.cli.serve import serve
 from agentforge.cli.session import session_app
 
@@ -21,11 +24,14 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.command("serve")(serve)
-app.command("run")(run)
+app.command("run", epilog=RUN_EPILOG)(run)
 app.command("doctor")(doctor)
 app.add_typer(session_app, name="session")
+app.add_typer(permission_app, name="permission")
+app.add_typer(question_app, name="question")
 app.add_typer(keys_app, name="keys")
 app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
+
+# Help texts are Markdown, not rich markup: "[default: 127.0.0.1]" in a help text must stay visible.
+HELP_MARKUP: Final = "markdown"
 
 Url = Annotated[
     str | None,
@@ -32,3 +35,14 @@ DatabaseUrl = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a readable view.")]
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Show the server's log (in-process) on stderr as well as in its file."
+    ),
+]
+# Commands that act on what a running server holds in memory (waiting requests) need a server.
+DEFAULT_SERVER_URL = "http://127.0.0.1:4096"
+ServerUrl = Annotated[
+    str, typer.Option("--url", envvar="AGENTFORGE_URL", help="The server holding the requests.")
+]

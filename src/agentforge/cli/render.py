@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
@@ -69,12 +70,67 @@ def tool_result_line(part: Mapping[str, Any]) -> Text:
     return line.append(f" ({count} line{'s' if count != 1 else ''} of output)", style="dim")
 
 
+def output_preview(part: Mapping[str, Any]) -> list[Text]:
+    """The first lines of a finished tool's output, indented under its result line."""
+    output = str((part.get("state") or {}).get("output", "")).splitlines()
+    lines = [Text("    " + shorten(line, 160), style="dim") for line in output[:OUTPUT_PREVIEW_LINES]]
+    if len(output) > OUTPUT_PREVIEW_LINES:
+        lines.append(Text(f"    … {len(output) - OUTPUT_PREVIEW_LINES} more lines", style="dim"))
+    return lines
+
+
+def usage_footer(infos: Sequence[Mapping[str, Any]]) -> Text:
+    """Tokens and cost of the turn's assistant messages (one per model step)."""
+    total = {"input": 0, "output": 0, "reasoning": 0, "read": 0, "write": 0}
+    cost = 0.0
+    for info in infos:
+        tokens = info.get("tokens") or {}
+        cache = tokens.get("cache") or {}
+        for key in ("input", "output", "reasoning"):
+            total[key] += int(tokens.get(key) or 0)
+        total["read"] += int(cache.get("read") or 0)
+        total["write"] += int(cache.get("write") or 0)
+        cost += float(info.get("cost") or 0.0)
+    text = f"tokens {total['input']:,} in · {total['output']:,} out"
+    if total["reasoning"]:
+        text += f" · {total['reasoning']:,} reasoning"
+    if total["read"] or total["write"]:
+        text += f" · cache {total['read']:,} read / {total['write']:,} written"
+    return Text(f"{text} · ${cost:.4f}", style="dim")
+
+
+class Spinner:
+    """A transient "waiting for ..." line on the terminal; nothing when stderr is not a terminal."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._status: Status | None = None
+
+    def start(self, what: str) -> None:
+        if not self._console.is_terminal:
+            return
+        if self._status is None:
+            self._status = Status(what, console=self._console, spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(what)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
 class TurnPrinter:
-    """Prints a running turn: assistant text to `out` as it streams, tool calls and errors to `err`."""
+    """Prints a running turn: assistant text to `out` as it streams, tool calls, reasoning and errors
+    to `err`, a spinner while the model or a tool works."""
 
     def __init__(self, out: TextIO, err: Console) -> None:
         self._out = out
         self._err = err
+        self._spinner = Spinner(err)
+        self._assistant_infos: dict[str, Mapping[str, Any]] = {}
+        self._reasoning_shown: set[str] = set()
         self._roles: dict[str, str] = {}
         self._part_types: dict[str, str] = {}
         self._printed: dict[str, str] = {}
@@ -98,8 +154,23 @@ class TurnPrinter:
         elif event.type == "session.error" and props.get("error"):
             self.show_error(error_text(props["error"]))
 
+    def started(self) -> None:
+        self._spinner.start("waiting for the model")
+
+    def pause(self) -> None:
+        """Before something else writes to the terminal (a prompt): stop the spinner."""
+        self._spinner.stop()
+
+    def footer(self) -> None:
+        self._spinner.stop()
+        infos = list(self._assistant_infos.values())
+        # A turn that failed before the model answered has nothing to count.
+        if any((info.get("tokens") or {}).get("input") or info.get("cost") for info in infos):
+            self._err.print(usage_footer(infos))
+
     def finish(self, final: WithParts) -> str | None:
         """Prints whatever of the final message the stream did not show; returns its error, if any."""
+        self._spinner.stop()
         wire = final.wire()
         self._remember_message(wire["info"])
         for part in wire.get("parts", []):
@@ -122,6 +193,8 @@ class TurnPrinter:
     def _remember_message(self, info: Mapping[str, Any]) -> None:
         if "id" in info and "role" in info:
             self._roles[str(info["id"])] = str(info["role"])
+            if info["role"] == "assistant":
+                self._assistant_infos[str(info["id"])] = info
 
     def _is_assistant(self, message_id: Any) -> bool:
         return self._roles.get(str(message_id)) == "assistant"
@@ -135,6 +208,16 @@ class TurnPrinter:
             self._catch_up_text(part_id, str(part.get("text", "")))
         elif kind == "tool":
             self._show_tool(part_id, part)
+        elif kind == "reasoning":
+            self._show_reasoning(part_id, part)
+
+    def _show_reasoning(self, part_id: str, part: Mapping[str, Any]) -> None:
+        # Shown whole once the model has finished thinking, dimmed, before the answer it led to.
+        text = str(part.get("text", "")).strip()
+        if not text or part_id in self._reasoning_shown or not (part.get("time") or {}).get("end"):
+            return
+        self._reasoning_shown.add(part_id)
+        self._note(Text("[thinking] ", style="magenta").append(text, style="dim italic"))
 
     def _catch_up_text(self, part_id: str, text: str) -> None:
         # A full update repeats what the deltas already printed; only a longer text adds anything.
@@ -156,9 +239,13 @@ class TurnPrinter:
         if part_id not in self._announced:
             self._announced.add(part_id)
             self._note(tool_call_line(part))
+            self._spinner.start(f"running {part.get('tool', 'a tool')}")
         if status in ("completed", "error"):
             self._finished_tools.add(part_id)
             self._note(tool_result_line(part))
+            for line in output_preview(part):
+                self._err.print(line, soft_wrap=True)
+            self._spinner.start("waiting for the model")
 
     def _show_status(self, status: Mapping[str, Any]) -> None:
         if status.get("type") == "retry":
@@ -176,12 +263,14 @@ class TurnPrinter:
         self._write(text)
 
     def _write(self, text: str) -> None:
+        self._spinner.stop()
         self._out.write(text)
         self._out.flush()
         self._at_line_start = text.endswith("\n")
 
     def _note(self, line: Text) -> None:
         # Tool lines go to stderr; end the current text line first so they do not land mid-sentence.
+        self._spinner.stop()
         if not self._at_line_start:
             self._write("\n")
         self._err.print(line)
@@ -249,8 +338,37 @@ def _tool_lines(part: Mapping[str, Any]) -> list[Text]:
     lines = [tool_call_line(part)]
     if state.get("status") in ("completed", "error"):
         lines.append(tool_result_line(part))
-    output = str(state.get("output", "")).splitlines()
-    lines.extend(Text("    " + line, style="dim") for line in output[:OUTPUT_PREVIEW_LINES])
-    if len(output) > OUTPUT_PREVIEW_LINES:
-        lines.append(Text(f"    … {len(output) - OUTPUT_PREVIEW_LINES} more lines", style="dim"))
-    return lines
+    return lines + output_preview(part)
+
+
+class JsonLinesPrinter:
+    """`--format json`: every event of the turn as one JSON object per line on `out`, then the final
+    assistant message as `{"type": "run.result", "properties": {"info", "parts"}}`."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def handle(self, event: ServerEvent) -> None:
+        self._line({"type": event.type, "properties": event.properties})
+
+    def started(self) -> None:
+        return None
+
+    def pause(self) -> None:
+        return None
+
+    def footer(self) -> None:
+        return None
+
+    def show_error(self, message: str) -> None:
+        self._line({"type": "run.error", "properties": {"message": message}})
+
+    def finish(self, final: WithParts) -> str | None:
+        wire = final.wire()
+        self._line({"type": "run.result", "properties": wire})
+        error = wire["info"].get("error")
+        return error_text(error) if error else None
+
+    def _line(self, value: Mapping[str, Any]) -> None:
+        self._out.write(json.dumps(value, ensure_ascii=False) + "\n")
+        self._out.flush()

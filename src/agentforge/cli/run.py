@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import AsyncIterator
-from typing import Annotated
+from enum import StrEnum
+from typing import Annotated, Protocol
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from agentforge.cli import exits
 from agentforge.cli.connect import Target, connect, run_command
-from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir, Url
-from agentforge.cli.render import TurnPrinter
+from agentforge.cli.humans import Answerer, Approve, TerminalPrompter
+from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir, Url, Verbose
+from agentforge.cli.render import JsonLinesPrinter, TurnPrinter
 from agentforge.client import (
     AgentForgeConnectionError,
     AgentForgeError,
@@ -34,14 +38,65 @@ IDLE_WAIT_SECONDS = 2.0
 CONNECT_WAIT_SECONDS = 10.0
 # On Ctrl-C, how long to wait for the server to confirm the abort.
 ABORT_WAIT_SECONDS = 5.0
+# Events that wait for a person: the spinner stops before they are shown.
+_ASKING = frozenset({"permission.asked", "question.asked"})
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class ApproveMode(StrEnum):
+    ask = "ask"
+    all = "all"
+    none = "none"
+
+
+class Printer(Protocol):
+    def handle(self, event: ServerEvent) -> None: ...
+    def started(self) -> None: ...
+    def pause(self) -> None: ...
+    def footer(self) -> None: ...
+    def show_error(self, message: str) -> None: ...
+    def finish(self, final: WithParts) -> str | None: ...
+
+
+RUN_EPILOG = (
+    "Exit codes: 0 the turn finished; 1 error (server unreachable or failing, the turn ended with an"
+    " error); 2 usage (bad option, argument or config); 3 a permission request was refused or a"
+    " question went unanswered; 130 interrupted (the turn is aborted on the server too)."
+)
 
 
 def run(
-    message: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    message: Annotated[
+        str | None,
+        typer.Argument(help="What to ask the agent; `-` (or no argument with piped input) reads stdin."),
+    ] = None,
     url: Url = None,
     session: Annotated[str | None, typer.Option("--session", help="Continue this session.")] = None,
+    continue_last: Annotated[
+        bool,
+        typer.Option("--continue", "-c", help="Continue the last session of this directory."),
+    ] = False,
     model: Annotated[str | None, typer.Option("--model", help="provider/model to use.")] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Agent to run the turn.")] = None,
+    approve: Annotated[
+        ApproveMode | None,
+        typer.Option(
+            "--approve",
+            help="Answer permission requests and questions: ask (on a terminal), all (once each; a"
+            " question gets its first option) or none (reject, dismiss) [default: ask on a terminal,"
+            " else none].",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        OutputFormat,
+        typer.Option("--format", help="text, or json: one event per line on stdout."),
+    ] = OutputFormat.text,
+    verbose: Verbose = False,
     config: ConfigPath = None,
     data_dir: DataDir = None,
     db: DatabaseUrl = None,
@@ -52,47 +107,117 @@ def run(
             parse_model(model)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--model") from exc
-    target = Target(url=url, config_path=config, data_dir=data_dir, database_url=db)
-    run_command(_run(target, message, session_id=session, model=model, agent=agent))
+    if session is not None and continue_last:
+        raise typer.BadParameter("give --session or --continue, not both", param_hint="--continue")
+    text = _message_text(message)
+    interactive = sys.stdin.isatty() and message != "-"
+    mode: Approve = approve.value if approve is not None else ("ask" if interactive else "none")
+    if mode == "ask" and not interactive:
+        raise typer.BadParameter("asking needs a terminal on stdin; use all or none", param_hint="--approve")
+    target = Target(url=url, config_path=config, data_dir=data_dir, database_url=db, verbose=verbose)
+    run_command(
+        _run(
+            target,
+            text,
+            session_id=session,
+            continue_last=continue_last,
+            model=model,
+            agent=agent,
+            approve=mode,
+            as_json=output is OutputFormat.json,
+        )
+    )
+
+
+def _message_text(message: str | None) -> str:
+    """The argument, or stdin for `-` (or no argument when stdin is not a terminal)."""
+    if message == "-" or (message is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+    elif message is None:
+        raise typer.BadParameter("give a message, `-` or pipe one in", param_hint="MESSAGE")
+    else:
+        text = message
+    if not text.strip():
+        raise typer.BadParameter("the message is empty", param_hint="MESSAGE")
+    return text
 
 
 async def _run(
-    target: Target, text: str, *, session_id: str | None, model: str | None, agent: str | None
+    target: Target,
+    text: str,
+    *,
+    session_id: str | None,
+    continue_last: bool,
+    model: str | None,
+    agent: str | None,
+    approve: Approve,
+    as_json: bool,
 ) -> int:
-    err = Console(stderr=True, highlight=False)
+    # Lines are not cut to a width: the terminal wraps them, a pipe or a log file keeps them whole.
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     async with connect(target) as client:
-        if session_id is None:
-            session_id = (await client.create_session()).id
+        session_id = await _pick_session(client, session_id, continue_last=continue_last)
         err.print(Text(f"session {session_id}", style="dim"))
-        printer = TurnPrinter(sys.stdout, err)
-        final = await run_turn(client, session_id, text, printer, model=model, agent=agent)
-        return 1 if printer.finish(final) is not None else 0
+        printer: Printer = JsonLinesPrinter(sys.stdout) if as_json else TurnPrinter(sys.stdout, err)
+        prompter = TerminalPrompter(err) if approve == "ask" else None
+        answerer = Answerer(client, session_id, err, approve=approve, prompter=prompter)
+        final = await run_turn(client, session_id, text, printer, model=model, agent=agent, answerer=answerer)
+        error = printer.finish(final)
+        printer.footer()
+    if answerer.refused:
+        err.print(Text("[refused] " + "; ".join(answerer.refused), style="bold yellow"))
+        return exits.REFUSED
+    return exits.ERROR if error is not None else exits.OK
+
+
+async def _pick_session(client: AsyncAgentForge, session_id: str | None, *, continue_last: bool) -> str:
+    if session_id is not None:
+        return session_id
+    if continue_last:
+        # Newest first: the last session started (or continued) in this directory.
+        found = await client.list_sessions(directory=os.getcwd(), roots=True, limit=1)
+        if found:
+            return found[0].id
+    return (await client.create_session()).id
 
 
 async def run_turn(
     client: AsyncAgentForge,
     session_id: str,
     text: str,
-    printer: TurnPrinter,
+    printer: Printer,
     *,
     model: str | None = None,
     agent: str | None = None,
+    answerer: Answerer | None = None,
 ) -> WithParts:
-    """Posts one prompt while printing the session's events; aborts the turn if cancelled."""
-    async with client.events(session_id) as stream:
-        events = aiter(stream)
+    """Posts one prompt while printing the session's events (and answering what asks for a person);
+    aborts the turn if cancelled."""
+    async with contextlib.AsyncExitStack() as streams:
+        # The session's own events print; the answerer reads the tenant's, where its subagents'
+        # sessions (and their requests) appear too. Both streams are connected before the prompt.
+        events = aiter(await streams.enter_async_context(client.events(session_id)))
         await asyncio.wait_for(_until_connected(events), CONNECT_WAIT_SECONDS)
+        pumps = []
+        if answerer is not None:
+            everything = aiter(await streams.enter_async_context(client.events()))
+            await asyncio.wait_for(_until_connected(everything), CONNECT_WAIT_SECONDS)
+            pumps.append(asyncio.create_task(_answer_events(everything, printer, answerer)))
         idle = asyncio.Event()
-        pump = asyncio.create_task(_print_events(events, printer, idle))
+        pumps.append(asyncio.create_task(_print_events(events, printer, idle)))
+        printer.started()
         try:
             final = await _prompt_or_abort(client, session_id, text, model=model, agent=agent)
             # The turn is over; let its trailing events (final part updates, idle) arrive.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(idle.wait(), IDLE_WAIT_SECONDS)
         finally:
-            pump.cancel()
-            await asyncio.wait({pump})
-        _report_stream_failure(pump, printer)
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.wait(pumps)
+            printer.pause()
+        for pump in pumps:
+            _report_stream_failure(pump, printer)
     return final
 
 
@@ -115,9 +240,14 @@ async def _until_connected(events: AsyncIterator[ServerEvent]) -> None:
     raise AgentForgeConnectionError("the event stream closed before it connected")
 
 
-async def _print_events(
-    events: AsyncIterator[ServerEvent], printer: TurnPrinter, idle: asyncio.Event
-) -> None:
+async def _answer_events(events: AsyncIterator[ServerEvent], printer: Printer, answerer: Answerer) -> None:
+    async for event in events:
+        if event.type in _ASKING:
+            printer.pause()
+        await answerer.handle(event)
+
+
+async def _print_events(events: AsyncIterator[ServerEvent], printer: Printer, idle: asyncio.Event) -> None:
     async for event in events:
         printer.handle(event)
         if _is_idle(event):
@@ -131,7 +261,7 @@ def _is_idle(event: ServerEvent) -> bool:
     return event.type == "session.status" and isinstance(status, dict) and status.get("type") == "idle"
 
 
-def _report_stream_failure(pump: asyncio.Task[None], printer: TurnPrinter) -> None:
+def _report_stream_failure(pump: asyncio.Task[None], printer: Printer) -> None:
     """A broken event stream costs only the live view: the answer is still printed in full."""
     if pump.cancelled():
         return

@@ -35,7 +35,8 @@ def serve(
         ),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Port to bind [default: 4096]; 0 picks one.")
+        int | None,
+        typer.Option("--port", min=0, max=65535, help="Port to bind [default: 4096]; 0 picks one."),
     ] = None,
     config: ConfigPath = None,
     data_dir: DataDir = None,

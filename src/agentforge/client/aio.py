@@ -14,6 +14,7 @@ from agentforge.client.errors import AgentForgeConnectionError, error_from_respo
 from agentforge.client.routes import Call, LiveStatus, Page, PartInput
 from agentforge.client.sse import ServerEvent, SSEDecoder, aiter_events
 from agentforge.model.message import WithParts
+from agentforge.model.permission import PermissionReply, PermissionRequestInfo
 from agentforge.model.session import PermissionRule, Session
 
 T = TypeVar("T")
@@ -169,6 +170,32 @@ class AsyncAgentForge:
 
     async def abort(self, session_id: str) -> bool:
         return await self._execute(routes.abort(session_id))
+
+    async def fork_session(self, session_id: str, message_id: str | None = None) -> Session:
+        """A new session with this one's messages (up to `message_id`, excluded)."""
+        return await self._execute(routes.fork_session(session_id, message_id))
+
+    async def permissions(self) -> list[PermissionRequestInfo]:
+        """Permission requests waiting for an answer, oldest first."""
+        return await self._execute(routes.permissions())
+
+    async def reply_permission(
+        self, request_id: str, reply: PermissionReply, message: str | None = None
+    ) -> bool:
+        """Answer a permission request: "once", "always" or "reject" (with an optional message)."""
+        return await self._execute(routes.reply_permission(request_id, reply, message))
+
+    async def questions(self) -> list[dict[str, Any]]:
+        """Questions waiting for an answer (`question.asked` properties), oldest first."""
+        return await self._execute(routes.questions())
+
+    async def reply_question(self, request_id: str, answers: Sequence[Sequence[str]]) -> bool:
+        """Answer a question: one list of chosen labels (or typed text) per question asked."""
+        return await self._execute(routes.reply_question(request_id, answers))
+
+    async def reject_question(self, request_id: str) -> bool:
+        """Dismiss a question (the turn stops)."""
+        return await self._execute(routes.reject_question(request_id))
 
     def events(self, session_id: str | None = None, last_event_id: str | None = None) -> AsyncEventStream:
         """The live event stream, optionally of one session; use it as a context manager."""

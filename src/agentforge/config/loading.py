@@ -62,16 +62,28 @@ def user_config_file() -> Path:
 def config_files(
     *, config_path: Path | None = None, directory: Path | None = None, env: Mapping[str, str] | None = None
 ) -> list[Path]:
-    """The config files to merge, lowest precedence first. Optional ones are listed only if they exist;
-    a file named explicitly or by `AGENTFORGE_CONFIG` must exist."""
+    """The config files to merge, lowest precedence first: the user's, the project's (from the
+    repository root down to `directory`), `AGENTFORGE_CONFIG`, `config_path`. Optional ones are
+    listed only if they exist; a file named explicitly or by `AGENTFORGE_CONFIG` must exist."""
     env = os.environ if env is None else env
-    files = [p for p in (user_config_file(), (directory or Path.cwd()) / CONFIG_FILENAME) if p.is_file()]
+    candidates = [user_config_file(), *project_config_candidates(directory or Path.cwd())]
+    files = [p for p in candidates if p.is_file()]
     named = [Path(env[ENV_CONFIG]) if env.get(ENV_CONFIG) else None, config_path]
     for path in (p.expanduser() for p in named if p is not None):
         if not path.is_file():
             raise ConfigError("config file not found", path=path)
         files.append(path)
     return _unique(files)
+
+
+def project_config_candidates(directory: Path) -> list[Path]:
+    """`agentforge.json` in the directory and each parent up to the repository's root (the nearest
+    one holding `.git`), outermost first so the nearest file wins. Outside a repository: only the
+    directory itself (a file in some parent of an unrelated directory must not apply)."""
+    folders = [directory.resolve(), *directory.resolve().parents]
+    root = next((i for i, folder in enumerate(folders) if (folder / ".git").exists()), 0)
+    chain = folders[: root + 1]
+    return [folder / CONFIG_FILENAME for folder in reversed(chain)]
 
 
 def load_config(

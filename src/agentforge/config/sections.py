@@ -64,11 +64,31 @@ class ProviderOptions(_Section):
     chunk_timeout: float | None = Field(default=None, gt=0, alias="chunkTimeout")
 
 
+# The wire protocols a provider may speak (each has an adapter in agentforge.llm).
+PROVIDER_APIS = (
+    "openai",
+    "azure",
+    "openai-responses",
+    "google",
+    "anthropic",
+    "anthropic-bedrock",
+    "anthropic-vertex",
+)
+
+
 class ProviderConfig(_Section):
     api: str = "openai"
     name: str | None = None
     options: ProviderOptions = Field(default_factory=ProviderOptions)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+
+    @field_validator("api")
+    @classmethod
+    def _known_api(cls, value: str) -> str:
+        # Caught when the config loads, not at the first model call in the middle of a turn.
+        if value not in PROVIDER_APIS:
+            raise ValueError(f"unknown api {value!r}; use one of {', '.join(PROVIDER_APIS)}")
+        return value
 
 
 class ToolOutputConfig(_Section):

@@ -24,6 +24,7 @@ SERVER_WIDE_KEYS = frozenset(
         "plugin",
         "permission_timeout",
         "permission_default",
+        "question_timeout",
         "sandbox",
         "audit",
     }

@@ -1,4 +1,5 @@
-"""Checks that need no database: bind and authentication, the data directory, provider credentials."""
+"""Checks that need no database: config keys, bind and authentication, the data directory, provider
+credentials."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agentforge.config import Settings, is_loopback
+from agentforge.config import Config, Settings, is_loopback
+from agentforge.config.keys import unknown_keys
 from agentforge.doctor.result import CheckResult, failed, passed, skipped, warned
 from agentforge.llm.provider import ProviderCatalog, ProviderCredential
 
@@ -86,3 +88,11 @@ def check_owner_url(dialect: str, owner_url: str | None) -> CheckResult:
         "database.owner_url is not set: a runtime role bound by row-level security cannot see other "
         "tenants' interrupted turns at start-up, nor verify their audit chains",
     )
+
+
+def check_config_keys(config: Config) -> CheckResult:
+    """A key nobody reads is most likely a typo of one that matters (`permision`)."""
+    unknown = unknown_keys(config)
+    if unknown:
+        return failed("config keys", "; ".join(key.describe() for key in unknown))
+    return passed("config keys", "every key is known")

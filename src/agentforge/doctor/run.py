@@ -20,6 +20,7 @@ def run_checks(settings: Settings, *, auth_configured: bool, owner_url: str | No
     dialect = parse_database_url(settings.database_url).dialect
     checkpoints = _checkpoints(settings)
     results = [
+        local.check_config_keys(settings.config),
         local.check_bind(settings, auth_configured),
         local.check_data_dir(settings.data_dir),
         local.check_provider_keys(ProviderCatalog(settings.config)),

@@ -1,16 +1,42 @@
-"""The one entry point for a model call: picks the adapter for the model's wire protocol."""
+"""The one entry point for a model call: picks the adapter for the model's wire protocol.
+
+Adapters are imported on first use, off the event loop: each pulls in a provider SDK (anthropic,
+openai, google-genai: seconds together), and a server or a CLI run usually needs one or none.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import sys
+import threading
 from collections.abc import AsyncIterator
+from types import ModuleType
+from typing import Protocol, cast
 
-from agentforge.llm import anthropic_messages, azure_openai, google_gemini, openai_chat, openai_responses
 from agentforge.llm.events import StreamEvent
 from agentforge.llm.messages import ModelRequest
 from agentforge.llm.pool import close_all_clients
 from agentforge.llm.provider import ResolvedModel
 
-SUPPORTED_APIS = ("openai", "azure", "openai-responses", "google", *anthropic_messages.ANTHROPIC_APIS)
+# api -> the module (in agentforge.llm) that speaks it.
+ADAPTER_MODULES = {
+    "openai": "openai_chat",
+    "azure": "azure_openai",
+    "openai-responses": "openai_responses",
+    "google": "google_gemini",
+    "anthropic": "anthropic_messages",
+    "anthropic-bedrock": "anthropic_messages",
+    "anthropic-vertex": "anthropic_messages",
+}
+SUPPORTED_APIS = tuple(ADAPTER_MODULES)
+
+
+_IMPORTING = threading.Lock()
+
+
+class _Adapter(Protocol):
+    def stream(self, model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
 
 
 class UnsupportedApiError(Exception):
@@ -24,29 +50,31 @@ async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[S
     events) then closes the HTTP response at once instead of whenever the generator is collected.
     Errors propagate as raised; map them with `agentforge.llm.errors.to_named_error`.
     """
-    if model.api == "openai":
-        async for event in openai_chat.stream(model, request):
-            yield event
-        return
-    if model.api == "azure":
-        async for event in azure_openai.stream(model, request):
-            yield event
-        return
-    if model.api == "openai-responses":
-        async for event in openai_responses.stream(model, request):
-            yield event
-        return
-    if model.api == "google":
-        async for event in google_gemini.stream(model, request):
-            yield event
-        return
-    if model.api in anthropic_messages.ANTHROPIC_APIS:
-        async for event in anthropic_messages.stream(model, request):
-            yield event
-        return
-    raise UnsupportedApiError(
-        f"Provider {model.provider_id} uses api {model.api!r}; supported: {', '.join(SUPPORTED_APIS)}"
-    )
+    module = ADAPTER_MODULES.get(model.api)
+    if module is None:
+        raise UnsupportedApiError(
+            f"Provider {model.provider_id} uses api {model.api!r}; supported: {', '.join(SUPPORTED_APIS)}"
+        )
+    adapter = await load_adapter(module)
+    async for event in adapter.stream(model, request):
+        yield event
+
+
+async def load_adapter(module: str) -> _Adapter:
+    """The adapter module, imported in a thread the first time (an import blocks for its duration)."""
+    name = f"agentforge.llm.{module}"
+    loaded = sys.modules.get(name)
+    # A module another call is importing right now is in sys.modules too, half-initialised.
+    if loaded is not None and not getattr(loaded.__spec__, "_initializing", False):
+        return cast(_Adapter, loaded)
+    return cast(_Adapter, await asyncio.to_thread(_import, name))
+
+
+def _import(name: str) -> ModuleType:
+    # One import at a time: two threads importing SDKs that share modules can deadlock, which
+    # Python resolves by handing one of them a half-initialised module.
+    with _IMPORTING:
+        return importlib.import_module(name)
 
 
 async def close_clients() -> None:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
-import openai
 import orjson
-from google.genai import errors as genai_errors
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+    from google.genai import errors as genai_errors
 
 from agentforge.llm.aws_eventstream import AwsStreamException, EventStreamError
 from agentforge.llm.stall import StreamStalledError
@@ -118,20 +121,9 @@ def to_named_error(exc: BaseException, *, provider_id: str, aborted: bool = Fals
         return aborted_error()
     if isinstance(exc, MissingApiKeyError):
         return _auth_error(provider_id, str(exc))
-    if isinstance(exc, openai.AuthenticationError):
-        return _auth_error(provider_id, _status_message(exc))
-    if isinstance(exc, openai.APIStatusError):
-        return _from_status_error(exc)
-    if isinstance(exc, openai.APIConnectionError):
-        return _from_connection_error(exc)
-    if isinstance(exc, anthropic.AuthenticationError):
-        return _auth_error(provider_id, _status_message(exc))
-    if isinstance(exc, anthropic.APIStatusError):
-        return _from_anthropic_status_error(exc, provider_id)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return _from_anthropic_connection_error(exc)
-    if isinstance(exc, genai_errors.APIError):
-        return _from_genai_error(exc, provider_id)
+    named = _from_sdk_error(exc, provider_id)
+    if named is not None:
+        return named
     if isinstance(exc, httpx2.DecodingError):
         return api_error("Response decompression failed", retryable=True)
     if isinstance(exc, httpx2.TimeoutException):
@@ -148,6 +140,40 @@ def to_named_error(exc: BaseException, *, provider_id: str, aborted: bool = Fals
         # Corrupt framing: the provider (or something in between) is broken; retrying would repeat it.
         return api_error(str(exc))
     return unknown_error(str(exc) or type(exc).__name__)
+
+
+def _from_sdk_error(exc: BaseException, provider_id: str) -> NamedError | None:
+    """A provider SDK's own error. SDKs are imported only by the adapter that uses them: one not
+    loaded cannot have raised anything, so it is not imported here either."""
+    openai = _imported("openai")
+    if openai is not None:
+        if isinstance(exc, openai.AuthenticationError):
+            return _auth_error(provider_id, _status_message(exc))
+        if isinstance(exc, openai.APIStatusError):
+            return _from_status_error(exc)
+        if isinstance(exc, openai.APIConnectionError):
+            return _from_connection_error(exc)
+    anthropic = _imported("anthropic")
+    if anthropic is not None:
+        if isinstance(exc, anthropic.AuthenticationError):
+            return _auth_error(provider_id, _status_message(exc))
+        if isinstance(exc, anthropic.APIStatusError):
+            return _from_anthropic_status_error(exc, provider_id)
+        if isinstance(exc, anthropic.APIConnectionError):
+            return _from_anthropic_connection_error(exc)
+    genai_errors = _imported("google.genai.errors")
+    if genai_errors is not None and isinstance(exc, genai_errors.APIError):
+        return _from_genai_error(exc, provider_id)
+    return None
+
+
+def _imported(name: str) -> Any:
+    """The SDK module once its import has finished; None before (an adapter may be importing it in
+    another thread right now, and a half-imported module lacks the classes)."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 def is_context_overflow(message: str) -> bool:
@@ -223,7 +249,7 @@ def _from_aws_exception(exc: AwsStreamException, provider_id: str) -> NamedError
 
 
 def _from_anthropic_connection_error(exc: anthropic.APIConnectionError) -> NamedError:
-    if isinstance(exc, anthropic.APITimeoutError):
+    if isinstance(exc, sys.modules["anthropic"].APITimeoutError):
         return api_error("Request timed out", retryable=True)
     if exc.__cause__ is not None:
         return api_error(_connection_message(exc.__cause__), retryable=True)
@@ -231,7 +257,7 @@ def _from_anthropic_connection_error(exc: anthropic.APIConnectionError) -> Named
 
 
 def _from_connection_error(exc: openai.APIConnectionError) -> NamedError:
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, sys.modules["openai"].APITimeoutError):
         return api_error("Request timed out", retryable=True)
     cause = exc.__cause__
     if isinstance(cause, httpx2.ConnectError):

@@ -108,7 +108,9 @@ class Runtime:
                 bus=bus,
                 status=StatusTracker(bus),
                 permissions=PermissionService.from_config(store, settings.config, clock=clock),
-                questions=QuestionService(store.publish_after_writes),
+                questions=QuestionService.from_config(
+                    store.publish_after_writes, settings.config, clock=clock
+                ),
                 plugins=plugins,
                 scopes=scopes,
                 stream=stream,

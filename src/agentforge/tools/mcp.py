@@ -15,20 +15,25 @@ A client may `disconnect` a server (its tools stay listed and answer that it is 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 import jsonschema
-import mcp_types
 
 from agentforge.tools.base import Tool
 from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp_config import McpConfigError, parse_server_config
-from agentforge.tools.mcp_connection import McpConnectError, McpConnection
-from agentforge.tools.mcp_tool import McpTool, tool_key
 from agentforge.tools.sandbox import UNSANDBOXED, Sandbox
+
+if TYPE_CHECKING:
+    # The MCP SDK takes about a second to import: only a manager with servers configured loads it.
+    import mcp_types
+
+    from agentforge.tools.mcp_connection import McpConnection
+    from agentforge.tools.mcp_tool import McpTool
 
 log = logging.getLogger("agentforge.mcp")
 
@@ -66,6 +71,7 @@ class McpManager:
         if self._started:
             raise RuntimeError("McpManager.start() was already called")
         self._started = True
+        await _load_sdk(self._entries)
         for name, raw in self._entries.items():
             self._prepare(name, raw)
         connections = list(self._connections.values())
@@ -91,6 +97,7 @@ class McpManager:
             await old.close()
         self._disabled.discard(name)
         self._config_errors.pop(name, None)
+        await _load_sdk(self._entries)
         self._prepare(name, self._entries[name])
         connection = self._connections.get(name)
         if connection is None:
@@ -122,11 +129,15 @@ class McpManager:
         if not config.enabled:
             self._disabled.add(name)
             return
+        from agentforge.tools.mcp_connection import McpConnection
+
         self._connections[name] = McpConnection(
             name, config, directory=self.directory, env=self.env, sandbox=self.sandbox
         )
 
     async def _open(self, connection: McpConnection) -> list[mcp_types.Tool]:
+        from agentforge.tools.mcp_connection import McpConnectError
+
         try:
             listed = await connection.open()
         except McpConnectError as error:
@@ -136,6 +147,8 @@ class McpManager:
         return listed
 
     def _add_tools(self, connection: McpConnection, listed: list[mcp_types.Tool]) -> None:
+        from agentforge.tools.mcp_tool import McpTool, tool_key
+
         for remote in listed:
             key = tool_key(connection.name, remote.name)
             if key in self._tools:
@@ -162,3 +175,10 @@ class McpManager:
         if connection.connected:
             return {"status": "connected"}
         return {"status": "failed", "error": connection.error or "not connected"}
+
+
+async def _load_sdk(entries: Mapping[str, Any]) -> None:
+    """Imports the MCP client (and its SDK) in a thread, once, when there is a server to talk to:
+    an import blocks for its whole duration, which the event loop must not."""
+    if entries:
+        await asyncio.to_thread(importlib.import_module, "agentforge.tools.mcp_tool")

@@ -6,10 +6,12 @@ from typing import Any
 import pytest
 
 from agentforge.bus import Bus
+from agentforge.config import Config, ConfigError
 from agentforge.model.events import Event
 from agentforge.session.channels.questions import QuestionService
+from agentforge.testing import FakeClock
 from agentforge.tools.base import PermissionDeniedError
-from agentforge.tools.builtin.question import DISMISSED, QuestionRejectedError
+from agentforge.tools.builtin.question import DISMISSED, QuestionExpiredError, QuestionRejectedError
 
 QUESTIONS: list[dict[str, Any]] = [
     {
@@ -154,3 +156,45 @@ async def test_the_tenant_binding_asks_for_its_tenant(service: QuestionService) 
     [pending] = service.pending("t9")
     assert service.reply("t9", pending["id"], [["SQLite"]])
     assert await task == [["SQLite"]]
+
+
+async def test_nobody_answering_before_the_deadline_tells_the_model_so(recorder: Recorder) -> None:
+    clock = FakeClock()
+    service = QuestionService(recorder.bus.publish, timeout_seconds=60, clock=clock)
+    task, request_id = await ask_in_background(service)
+    await clock.sleeping()
+    clock.advance(59)
+    await asyncio.sleep(0)
+    assert not task.done()
+    clock.advance(1)
+    with pytest.raises(QuestionExpiredError) as expired:
+        await task
+    # The model reads the message and goes on: not a refusal that stops the loop.
+    assert not isinstance(expired.value, PermissionDeniedError)
+    assert "Nobody answered this question within 60 seconds" in str(expired.value)
+    [event] = recorder.of_type("question.rejected")
+    assert event.properties == {"sessionID": "ses_1", "requestID": request_id, "reason": "timeout"}
+    assert service.pending("t1") == []
+
+
+async def test_an_answer_in_time_cancels_the_deadline(recorder: Recorder) -> None:
+    clock = FakeClock()
+    service = QuestionService(recorder.bus.publish, timeout_seconds=60, clock=clock)
+    task, request_id = await ask_in_background(service)
+    await clock.sleeping()
+    assert service.reply("t1", request_id, [["SQLite"]]) is True
+    assert await task == [["SQLite"]]
+    await asyncio.sleep(0)
+    assert clock.sleepers == 0
+    assert recorder.of_type("question.rejected") == []
+
+
+def test_question_timeout_comes_from_the_config() -> None:
+    publish = Bus().publish
+    assert QuestionService.from_config(publish, Config()).timeout_seconds == 300
+    assert (
+        QuestionService.from_config(publish, Config.model_validate({"question_timeout": 5})).timeout_seconds
+        == 5
+    )
+    with pytest.raises(ConfigError, match="question_timeout"):
+        QuestionService.from_config(publish, Config.model_validate({"question_timeout": "soon"}))

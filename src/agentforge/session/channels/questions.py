@@ -3,7 +3,9 @@
 `ask` publishes `question.asked` and waits; `reply` (answers) or `reject` (dismissed) end the wait and
 publish `question.replied` / `question.rejected`. Pending questions live in memory: one waiting tool
 call each. When the asking call is cancelled (the turn is aborted) its question is withdrawn with a
-`question.rejected`, so clients stop showing it.
+`question.rejected`, so clients stop showing it. Like a permission request, a question has a deadline
+(config `question_timeout`, seconds, default 300): then it is withdrawn (`question.rejected` with
+`reason: "timeout"`) and the model is told nobody answered, so a run never hangs on an empty room.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agentforge.clock import SYSTEM_CLOCK, Clock
+from agentforge.config import Config, ConfigError
 from agentforge.model import ids
 from agentforge.model.events import Event
-from agentforge.tools.builtin.question import QuestionRejectedError
+from agentforge.tools.builtin.question import QuestionExpiredError, QuestionRejectedError
 
 QUESTION_ASKED: Final = "question.asked"
 QUESTION_REPLIED: Final = "question.replied"
 QUESTION_REJECTED: Final = "question.rejected"
 
 Publish = Callable[[Event], None]
+DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
 @dataclass(slots=True)
@@ -34,11 +39,32 @@ class _Pending:
 
 class QuestionService:
     """`publish` puts broadcast events on the bus; the runtime passes one that keeps them behind
-    durable writes already submitted (so `question.asked` never overtakes its running tool part)."""
+    durable writes already submitted (so `question.asked` never overtakes its running tool part).
+    `clock` runs the deadlines (a fake one in tests)."""
 
-    def __init__(self, publish: Publish) -> None:
+    def __init__(
+        self,
+        publish: Publish,
+        *,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        if timeout_seconds < 0:
+            raise ValueError("question_timeout must not be negative")
         self._publish = publish
+        self._clock = clock
+        self.timeout_seconds = timeout_seconds
         self._pending: dict[str, _Pending] = {}
+
+    @classmethod
+    def from_config(cls, publish: Publish, config: Config, *, clock: Clock = SYSTEM_CLOCK) -> QuestionService:
+        """The deadline from the config key `question_timeout` (seconds, default 300)."""
+        timeout = getattr(config, "question_timeout", None)
+        if timeout is None:
+            timeout = DEFAULT_TIMEOUT_SECONDS
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            raise ConfigError(f"question_timeout must be a number of seconds >= 0, got {timeout!r}")
+        return cls(publish, timeout_seconds=float(timeout), clock=clock)
 
     async def ask(
         self,
@@ -51,7 +77,8 @@ class QuestionService:
     ) -> list[list[str]]:
         """Wait for the answers: one list of chosen labels (or typed text) per question.
 
-        Raises QuestionRejectedError when the question is dismissed."""
+        Raises QuestionRejectedError when the question is dismissed, QuestionExpiredError when
+        nobody answered before the deadline."""
         request_id = ids.ascending("que")
         request = {
             "id": request_id,
@@ -62,9 +89,11 @@ class QuestionService:
         pending = _Pending(tenant_id, session_id, request, asyncio.get_running_loop().create_future())
         self._pending[request_id] = pending
         self._announce(QUESTION_ASKED, pending, request)
+        deadline = asyncio.create_task(self._expire_at_deadline(request_id))
         try:
             return await pending.answer
         finally:
+            deadline.cancel()
             if self._pending.pop(request_id, None) is not None:
                 # Nobody answered and the call is over (cancelled): withdraw the question.
                 self._announce_rejected(pending)
@@ -114,8 +143,18 @@ class QuestionService:
         del self._pending[request_id]
         return pending
 
-    def _announce_rejected(self, pending: _Pending) -> None:
+    async def _expire_at_deadline(self, request_id: str) -> None:
+        await self._clock.sleep(self.timeout_seconds)
+        pending = self._pending.pop(request_id, None)
+        if pending is None or pending.answer.done():
+            return
+        self._announce_rejected(pending, reason="timeout")
+        pending.answer.set_exception(QuestionExpiredError(self.timeout_seconds))
+
+    def _announce_rejected(self, pending: _Pending, *, reason: str | None = None) -> None:
         properties = {"sessionID": pending.session_id, "requestID": pending.request["id"]}
+        if reason is not None:
+            properties["reason"] = reason
         self._announce(QUESTION_REJECTED, pending, properties)
 
     def _announce(self, kind: str, pending: _Pending, properties: dict[str, Any]) -> None:

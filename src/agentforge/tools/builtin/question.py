@@ -57,6 +57,16 @@ class QuestionRejectedError(PermissionDeniedError):
         super().__init__(message)
 
 
+class QuestionExpiredError(ToolError):
+    """Nobody answered before the deadline: the model hears so and goes on without the answers."""
+
+    def __init__(self, timeout_seconds: float) -> None:
+        super().__init__(
+            f"Nobody answered this question within {timeout_seconds:g} seconds. Do not ask it again; "
+            "continue with your best judgement and say which assumption you made."
+        )
+
+
 def question_asker(ctx: ToolContext) -> QuestionAsker:
     found = ctx.services.questions
     if found is None:

@@ -1,0 +1,164 @@
+"""How long a user waits after Enter: the CLI as a fresh process, as people run it. Prints JSON.
+
+- `run_first_token_s`: `agentforge run "hello"` in-process (the server starts inside the CLI) against
+  the fake OpenAI provider, from spawning the process to the first byte of the answer on stdout.
+  `*_cold` on a new data directory (the database is created and migrated), the others on one that
+  already exists (every later run).
+- `serve_ready_s`: `agentforge serve --port 0` from spawning to `GET /global/health` answering.
+- `help_s`: `agentforge --help` to exit (what every command pays before its own work).
+- `import_server_s`: importing the server stack alone, and whether any provider SDK came with it.
+Medians (and the slowest run) over `--runs` runs; the machine's load average is recorded beside them
+since these are wall-clock figures, with `*_cpu_s`: the CPU time (user + system) the process had used
+at that moment, which a loaded machine stretches far less than wall-clock time.
+
+Usage: python bench/startup.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.e2e.harness import fake_provider_config
+from tests.fakes.openai_server import FakeOpenAI, reply
+
+LISTENING = re.compile(rb"listening on (http://\S+)")
+IMPORT_PROBE = (
+    "import sys, time, json; t = time.perf_counter(); import agentforge.server.app; "
+    "print(json.dumps([time.perf_counter() - t, "
+    "[m for m in ('anthropic', 'openai', 'google.genai') if m in sys.modules]]))"
+)
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AGENTFORGE_")}
+    env["XDG_CONFIG_HOME"] = str(home / "xdg")
+    return env
+
+
+async def _cli(*args: str, cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentforge.cli",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+CPU: list[float] = []  # CPU seconds each measured process had used when it was ready
+
+
+def _cpu_seconds(pid: int) -> float:
+    """user + system time of a running process so far (Linux: /proc/PID/stat, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def first_token(fake: FakeOpenAI, home: Path, data_dir: Path) -> float:
+    fake.enqueue(reply("hello back"))
+    started = time.perf_counter()
+    process = await _cli(
+        "run", "hello", "--config", str(home / "agentforge.json"), "--data-dir", str(data_dir),
+        cwd=home, env=_env(home),
+    )  # fmt: skip
+    assert process.stdout is not None
+    first = await process.stdout.read(1)
+    elapsed = time.perf_counter() - started
+    CPU.append(_cpu_seconds(process.pid))
+    _rest, err = await process.communicate()
+    if not first or process.returncode != 0:
+        raise RuntimeError(f"run failed ({process.returncode}): {err.decode()[-500:]}")
+    return elapsed
+
+
+async def serve_ready(home: Path, data_dir: Path) -> float:
+    started = time.perf_counter()
+    process = await _cli("serve", "--port", "0", "--data-dir", str(data_dir), cwd=home, env=_env(home))
+    assert process.stdout is not None
+    try:
+        line = await asyncio.wait_for(process.stdout.readline(), 120)
+        match = LISTENING.search(line)
+        if match is None:
+            raise RuntimeError(f"serve did not start: {line!r}")
+        async with httpx2.AsyncClient(base_url=match.group(1).decode()) as client:
+            (await client.get("/global/health")).raise_for_status()
+        elapsed = time.perf_counter() - started
+        CPU.append(_cpu_seconds(process.pid))
+        return elapsed
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+async def help_time(home: Path) -> float:
+    started = time.perf_counter()
+    process = await _cli("--help", cwd=home, env=_env(home))
+    await process.communicate()
+    return time.perf_counter() - started
+
+
+async def import_server() -> tuple[float, list[str]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", IMPORT_PROBE, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    seconds, sdks = json.loads(out)
+    return float(seconds), list(sdks)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "max": round(max(values), 3)}
+
+
+async def main(runs: int) -> dict[str, Any]:
+    async with FakeOpenAI() as fake:
+        with tempfile.TemporaryDirectory() as tmp:
+            home = Path(tmp)
+            (home / "agentforge.json").write_text(json.dumps(fake_provider_config(fake)))
+            cold = [await first_token(fake, home, home / f"cold{i}") for i in range(runs)]
+            warm = [await first_token(fake, home, home / "warm") for _ in range(runs + 1)][1:]
+            warm_cpu = CPU[-runs:]
+            serve = [await serve_ready(home, home / "serve") for _ in range(runs + 1)][1:]
+            serve_cpu = CPU[-runs:]
+            helps = [await help_time(home) for _ in range(runs)]
+            imports = [await import_server() for _ in range(runs)]
+    return {
+        "runs": runs,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        "run_first_token_s": summary(warm),
+        "run_first_token_cpu_s": summary(warm_cpu),
+        "run_first_token_s_cold": summary(cold),
+        "serve_ready_s": summary(serve),
+        "serve_process_cpu_s": summary(serve_cpu),
+        "help_s": summary(helps),
+        "import_server_s": summary([seconds for seconds, _ in imports]),
+        "provider_sdks_imported_at_start": sorted({sdk for _, sdks in imports for sdk in sdks}),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    print(orjson.dumps(asyncio.run(main(parser.parse_args().runs)), option=orjson.OPT_INDENT_2).decode())

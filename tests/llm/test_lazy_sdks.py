@@ -1,0 +1,35 @@
+"""Provider SDKs (and the MCP SDK) are imported when first used, not by starting the server or the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from agentforge.config.sections import PROVIDER_APIS
+from agentforge.llm import anthropic_messages
+from agentforge.llm.adapter import ADAPTER_MODULES, load_adapter
+
+SDKS = ("anthropic", "openai", "google.genai", "mcp", "mcp_types")
+PROBE = (
+    "import json, sys; import agentforge.cli.main, agentforge.server.app; "
+    f"print(json.dumps([name for name in {SDKS!r} if name in sys.modules]))"
+)
+
+
+async def test_starting_the_server_or_the_cli_imports_no_provider_sdk() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PROBE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode == 0, err.decode()
+    assert json.loads(out) == []
+
+
+async def test_every_api_has_an_adapter_that_streams() -> None:
+    assert set(anthropic_messages.ANTHROPIC_APIS) <= set(ADAPTER_MODULES)
+    # The config accepts exactly the apis there is an adapter for.
+    assert set(ADAPTER_MODULES) == set(PROVIDER_APIS)
+    for module in set(ADAPTER_MODULES.values()):
+        adapter = await load_adapter(module)
+        assert callable(adapter.stream)
