@@ -19,7 +19,7 @@ DEFAULT_LIMIT = 100
 async def audit_log(
     caller: AdminDep,
     rt: RuntimeDep,
-    after: Annotated[int, Query(ge=0, description="Only entries with a greater seq.")] = 0,
+    after: Annotated[int, Query(ge=0, le=2**63 - 1, description="Only entries with a greater seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many entries.")] = DEFAULT_LIMIT,
 ) -> WireResponse:
     """`{"entries": [...], "next": seq}`: pass `next` as `after` for the following page (null at the end)."""
