@@ -20,7 +20,7 @@ from agentforge.identity.request import RequestFacts
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.runtime.checkpoints import checkpoint_periodically
 from agentforge.runtime.runtime import Runtime
-from agentforge.server import deps, errors
+from agentforge.server import deps, errors, openapi
 from agentforge.server.routes import (
     agent,
     audit,
@@ -142,6 +142,7 @@ def create_app(
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
     app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
+    openapi.install(app)
     return app
 
 
