@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from openapi_spec_validator import validate
 
 from agentforge.config import load_settings
@@ -84,6 +85,18 @@ def test_errors_are_documented_with_the_error_schema(spec: dict[str, Any]) -> No
     assert schemes["jwt"]["bearerFormat"] == "JWT"
 
 
+def test_every_success_response_is_typed(spec: dict[str, Any]) -> None:
+    untyped = []
+    for path, method, operation in _operations(spec):
+        for status, response in operation["responses"].items():
+            if not status.startswith("2") or status == "204":
+                continue
+            schemas = [media.get("schema") for media in response.get("content", {}).values()]
+            if not schemas or any(not schema for schema in schemas):
+                untyped.append(f"{method.upper()} {path} {status}")
+    assert untyped == []
+
+
 def test_the_event_stream_is_documented_with_one_schema_per_event(spec: dict[str, Any]) -> None:
     ok = spec["paths"]["/event"]["get"]["responses"]["200"]["content"]
     assert list(ok) == ["text/event-stream"]
@@ -105,3 +118,18 @@ def test_the_committed_spec_is_current() -> None:
     command = [sys.executable, str(script), "--check"]
     check = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_docs_load_their_assets_from_the_server(tmp_path: Path, page: str) -> None:
+    """No CDN: every script and stylesheet the page loads is served by the app itself."""
+    settings = load_settings(
+        data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'f.db'}", directory=tmp_path
+    )
+    with TestClient(create_app(settings)) as client:
+        html = client.get(page).text
+        assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert assets and all(asset.startswith("/") for asset in assets), assets
+        for asset in assets:
+            assert client.get(asset).status_code == 200, asset
+        assert "https://" not in html and "http://" not in html

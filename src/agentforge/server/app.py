@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from agentforge import __version__
 from agentforge.clock import SYSTEM_CLOCK, Clock
@@ -85,7 +86,8 @@ def create_app(
             await runtime.close()
             await authenticator.aclose()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from the installed package, not a CDN: they work offline.
+    app = FastAPIOffline(
         title="Agent Forge",
         version=__version__,
         summary="LLM agents as durable multi-turn sessions",

@@ -14,9 +14,10 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
-from agentforge.model.event_types import ServerEvent
+from agentforge.model.event_types import QuestionRequest, ServerEvent, Todo
+from agentforge.model.session import SessionStatus
 
 OPEN_PATHS = frozenset({"/global/health"})
 # Event streams and the schema of one frame's data.
@@ -62,6 +63,81 @@ class GlobalEvent(BaseModel):
     directory: str
     project: str
     payload: Event
+
+
+class Health(BaseModel):
+    healthy: bool
+    version: str
+
+
+class CommandInfo(BaseModel):
+    """A command a prompt can run (`/name arguments`), from config or `.agentforge/command/*.md`."""
+
+    name: str
+    source: str
+    template: str
+    description: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    subtask: bool | None = None
+    hints: list[str] = Field(description="The placeholders the template uses ($1, $ARGUMENTS)")
+
+
+class AuditRecord(BaseModel):
+    tenant: str
+    seq: int
+    id: str
+    time: int
+    actor: str
+    action: str
+    session_id: str | None = Field(alias="sessionID")
+    data: dict[str, Any]
+    prev_hash: str = Field(alias="prevHash")
+    row_hash: str = Field(alias="rowHash")
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditRecord]
+    next: int | None = Field(description="Pass as `after` for the next page; null at the end")
+
+
+class McpServerStatus(BaseModel):
+    status: str = Field(description="connected, failed or disabled")
+    error: str | None = None
+
+
+Object = dict[str, Any]
+# Successful answers the routes send as plain JSON (WireResponse), typed here by operationId.
+RESPONSE_TYPES: dict[str, Any] = {
+    "global.health": Health,
+    "session.status": dict[str, SessionStatus],
+    "session.delete": bool,
+    "session.deleteMessage": bool,
+    "session.abort": bool,
+    "session.summarize": bool,
+    "session.todo": list[Todo],
+    "part.delete": bool,
+    "permission.reply": bool,
+    "permission.respond": bool,
+    "question.list": list[QuestionRequest],
+    "question.reply": bool,
+    "question.reject": bool,
+    "command.list": list[CommandInfo],
+    "audit.list": AuditPage,
+    "config.get": Object,
+    "mcp.status": dict[str, McpServerStatus],
+    "provider.auth": dict[str, list[Object]],
+    "experimental.resource.list": Object,
+    "experimental.workspace.list": list[Object],
+    "experimental.workspace.status": list[Object],
+    "find.text": list[Object],
+    "find.symbols": list[Object],
+    "lsp.status": list[Object],
+    "formatter.status": list[Object],
+    "app.skills": list[Object],
+}
+# opencode routes this server answers with 403 only: no success to document.
+ALWAYS_REFUSED = frozenset({"session.share", "config.update", "mcp.add"})
 
 
 _DESCRIPTIONS = {
@@ -119,16 +195,34 @@ def contract(app: FastAPI) -> dict[str, Any]:
     spec["components"]["securitySchemes"] = SECURITY_SCHEMES
     for path, operations in spec["paths"].items():
         for operation in operations.values():
+            _type_success(schemas, operation)
             _correct(path, operation)
     return spec
 
 
+def _schema_of(schemas: dict[str, Any], kind: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = TypeAdapter(kind).json_schema(
+        ref_template="#/components/schemas/{model}", mode="serialization", by_alias=True
+    )
+    for name, definition in schema.pop("$defs", {}).items():
+        schemas.setdefault(name, definition)
+    return schema
+
+
+def _type_success(schemas: dict[str, Any], operation: dict[str, Any]) -> None:
+    operation_id = operation.get("operationId")
+    if operation_id in ALWAYS_REFUSED:
+        operation["responses"].pop("200", None)
+        return
+    if operation_id not in RESPONSE_TYPES:
+        return
+    ok = operation["responses"].setdefault("200", {"description": "Successful Response"})
+    ok["content"] = {"application/json": {"schema": _schema_of(schemas, RESPONSE_TYPES[operation_id])}}
+
+
 def _add_models(schemas: dict[str, Any], *models: type[BaseModel]) -> None:
     for model in models:
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode="serialization")
-        for name, definition in schema.pop("$defs", {}).items():
-            schemas.setdefault(name, definition)
-        schemas[model.__name__] = schema
+        schemas[model.__name__] = _schema_of(schemas, model)
 
 
 def _correct(path: str, operation: dict[str, Any]) -> None:

@@ -3503,6 +3503,112 @@ export type GlobalEvent = {
     payload: Event;
 };
 
+/**
+ * CommandInfo
+ *
+ * A command a prompt can run (`/name arguments`), from config or `.agentforge/command*.md`.
+ */
+export type CommandInfo = {
+    /**
+     * Name
+     */
+    name: string;
+    /**
+     * Source
+     */
+    source: string;
+    /**
+     * Template
+     */
+    template: string;
+    /**
+     * Description
+     */
+    description?: string | null;
+    /**
+     * Agent
+     */
+    agent?: string | null;
+    /**
+     * Model
+     */
+    model?: string | null;
+    /**
+     * Subtask
+     */
+    subtask?: boolean | null;
+    /**
+     * Hints
+     *
+     * The placeholders the template uses ($1, $ARGUMENTS)
+     */
+    hints: Array<string>;
+};
+
+/**
+ * AuditRecord
+ */
+export type AuditRecord = {
+    /**
+     * Tenant
+     */
+    tenant: string;
+    /**
+     * Seq
+     */
+    seq: number;
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Time
+     */
+    time: number;
+    /**
+     * Actor
+     */
+    actor: string;
+    /**
+     * Action
+     */
+    action: string;
+    /**
+     * Sessionid
+     */
+    sessionID: string | null;
+    /**
+     * Data
+     */
+    data: {
+        [key: string]: unknown;
+    };
+    /**
+     * Prevhash
+     */
+    prevHash: string;
+    /**
+     * Rowhash
+     */
+    rowHash: string;
+};
+
+/**
+ * McpServerStatus
+ */
+export type McpServerStatus = {
+    /**
+     * Status
+     *
+     * connected, failed or disabled
+     */
+    status: string;
+    /**
+     * Error
+     */
+    error?: string | null;
+};
+
 export type GlobalHealthData = {
     body?: never;
     path?: never;
@@ -3521,10 +3627,23 @@ export type GlobalHealthError = GlobalHealthErrors[keyof GlobalHealthErrors];
 
 export type GlobalHealthResponses = {
     /**
+     * Health
+     *
      * Successful Response
      */
-    200: unknown;
+    200: {
+        /**
+         * Healthy
+         */
+        healthy: boolean;
+        /**
+         * Version
+         */
+        version: string;
+    };
 };
+
+export type GlobalHealthResponse = GlobalHealthResponses[keyof GlobalHealthResponses];
 
 export type AppAgentsData = {
     body?: never;
@@ -3681,8 +3800,18 @@ export type SessionStatusResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: {
+        [key: string]: ({
+            type: 'idle';
+        } & StatusIdle) | ({
+            type: 'busy';
+        } & StatusBusy) | ({
+            type: 'retry';
+        } & StatusRetry);
+    };
 };
+
+export type SessionStatusResponse = SessionStatusResponses[keyof SessionStatusResponses];
 
 export type SessionDeleteData = {
     body?: never;
@@ -3721,8 +3850,10 @@ export type SessionDeleteResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type SessionDeleteResponse = SessionDeleteResponses[keyof SessionDeleteResponses];
 
 export type SessionGetData = {
     body?: never;
@@ -3996,8 +4127,10 @@ export type SessionDeleteMessageResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type SessionDeleteMessageResponse = SessionDeleteMessageResponses[keyof SessionDeleteMessageResponses];
 
 export type SessionMessageData = {
     body?: never;
@@ -4128,8 +4261,10 @@ export type SessionAbortResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type SessionAbortResponse = SessionAbortResponses[keyof SessionAbortResponses];
 
 export type EventSubscribeData = {
     body?: never;
@@ -4253,8 +4388,10 @@ export type PermissionReplyResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type PermissionReplyResponse = PermissionReplyResponses[keyof PermissionReplyResponses];
 
 export type PermissionRespondData = {
     body: LegacyPermissionReplyInput;
@@ -4297,8 +4434,10 @@ export type PermissionRespondResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type PermissionRespondResponse = PermissionRespondResponses[keyof PermissionRespondResponses];
 
 export type QuestionListData = {
     body?: never;
@@ -4328,8 +4467,10 @@ export type QuestionListResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<QuestionRequest>;
 };
+
+export type QuestionListResponse = QuestionListResponses[keyof QuestionListResponses];
 
 export type QuestionReplyData = {
     body: QuestionReplyInput;
@@ -4368,8 +4509,10 @@ export type QuestionReplyResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type QuestionReplyResponse = QuestionReplyResponses[keyof QuestionReplyResponses];
 
 export type QuestionRejectData = {
     body?: never;
@@ -4408,8 +4551,10 @@ export type QuestionRejectResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type QuestionRejectResponse = QuestionRejectResponses[keyof QuestionRejectResponses];
 
 export type SessionTodoData = {
     body?: never;
@@ -4448,8 +4593,10 @@ export type SessionTodoResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<Todo>;
 };
+
+export type SessionTodoResponse = SessionTodoResponses[keyof SessionTodoResponses];
 
 export type CommandListData = {
     body?: never;
@@ -4479,8 +4626,10 @@ export type CommandListResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<CommandInfo>;
 };
+
+export type CommandListResponse = CommandListResponses[keyof CommandListResponses];
 
 export type SessionCommandData = {
     body: CommandInput;
@@ -4668,8 +4817,10 @@ export type PartDeleteResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type PartDeleteResponse = PartDeleteResponses[keyof PartDeleteResponses];
 
 export type PartUpdateData = {
     /**
@@ -4819,8 +4970,10 @@ export type SessionSummarizeResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: boolean;
 };
+
+export type SessionSummarizeResponse = SessionSummarizeResponses[keyof SessionSummarizeResponses];
 
 export type ProviderListData = {
     body?: never;
@@ -4927,10 +5080,25 @@ export type AuditListError = AuditListErrors[keyof AuditListErrors];
 
 export type AuditListResponses = {
     /**
+     * AuditPage
+     *
      * Successful Response
      */
-    200: unknown;
+    200: {
+        /**
+         * Entries
+         */
+        entries: Array<AuditRecord>;
+        /**
+         * Next
+         *
+         * Pass as `after` for the next page; null at the end
+         */
+        next: number | null;
+    };
 };
+
+export type AuditListResponse = AuditListResponses[keyof AuditListResponses];
 
 export type GlobalEventData = {
     body?: never;
@@ -5391,8 +5559,12 @@ export type ConfigGetResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: {
+        [key: string]: unknown;
+    };
 };
+
+export type ConfigGetResponse = ConfigGetResponses[keyof ConfigGetResponses];
 
 export type ConfigUpdateData = {
     body?: never;
@@ -5417,13 +5589,6 @@ export type ConfigUpdateErrors = {
 };
 
 export type ConfigUpdateError = ConfigUpdateErrors[keyof ConfigUpdateErrors];
-
-export type ConfigUpdateResponses = {
-    /**
-     * Successful Response
-     */
-    200: unknown;
-};
 
 export type ExperimentalCapabilitiesGetData = {
     body?: never;
@@ -5602,8 +5767,12 @@ export type ExperimentalResourceListResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: {
+        [key: string]: unknown;
+    };
 };
+
+export type ExperimentalResourceListResponse = ExperimentalResourceListResponses[keyof ExperimentalResourceListResponses];
 
 export type ExperimentalWorkspaceListData = {
     body?: never;
@@ -5633,8 +5802,12 @@ export type ExperimentalWorkspaceListResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<{
+        [key: string]: unknown;
+    }>;
 };
+
+export type ExperimentalWorkspaceListResponse = ExperimentalWorkspaceListResponses[keyof ExperimentalWorkspaceListResponses];
 
 export type ExperimentalWorkspaceStatusData = {
     body?: never;
@@ -5664,8 +5837,12 @@ export type ExperimentalWorkspaceStatusResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<{
+        [key: string]: unknown;
+    }>;
 };
+
+export type ExperimentalWorkspaceStatusResponse = ExperimentalWorkspaceStatusResponses[keyof ExperimentalWorkspaceStatusResponses];
 
 export type FileListData = {
     body?: never;
@@ -5848,8 +6025,12 @@ export type FindTextResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<{
+        [key: string]: unknown;
+    }>;
 };
+
+export type FindTextResponse = FindTextResponses[keyof FindTextResponses];
 
 export type FindFilesData = {
     body?: never;
@@ -5946,8 +6127,12 @@ export type FindSymbolsResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<{
+        [key: string]: unknown;
+    }>;
 };
+
+export type FindSymbolsResponse = FindSymbolsResponses[keyof FindSymbolsResponses];
 
 export type LspStatusData = {
     body?: never;
@@ -5977,8 +6162,12 @@ export type LspStatusResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<{
+        [key: string]: unknown;
+    }>;
 };
+
+export type LspStatusResponse = LspStatusResponses[keyof LspStatusResponses];
 
 export type FormatterStatusData = {
     body?: never;
@@ -6008,8 +6197,12 @@ export type FormatterStatusResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<{
+        [key: string]: unknown;
+    }>;
 };
+
+export type FormatterStatusResponse = FormatterStatusResponses[keyof FormatterStatusResponses];
 
 export type AppSkillsData = {
     body?: never;
@@ -6039,8 +6232,12 @@ export type AppSkillsResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: Array<{
+        [key: string]: unknown;
+    }>;
 };
+
+export type AppSkillsResponse = AppSkillsResponses[keyof AppSkillsResponses];
 
 export type ProviderAuthData = {
     body?: never;
@@ -6070,8 +6267,14 @@ export type ProviderAuthResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: {
+        [key: string]: Array<{
+            [key: string]: unknown;
+        }>;
+    };
 };
+
+export type ProviderAuthResponse = ProviderAuthResponses[keyof ProviderAuthResponses];
 
 export type McpStatusData = {
     body?: never;
@@ -6101,8 +6304,12 @@ export type McpStatusResponses = {
     /**
      * Successful Response
      */
-    200: unknown;
+    200: {
+        [key: string]: McpServerStatus;
+    };
 };
+
+export type McpStatusResponse = McpStatusResponses[keyof McpStatusResponses];
 
 export type McpAddData = {
     body?: never;
@@ -6127,13 +6334,6 @@ export type McpAddErrors = {
 };
 
 export type McpAddError = McpAddErrors[keyof McpAddErrors];
-
-export type McpAddResponses = {
-    /**
-     * Successful Response
-     */
-    200: unknown;
-};
 
 export type McpConnectData = {
     body?: never;
@@ -6484,13 +6684,6 @@ export type SessionShareErrors = {
 };
 
 export type SessionShareError = SessionShareErrors[keyof SessionShareErrors];
-
-export type SessionShareResponses = {
-    /**
-     * Successful Response
-     */
-    200: unknown;
-};
 
 export type PtyShellsData = {
     body?: never;
