@@ -11,7 +11,7 @@ from typing import Any, Self, TypeVar
 import httpx2
 
 from agentforge.client import routes
-from agentforge.client.errors import AgentForgeConnectionError, error_from_response
+from agentforge.client.errors import AgentForgeConnectionError, AuthenticationError, error_from_response
 from agentforge.client.resources import (
     Agents,
     Async,
@@ -27,8 +27,8 @@ from agentforge.client.resources import (
 )
 from agentforge.client.routes import Call, LiveStatus, Page, PartInput
 from agentforge.client.sse import ServerEvent, SSEDecoder, aiter_events
-from agentforge.client.typed import Reconnects, final_message, typed
-from agentforge.model.event_types import EventSessionIdle, TypedEvent
+from agentforge.client.typed import MAX_RECONNECTS, Reconnects, final_message, typed
+from agentforge.model.event_types import EventSessionIdle, EventStreamUnauthorized, TypedEvent
 from agentforge.model.message import WithParts
 from agentforge.model.session import PermissionRule, Session
 
@@ -320,18 +320,26 @@ class AsyncTypedEventStream:
                 async for event in raw:
                     self._reconnects.seen(raw.last_event_id)
                     model = typed(event)
+                    if isinstance(model, EventStreamUnauthorized):
+                        raise AuthenticationError(
+                            401, "Unauthorized", model.properties.message or "credential lapsed"
+                        )
                     if model is not None:
                         yield model
-                return
             except AgentForgeConnectionError:
-                delay = None if self._closed else self._reconnects.next_delay()
-                if delay is None:
-                    if self._closed:
-                        return
+                if self._closed:
+                    return
+                if self._reconnects.attempts >= MAX_RECONNECTS:
                     raise
-                await raw.aclose()
-                self._raw = None
-                await asyncio.sleep(delay)
+            # The stream ended or broke without our closing it: connect again (resuming).
+            delay = self._reconnects.next_delay()
+            if self._closed:
+                return
+            if delay is None:
+                raise AgentForgeConnectionError(f"event stream ended {MAX_RECONNECTS} times in a row")
+            await raw.aclose()
+            self._raw = None
+            await asyncio.sleep(delay)
 
     async def aclose(self) -> None:
         self._closed = True
