@@ -147,7 +147,7 @@ class Answerer:
             self._refused[request_id] = f"permission {request.get('permission')} refused"
         self._answered.add(request_id)
         try:
-            await self._client.reply_permission(request_id, reply, message)
+            await self._client.permissions.reply(request_id, reply, message)
         except AgentForgeError as exc:
             self._note([Text(f"could not answer {request_id}: {exc.message}", style="red")])
 
@@ -199,9 +199,9 @@ class Answerer:
             self._note([Text("--approve none: question dismissed", style="yellow")])
         try:
             if answers is None:
-                await self._client.reject_question(request_id)
+                await self._client.questions.reject(request_id)
             else:
-                await self._client.reply_question(request_id, answers)
+                await self._client.questions.reply(request_id, answers)
         except AgentForgeError as exc:
             self._note([Text(f"could not answer {request_id}: {exc.message}", style="red")])
 

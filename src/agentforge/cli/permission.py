@@ -36,7 +36,7 @@ def list_permissions(url: ServerUrl = DEFAULT_SERVER_URL, as_json: Json = False)
 
 async def _list(target: Target, *, as_json: bool) -> int:
     async with connect(target) as client:
-        requests = await client.permissions()
+        requests = await client.permissions.list()
     if as_json:
         typer.echo(json.dumps([request.wire() for request in requests], indent=2, ensure_ascii=False))
         return exits.OK
@@ -71,6 +71,6 @@ def reply_permission(
 
 async def _reply(target: Target, request_id: str, reply: Reply, message: str | None) -> int:
     async with connect(target) as client:
-        await client.reply_permission(request_id, reply.value, message)
+        await client.permissions.reply(request_id, reply.value, message)
     typer.echo(f"{request_id}: {reply.value}")
     return exits.OK

@@ -29,7 +29,7 @@ def list_questions(url: ServerUrl = DEFAULT_SERVER_URL, as_json: Json = False) -
 
 async def _list(target: Target, *, as_json: bool) -> int:
     async with connect(target) as client:
-        pending = await client.questions()
+        pending = [q.model_dump(mode="json", by_alias=True) for q in await client.questions.list()]
     if as_json:
         typer.echo(json.dumps(pending, indent=2, ensure_ascii=False))
         return exits.OK
@@ -70,15 +70,15 @@ async def _reply(target: Target, request_id: str, answers: list[str]) -> int:
             )
             return exits.USAGE
         chosen = [parse_answer(question, answer) for question, answer in zip(questions, answers, strict=True)]
-        await client.reply_question(request_id, chosen)
+        await client.questions.reply(request_id, chosen)
     typer.echo(f"{request_id}: answered {chosen}")
     return exits.OK
 
 
 async def _questions_of(client: AsyncAgentForge, request_id: str) -> list[dict[str, Any]]:
-    for request in await client.questions():
-        if request.get("id") == request_id:
-            return list(request.get("questions") or [])
+    for request in await client.questions.list():
+        if request.id == request_id:
+            return [question.model_dump(mode="json", by_alias=True) for question in request.questions]
     raise AgentForgeError(404, "NotFoundError", f"Question request not found: {request_id}")
 
 
@@ -93,6 +93,6 @@ def reject_question(
 
 async def _reject(target: Target, request_id: str) -> int:
     async with connect(target) as client:
-        await client.reject_question(request_id)
+        await client.questions.reject(request_id)
     typer.echo(f"{request_id}: dismissed")
     return exits.OK

@@ -192,6 +192,6 @@ def fork_session(
 
 async def _fork(target: Target, session_id: str, message_id: str | None) -> int:
     async with connect(target) as client:
-        forked = await client.fork_session(session_id, message_id)
+        forked = await client.sessions.fork(session_id, message_id)
     typer.echo(forked.id)
     return exits.OK

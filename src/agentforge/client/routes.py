@@ -16,7 +16,6 @@ import httpx2
 from pydantic import TypeAdapter
 
 from agentforge.model.message import WithParts
-from agentforge.model.permission import PermissionReply, PermissionRequestInfo
 from agentforge.model.session import (
     PermissionRule,
     Session,
@@ -248,35 +247,3 @@ def client_headers(token: str | None, extra: Mapping[str, str] | None) -> dict[s
 def without_read_timeout(timeout: httpx2.Timeout) -> httpx2.Timeout:
     """For turns and event streams: connecting may time out, waiting for the next byte may not."""
     return httpx2.Timeout(connect=timeout.connect, read=None, write=timeout.write, pool=timeout.pool)
-
-
-# --- people in the loop and session copies (what `agentforge permission|question|session fork` use) ---
-
-_permission_requests = TypeAdapter(list[PermissionRequestInfo])
-
-
-def fork_session(session_id: str, message_id: str | None) -> Call[Session]:
-    body = _without_none({"messageID": message_id})
-    return Call("POST", _session_path(session_id, "fork"), _read_session, json=body)
-
-
-def permissions() -> Call[list[PermissionRequestInfo]]:
-    return Call("GET", "/permission", lambda response: _permission_requests.validate_python(response.json()))
-
-
-def reply_permission(request_id: str, reply: PermissionReply, message: str | None) -> Call[bool]:
-    body = _without_none({"reply": reply, "message": message})
-    return Call("POST", f"/permission/{quote(request_id, safe='')}/reply", _read_bool, json=body)
-
-
-def questions() -> Call[list[dict[str, Any]]]:
-    return Call("GET", "/question", _read_json)
-
-
-def reply_question(request_id: str, answers: Sequence[Sequence[str]]) -> Call[bool]:
-    body = {"answers": [list(answer) for answer in answers]}
-    return Call("POST", f"/question/{quote(request_id, safe='')}/reply", _read_bool, json=body)
-
-
-def reject_question(request_id: str) -> Call[bool]:
-    return Call("POST", f"/question/{quote(request_id, safe='')}/reject", _read_bool)

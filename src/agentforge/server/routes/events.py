@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 @router.get(
     "/event",
+    operation_id="event.subscribe",
     summary="Server-Sent Events of this tenant (optionally one session), resumable",
     description=(
         "Durable events carry an SSE `id:`: the session's `seq` with `sessionID`, the tenant's "
