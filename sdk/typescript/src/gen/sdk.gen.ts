@@ -540,7 +540,9 @@ export class Session extends HeyApiClient {
 
 export class Event_ extends HeyApiClient {
     /**
-     * Server-Sent Events of this tenant (optionally one session)
+     * Server-Sent Events of this tenant (optionally one session), resumable
+     *
+     * Durable events carry an SSE `id:`: the session's `seq` with `sessionID`, the tenant's `position` without. Resume with `Last-Event-ID` (or `after`): everything after that point is replayed, then live events follow, with no gap and no duplicate. A point the log no longer holds, or one ahead of it, gets a `stream.reset` event `{position, reason}` instead: refetch state and continue from `position`. Parts streaming at connect time arrive first as `message.part.updated` with their text so far.
      */
     public subscribe<ThrowOnError extends boolean = false>(options?: Options<EventSubscribeData, ThrowOnError, EventSubscribeResponse>) {
         return (options?.client ?? this.client).sse.get<EventSubscribeResponses, EventSubscribeErrors, ThrowOnError>({

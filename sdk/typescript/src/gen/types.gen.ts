@@ -3694,6 +3694,8 @@ export type SessionListData = {
         roots?: boolean;
         /**
          * Start
+         *
+         * Only sessions updated since
          */
         start?: number | null;
         /**
@@ -4283,9 +4285,9 @@ export type EventSubscribeData = {
         /**
          * After
          *
-         * resume after this session seq
+         * resume after this event id (session seq, or tenant position)
          */
-        after?: number | null;
+        after?: string | null;
     };
     url: '/event';
 };
