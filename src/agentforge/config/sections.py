@@ -83,6 +83,8 @@ class RetryConfig(_Section):
 class ServerConfig(_Section):
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    # Seconds a SIGTERM leaves running turns to finish before they are closed as interrupted.
+    shutdown_grace: float = Field(default=30.0, ge=0)
 
 
 class ToolsConfig(_Section):

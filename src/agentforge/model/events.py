@@ -60,6 +60,17 @@ SERVER_HEARTBEAT: Final = "server.heartbeat"
 STREAM_LAGGED: Final = "stream.lagged"
 # Sent as the last event to a subscriber whose credentials lapsed (key revoked, token expired).
 STREAM_UNAUTHORIZED: Final = "stream.unauthorized"
+# Sent as the last event to every subscriber when the server shuts down: reconnect (to another
+# instance, or this one once restarted) and resume with Last-Event-ID.
+SERVER_SHUTDOWN: Final = "server.shutdown"
+# What the stream itself says, beside the session events: the catalogue the OpenAPI documents.
+STREAM_CONTROL_TYPES: Final = {
+    SERVER_CONNECTED: "first event of every stream",
+    SERVER_HEARTBEAT: "sent when nothing else was for a heartbeat interval",
+    STREAM_LAGGED: "last event: the subscriber fell too far behind; reconnect with Last-Event-ID",
+    STREAM_UNAUTHORIZED: "last event: the credential lapsed (key revoked, token expired)",
+    SERVER_SHUTDOWN: "last event: the server is shutting down; reconnect with Last-Event-ID",
+}
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from agentforge.store.engine import (
     postgres_engine,
     sqlite_engine,
 )
-from agentforge.store.migrate import MigrationError, upgrade_to_head
+from agentforge.store.migrate import MigrationError, current_revision, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.privileges import current_role
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
@@ -191,6 +191,14 @@ class Store:
     def committed_batches(self) -> int:
         """Transactions the writer has committed (one per group of events), for tests and metrics."""
         return self._writer.committed_batches
+
+    @property
+    def writer_alive(self) -> bool:
+        return self._writer.alive
+
+    async def schema_revision(self) -> str | None:
+        """The migration revision the database is at (a round trip: fails when it is unreachable)."""
+        return await self._readers.run_across_tenants(current_revision)
 
     # --- writes ---------------------------------------------------------------------------------
 

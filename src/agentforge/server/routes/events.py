@@ -14,7 +14,7 @@ from fastapi.responses import StreamingResponse
 
 from agentforge.identity.authenticate import Authenticator
 from agentforge.identity.model import Identity
-from agentforge.model.events import Event
+from agentforge.model.events import STREAM_CONTROL_TYPES, Event
 from agentforge.server.deps import IdentityDep, RuntimeDep, TenantDep
 from agentforge.server.sse import SSE_HEADERS, Authorized, Replay, event_stream
 from agentforge.session.errors import InvalidInputError
@@ -25,8 +25,21 @@ HEARTBEAT_SECONDS = 10.0  # the default of `app.state.sse_heartbeat_seconds`
 
 log = logging.getLogger(__name__)
 
+# The stream's own events, beside the session events it carries (model/events.py).
+STREAM_RESPONSES: dict[int | str, dict[str, object]] = {
+    200: {
+        "description": "An event stream of `{id, type, properties}` objects. Besides session events: "
+        + "; ".join(f"`{kind}`: {meaning}" for kind, meaning in STREAM_CONTROL_TYPES.items()),
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
 
-@router.get("/event", summary="Server-Sent Events of this tenant (optionally one session)")
+
+@router.get(
+    "/event",
+    summary="Server-Sent Events of this tenant (optionally one session)",
+    responses=STREAM_RESPONSES,
+)
 async def events(
     request: Request,
     rt: RuntimeDep,
