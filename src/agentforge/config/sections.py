@@ -11,6 +11,7 @@ from agentforge.config.audit import AuditConfig
 from agentforge.config.auth import AuthConfig
 from agentforge.config.sandbox import SandboxConfig
 from agentforge.config.tenancy import TenancyConfig
+from agentforge.config.webhooks import WebhookDeliveryConfig, WebhookEndpoint
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4096
@@ -125,6 +126,8 @@ class Config(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    webhooks: list[WebhookEndpoint] = Field(default_factory=list)  # the tenant's (config/webhooks.py)
+    webhook_delivery: WebhookDeliveryConfig = Field(default_factory=WebhookDeliveryConfig)
     shell_env: dict[str, str] = Field(default_factory=dict)  # added to tool processes' environment
 
     @field_validator("shell_env")

@@ -26,6 +26,7 @@ SERVER_WIDE_KEYS = frozenset(
         "permission_default",
         "sandbox",
         "audit",
+        "webhook_delivery",
     }
 )
 # Server-wide keys inside sections a tenant may otherwise set: (section, key).

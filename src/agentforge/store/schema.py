@@ -206,3 +206,23 @@ audit_log = Table(
     Column("prev_hash", Text, nullable=False),
     Column("row_hash", Text, nullable=False),
 )
+
+# Webhook deliveries (the log an admin reads): one row per notification and endpoint; `attempts`
+# is the JSON list of tries, `payload` the signed body's JSON.
+webhook_delivery = Table(
+    "webhook_delivery",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("tenant_id", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("event_id", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("attempts", Text, nullable=False),
+    Column("next_attempt", BigInteger, nullable=True),
+    Column("time_created", BigInteger, nullable=False),
+    Column("time_updated", BigInteger, nullable=False),
+    Index("ix_webhook_delivery_tenant_created", "tenant_id", "time_created"),
+    Index("ix_webhook_delivery_status", "status"),
+)
