@@ -173,3 +173,20 @@ async def test_the_delivery_log_is_per_tenant_and_names_a_missing_delivery(
         assert "whd_nope" in missing.json()["data"]["message"]
         bad = await live.client.get("/webhook/delivery", params={"status": "lost"})
         assert bad.status_code == 400 and "status" in bad.json()["data"]["message"]
+
+
+async def test_a_pending_delivery_resumes_after_a_restart(
+    tmp_path: Path, fake_openai: FakeOpenAI, receiver: WebhookReceiver
+) -> None:
+    config = _config(fake_openai, receiver, initial_backoff=5)
+    config["webhooks"][0]["events"] = ["session.created"]
+    receiver.enqueue(500)  # then 200
+    clock = FakeClock(now=time.time())
+    async with _server(tmp_path, fake_openai, config, clock) as live:
+        await live.create_session()
+        [pending] = await _until(live, lambda log: bool(log) and len(log[0]["attempts"]) == 1)
+    clock.advance(5)  # the retry falls due while the server is down
+    async with _server(tmp_path, fake_openai, config, clock) as live:
+        [done] = await _until(live, lambda log: log[0]["status"] == "delivered")
+    assert done["id"] == pending["id"]
+    assert [a["statusCode"] for a in done["attempts"]] == [500, 200]
