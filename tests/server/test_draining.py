@@ -32,3 +32,12 @@ async def test_a_draining_server_refuses_new_turns_storing_nothing(
     assert (await live.client.get(f"/session/{session['id']}/message")).json() == []
     ready = await live.client.get("/global/ready")
     assert ready.status_code == 503 and ready.json()["failed"] == {"lifecycle": "the server is shutting down"}
+
+
+async def test_the_openapi_documents_readiness_and_the_shutdown_event(live: LiveServer) -> None:
+    spec = (await live.client.get("/openapi.json")).json()
+    stream = spec["paths"]["/event"]["get"]["responses"]["200"]
+    assert "`server.shutdown`: last event" in stream["description"]
+    assert "text/event-stream" in stream["content"]
+    assert "503" in spec["paths"]["/global/ready"]["get"]["responses"]
+    assert "/webhook/delivery" in spec["paths"]
