@@ -27,7 +27,7 @@ from tests.fakes.openai_server import FakeOpenAI, Script
 ROUNDS = 3
 TURNS_PER_ROUND = 4
 WORDS = 16  # a reply streams this many words, 40 ms apart: a turn lasts about 0.7 s
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(300)  # about 40 s of CPU; generous for a loaded machine
 
 
 def _slow_reply(round_no: int) -> Script:
