@@ -32,7 +32,9 @@ async def readiness(runtime: Runtime, *, timeout: float = PROBE_TIMEOUT_SECONDS)
     try:
         revision = await asyncio.wait_for(runtime.store.schema_revision(), timeout)
     except Exception as exc:  # whatever the driver raises: the database cannot be read
-        failed["database"] = f"unreachable: {type(exc).__name__}: {str(exc)[:200]}"
+        # The probe is unauthenticated: the driver's message (hosts, roles) goes to the log only.
+        log.warning("readiness: the database cannot be read: %s: %s", type(exc).__name__, exc)
+        failed["database"] = f"unreachable ({type(exc).__name__})"
         return failed
     head = await asyncio.to_thread(head_revision)
     if revision != head:
