@@ -33,7 +33,16 @@ from tests.identity.keys import AUDIENCE, GATEWAY_SECRET, HS_SECRET, ISSUER, gat
 REQUIRED: dict[str, Any] = {"required": True}
 JWT: dict[str, Any] = {"jwt": {"issuer": ISSUER, "audience": AUDIENCE, "secret": HS_SECRET}}
 GATEWAY: dict[str, Any] = {"gateway": {"secret": GATEWAY_SECRET, "trusted_addresses": ["127.0.0.1/32"]}}
-OPEN_PATHS = {"/global/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/_test/admin"}
+# Readiness is open like health: load balancers probe it (it names failed checks, no details).
+OPEN_PATHS = {
+    "/global/health",
+    "/global/ready",
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/_test/admin",
+}
 
 
 @dataclass

@@ -59,7 +59,10 @@ class Subscription:
         )
         self._wakeup.set()
 
-    def close(self) -> None:
+    def close(self, final: Event | None = None) -> None:
+        """Stop; `final` (unfiltered) is the last event the subscriber reads."""
+        if final is not None and not self._closed:
+            self._buffer.append(final)
         self._closed = True
         self._bus.unsubscribe(self)
         self._wakeup.set()
@@ -125,10 +128,11 @@ class Bus:
     def subscriber_count(self) -> int:
         return len(self._subscriptions)
 
-    def close_all(self) -> None:
-        """End every subscription (server shutdown): each iterator drains, then stops."""
+    def close_all(self, final: Event | None = None) -> None:
+        """End every subscription (server shutdown): each iterator drains, reads `final` if given
+        (whatever its filter), then stops."""
         for subscription in list(self._subscriptions):
-            subscription.close()
+            subscription.close(final)
 
     def publish(self, event: Event) -> None:
         if event.position is not None:

@@ -11,6 +11,7 @@ from agentforge.config.audit import AuditConfig
 from agentforge.config.auth import AuthConfig
 from agentforge.config.sandbox import SandboxConfig
 from agentforge.config.tenancy import TenancyConfig
+from agentforge.config.webhooks import WebhookDeliveryConfig, WebhookEndpoint
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4096
@@ -105,6 +106,8 @@ class ServerConfig(_Section):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     # Larger request bodies answer 413 (server/input_guard.py), chunked ones included.
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    # Seconds a SIGTERM leaves running turns to finish before they are closed as interrupted.
+    shutdown_grace: float = Field(default=30.0, ge=0)
 
 
 class ToolsConfig(_Section):
@@ -145,6 +148,8 @@ class Config(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    webhooks: list[WebhookEndpoint] = Field(default_factory=list)  # the tenant's (config/webhooks.py)
+    webhook_delivery: WebhookDeliveryConfig = Field(default_factory=WebhookDeliveryConfig)
     shell_env: dict[str, str] = Field(default_factory=dict)  # added to tool processes' environment
 
     @field_validator("shell_env")

@@ -27,6 +27,7 @@ SERVER_WIDE_KEYS = frozenset(
         "question_timeout",
         "sandbox",
         "audit",
+        "webhook_delivery",
     }
 )
 # Server-wide keys inside sections a tenant may otherwise set: (section, key).

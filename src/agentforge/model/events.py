@@ -64,6 +64,9 @@ STREAM_UNAUTHORIZED: Final = "stream.unauthorized"
 # never held (ahead of it): `{"position": <current>, "reason": "pruned" | "ahead"}`; the client
 # refetches its state and continues from `position`.
 STREAM_RESET: Final = "stream.reset"
+# Sent as the last event to every subscriber when the server shuts down: reconnect (to another
+# instance, or this one once restarted) and resume with Last-Event-ID.
+SERVER_SHUTDOWN: Final = "server.shutdown"
 
 
 @dataclass(slots=True)

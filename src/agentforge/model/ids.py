@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Literal
 
-Prefix = Literal["ses", "msg", "prt", "per", "que", "evt", "tool", "pty", "key", "aud"]
+Prefix = Literal["ses", "msg", "prt", "per", "que", "evt", "tool", "pty", "key", "aud", "whd"]
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _MASK48 = (1 << 48) - 1

@@ -18,6 +18,7 @@ from typing import Any
 from agentforge.bus import Bus
 from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings
+from agentforge.config.webhooks import WebhookEndpoint
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.llm.pool import ClientLease, acquire_clients
@@ -39,6 +40,7 @@ from agentforge.store.audit import digest
 from agentforge.store.private import make_private_dir
 from agentforge.store.store import Store
 from agentforge.tools.command_ledger import Reaper
+from agentforge.webhooks.dispatcher import WebhookDispatcher
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class Runtime:
     clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
     # Kills what this process's commands leave should the process die outright (command_ledger.py).
     reaper: Reaper | None = None
+    webhooks: WebhookDispatcher | None = None  # the tenants' lifecycle notifications
     sessions: SessionServices = field(init=False)
 
     def __post_init__(self) -> None:
@@ -136,7 +139,23 @@ class Runtime:
         else:
             log.info("No turn was left running when the server last stopped")
         runtime.clients = acquire_clients()
+        runtime.start_webhooks()
         return runtime
+
+    def start_webhooks(self) -> None:
+        """Deliver lifecycle notifications to the URLs each tenant configures (webhooks/)."""
+        policy = self.settings.config.webhook_delivery
+        self.webhooks = WebhookDispatcher(self.store, self.clock, self.webhook_endpoints, policy)
+        self.bus.listen(self.webhooks.observe)
+        self.spawn_daemon(self.webhooks.run())
+
+    async def webhook_endpoints(self, tenant_id: str) -> list[WebhookEndpoint]:
+        try:
+            scope = await self.scope(tenant_id)
+        except Exception:
+            log.exception("no webhooks for tenant %s: its scope cannot be built", tenant_id)
+            return []
+        return scope.settings.config.webhooks
 
     async def scope(self, tenant_id: str) -> TenantScope:
         """The tenant's scope, built on its first use (TenantScopeError when it cannot be)."""

@@ -51,6 +51,7 @@ from agentforge.server.routes import (
     summarize,
     todo,
     tooling,
+    webhook,
 )
 from agentforge.session.processor import StreamFn
 from agentforge.store.audit import AUTH_FAILED
@@ -145,6 +146,7 @@ def create_app(
         revert,
         session_extras,
         pty,
+        webhook,
     )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)

@@ -13,7 +13,7 @@ from agentforge.server.responses import WireResponse, error_body
 from agentforge.server.unsupported import not_offered
 from agentforge.session.errors import InvalidInputError, NotFoundError
 from agentforge.session.events import MessageIdTakenError, PartIdTakenError
-from agentforge.session.runner import SessionBusyError
+from agentforge.session.runner import SessionBusyError, ShuttingDownError
 from agentforge.terminal.registry import TerminalNotFoundError, TooManyTerminalsError
 from agentforge.tools.confinement import ShellNotAllowedError
 from agentforge.workspace.access import OutsideWorkspaceError
@@ -111,6 +111,11 @@ def install(app: FastAPI) -> None:
     async def busy(_request: Request, exc: SessionBusyError) -> WireResponse:
         body = error_body("SessionBusyError", str(exc), sessionID=exc.session_id)
         return WireResponse(body, status_code=409)
+
+    @app.exception_handler(ShuttingDownError)
+    async def shutting_down(_request: Request, exc: ShuttingDownError) -> WireResponse:
+        body = error_body("ShuttingDownError", str(exc))
+        return WireResponse(body, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(TenantScopeError)
     async def tenant_unavailable(_request: Request, exc: TenantScopeError) -> WireResponse:

@@ -1,8 +1,11 @@
-"""Running the app under uvicorn, with a shutdown that ends live event streams first.
+"""Running the app under uvicorn, with a shutdown that drains turns and ends live event streams.
 
-uvicorn waits for open responses before it runs the app's lifespan shutdown, and an SSE response
-never ends by itself; so the bus subscriptions are closed as soon as shutdown begins, and each
-stream finishes cleanly instead of being cancelled at the graceful-shutdown deadline.
+On SIGTERM, before uvicorn stops listening, the runtime drains (runtime/lifecycle.py): new turns get
+503 while running ones have `server.shutdown_grace` seconds to finish, and readiness fails so a load
+balancer moves traffic away. uvicorn then waits for open responses before it runs the app's
+lifespan shutdown, and an SSE response never ends by itself; so the bus subscriptions are closed
+(each with a last `server.shutdown` event) and each stream finishes cleanly instead of being
+cancelled at the graceful-shutdown deadline.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ import socket
 
 import uvicorn
 from fastapi import FastAPI
+
+from agentforge.runtime.lifecycle import drain
+from agentforge.runtime.runtime import Runtime
 
 GRACEFUL_SHUTDOWN_SECONDS = 5
 
@@ -30,9 +36,9 @@ class ForgeServer(uvicorn.Server):
         )
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        runtime = getattr(self.app.state, "runtime", None)
+        runtime: Runtime | None = getattr(self.app.state, "runtime", None)
         if runtime is not None:
-            runtime.bus.close_all()
+            await drain(runtime, runtime.settings.config.server.shutdown_grace)
         await super().shutdown(sockets)
 
     @property

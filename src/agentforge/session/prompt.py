@@ -49,6 +49,7 @@ class SessionPrompt:
     async def prompt(self, session_id: str, body: PromptInput) -> WithParts:
         """Persist the message and run the turn; the reply as written (the user message when
         `noReply`)."""
+        self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
         user = await self.create_user_message(session, body)
         if body.no_reply:
@@ -57,6 +58,7 @@ class SessionPrompt:
 
     async def prompt_async(self, session_id: str, body: PromptInput) -> None:
         """Persist the message now (so bad input still gets a 4xx) and run the loop in the background."""
+        self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
         user = await self.create_user_message(session, body)
         if body.no_reply:

@@ -30,6 +30,13 @@ T = TypeVar("T")
 ShellWork = Callable[[asyncio.Event], Coroutine[Any, Any, T]]
 
 
+class ShuttingDownError(Exception):
+    """The server is draining for shutdown: it finishes the turns it runs and starts no new one."""
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down and accepts no new turns; retry on another instance")
+
+
 class SessionBusyError(Exception):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session {session_id} is busy")
@@ -82,6 +89,33 @@ class RunnerRegistry:
     def __init__(self) -> None:
         self._runs: dict[str, _Run] = {}
         self._shells: dict[str, _Shell] = {}
+        self.accepting = True
+
+    def admit(self) -> None:
+        """Raise ShuttingDownError once the server drains; callers check before storing anything."""
+        if not self.accepting:
+            raise ShuttingDownError()
+
+    def stop_accepting(self) -> None:
+        """Start draining: running loops and shells go on, new ones are refused."""
+        self.accepting = False
+
+    @property
+    def running(self) -> int:
+        return len(self._runs) + len(self._shells)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for every run and shell to end; whether they all did."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._runs or self._shells:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            waits: list[asyncio.Future[Any]] = [run.done for run in self._runs.values()]
+            waits += [shell.task for shell in self._shells.values()]
+            await asyncio.wait(waits, timeout=left)
+        return True
 
     def is_busy(self, session_id: str) -> bool:
         return session_id in self._runs or session_id in self._shells
@@ -98,6 +132,7 @@ class RunnerRegistry:
         Returns the loop's final assistant message (None when it was cancelled or failed)."""
         run = self._runs.get(session_id)
         if run is None:
+            self.admit()  # a running loop may still take input; a new one may not start
             shell = self._shells.get(session_id)
             if shell is not None:
                 start = _after(shell.task, start)
@@ -109,6 +144,7 @@ class RunnerRegistry:
 
         `work` must finish promptly once `abort` is set. `on_idle` runs when it ends, unless a run
         was queued behind it meanwhile (that run takes the session over)."""
+        self.admit()
         if self.is_busy(session_id):
             raise SessionBusyError(session_id)
         abort = asyncio.Event()

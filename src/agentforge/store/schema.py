@@ -1,7 +1,7 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0007_event_position`)
+Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0008_webhooks`)
 create exactly this; a test checks that the two never drift apart.
 """
 
@@ -207,4 +207,24 @@ audit_log = Table(
     Column("data", Text, nullable=False),
     Column("prev_hash", Text, nullable=False),
     Column("row_hash", Text, nullable=False),
+)
+
+# Webhook deliveries (the log an admin reads): one row per notification and endpoint; `attempts`
+# is the JSON list of tries, `payload` the signed body's JSON.
+webhook_delivery = Table(
+    "webhook_delivery",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("tenant_id", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("event_id", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("attempts", Text, nullable=False),
+    Column("next_attempt", BigInteger, nullable=True),
+    Column("time_created", BigInteger, nullable=False),
+    Column("time_updated", BigInteger, nullable=False),
+    Index("ix_webhook_delivery_tenant_created", "tenant_id", "time_created"),
+    Index("ix_webhook_delivery_status", "status"),
 )

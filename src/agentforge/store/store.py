@@ -16,7 +16,8 @@ from agentforge.model.message import WithParts
 from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store import audit, keys, queries
+from agentforge.model.webhook import DeliveryStatus, WebhookDelivery
+from agentforge.store import audit, keys, queries, webhooks
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
 from agentforge.store.engine import (
@@ -26,7 +27,7 @@ from agentforge.store.engine import (
     postgres_engine,
     sqlite_engine,
 )
-from agentforge.store.migrate import MigrationError, upgrade_to_head
+from agentforge.store.migrate import MigrationError, current_revision, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.privileges import current_role
 from agentforge.store.projector import checkpoint_part
@@ -193,6 +194,14 @@ class Store:
         """Transactions the writer has committed (one per group of events), for tests and metrics."""
         return self._writer.committed_batches
 
+    @property
+    def writer_alive(self) -> bool:
+        return self._writer.alive
+
+    async def schema_revision(self) -> str | None:
+        """The migration revision the database is at (a round trip: fails when it is unreachable)."""
+        return await self._readers.run_across_tenants(current_revision)
+
     # --- writes ---------------------------------------------------------------------------------
 
     def submit(self, event: Event) -> asyncio.Future[Event]:
@@ -267,6 +276,30 @@ class Store:
     async def find_api_key(self, tenant_id: str, key_id: str) -> StoredApiKey | None:
         """Read on every authentication, never cached, so a revocation applies at once."""
         return await self._readers.run(keys.find_api_key, tenant_id, key_id)
+
+    # --- webhook deliveries ------------------------------------------------------------------------
+
+    async def record_webhook_delivery(self, tenant_id: str, delivery: WebhookDelivery) -> None:
+        """Store a new delivery, or its outcome so far when it already is."""
+
+        def save(conn: Connection) -> None:
+            if webhooks.get_delivery(conn, tenant_id, delivery.id) is None:
+                webhooks.insert_delivery(conn, tenant_id, delivery)
+            else:
+                webhooks.update_delivery(conn, tenant_id, delivery)
+
+        await self.mutate(tenant_id, "webhook.delivery", save)
+
+    async def webhook_deliveries(
+        self, tenant_id: str, *, limit: int = 100, status: DeliveryStatus | None = None
+    ) -> list[WebhookDelivery]:
+        return await self._readers.run(webhooks.list_deliveries, tenant_id, limit=limit, status=status)
+
+    async def webhook_delivery(self, tenant_id: str, delivery_id: str) -> WebhookDelivery | None:
+        return await self._readers.run(webhooks.get_delivery, tenant_id, delivery_id)
+
+    async def pending_webhook_deliveries(self, limit: int = 1000) -> list[tuple[str, WebhookDelivery]]:
+        return await self._maintenance.run_across_tenants(webhooks.pending_deliveries, limit)
 
     async def record_audit(
         self,

@@ -111,6 +111,11 @@ class OrderedWriter(ABC):
         self._enqueue(pending)
         return pending.future
 
+    @property
+    def alive(self) -> bool:
+        """Whether the writer still takes writes (not closed, its thread or task not ended)."""
+        return not self._closing and not self._stopped.done()
+
     def publish_after_writes(self, event: Event) -> None:
         """Publish a broadcast-only event after every durable event submitted before it.
 

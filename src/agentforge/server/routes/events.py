@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
         "is replayed, then live events follow, with no gap and no duplicate. A point the log no "
         "longer holds, or one ahead of it, gets a `stream.reset` event `{position, reason}` "
         "instead: refetch state and continue from `position`. Parts streaming at connect time "
-        "arrive first as `message.part.updated` with their text so far."
+        "arrive first as `message.part.updated` with their text so far. When the server shuts down, "
+        "every stream ends with `server.shutdown`: reconnect and resume."
     ),
 )
 async def events(

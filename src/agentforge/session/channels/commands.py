@@ -245,6 +245,7 @@ class CommandRunner:
         self.services = prompts.services
 
     async def run(self, session_id: str, body: CommandInput) -> WithParts:
+        self.services.runners.admit()  # before a snippet runs or anything is stored
         session = await self.sessions.get(session_id)
         scope = await self.sessions.scope()
         workspace = Path(session.directory)

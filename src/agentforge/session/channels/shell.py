@@ -206,6 +206,7 @@ async def run_shell(
 ) -> WithParts:
     """Run the command to its end (or abort); the assistant message and its `bash` part. Raises
     ShellNotAllowedError for a confined tenant without the server's `tenancy.shell` grant."""
+    services.runners.admit()  # before anything is stored
     scope.confinement.check_shell()
     if body.message_id is not None and not ids.has_prefix(body.message_id, "msg"):
         raise InvalidInputError(f"messageID must be a msg_ id, got {body.message_id!r}")

@@ -27,6 +27,7 @@ class SummarizeInput(Wire):
 async def summarize(prompts: SessionPrompt, session_id: str, body: SummarizeInput) -> None:
     """Persist a compaction request with the given model, then run (or join) the loop until it has
     been handled. With `auto`, the loop goes on after the summary as an automatic compaction would."""
+    prompts.services.runners.admit()  # before anything is stored
     sessions = prompts.sessions
     session = await sessions.get(session_id)
     services = sessions.services
