@@ -107,6 +107,15 @@ class StreamNotice(Properties):
     message: str | None = None
 
 
+class StreamResetProperties(Properties):
+    """The resume point is one the log no longer holds (`pruned`) or never held (`ahead`): refetch
+    the state, then continue from `position`."""
+
+    position: int
+    reason: Literal["pruned", "ahead"]
+    session_id: str | None = Field(default=None, alias="sessionID")
+
+
 class CommandExecutedProperties(Properties):
     session_id: str = Field(alias="sessionID")
     name: str
@@ -305,6 +314,16 @@ class EventStreamUnauthorized(EventBase):
     properties: StreamNotice
 
 
+class EventStreamReset(EventBase):
+    type: Literal["stream.reset"]
+    properties: StreamResetProperties
+
+
+class EventServerShutdown(EventBase):
+    type: Literal["server.shutdown"]
+    properties: StreamNotice
+
+
 TypedEvent = (
     EventSessionCreated
     | EventSessionUpdated
@@ -333,6 +352,8 @@ TypedEvent = (
     | EventServerHeartbeat
     | EventStreamLagged
     | EventStreamUnauthorized
+    | EventStreamReset
+    | EventServerShutdown
 )
 ServerEvent = Annotated[TypedEvent, Field(discriminator="type")]
 

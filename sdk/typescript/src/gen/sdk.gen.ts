@@ -2,7 +2,7 @@
 
 import type { Client, Options as Options2, TDataShape } from './client';
 import { client } from './client.gen';
-import type { AppAgentsData, AppAgentsErrors, AppAgentsResponses, AppLogData, AppLogErrors, AppLogResponses, AppSkillsData, AppSkillsErrors, AppSkillsResponses, AuditListData, AuditListErrors, AuditListResponses, CommandListData, CommandListErrors, CommandListResponses, ConfigGetData, ConfigGetErrors, ConfigGetResponses, ConfigProvidersData, ConfigProvidersErrors, ConfigProvidersResponses, ConfigUpdateData, ConfigUpdateErrors, EventSubscribeData, EventSubscribeErrors, EventSubscribeResponse, EventSubscribeResponses, ExperimentalCapabilitiesGetData, ExperimentalCapabilitiesGetErrors, ExperimentalCapabilitiesGetResponses, ExperimentalConsoleGetData, ExperimentalConsoleGetErrors, ExperimentalConsoleGetResponses, ExperimentalResourceListData, ExperimentalResourceListErrors, ExperimentalResourceListResponses, ExperimentalWorkspaceListData, ExperimentalWorkspaceListErrors, ExperimentalWorkspaceListResponses, ExperimentalWorkspaceStatusData, ExperimentalWorkspaceStatusErrors, ExperimentalWorkspaceStatusResponses, FileListData, FileListErrors, FileListResponses, FileReadData, FileReadErrors, FileReadResponses, FileStatusData, FileStatusErrors, FileStatusResponses, FindFilesData, FindFilesErrors, FindFilesResponses, FindSymbolsData, FindSymbolsErrors, FindSymbolsResponses, FindTextData, FindTextErrors, FindTextResponses, FormatterStatusData, FormatterStatusErrors, FormatterStatusResponses, GlobalEventData, GlobalEventErrors, GlobalEventResponse, GlobalEventResponses, GlobalHealthData, GlobalHealthErrors, GlobalHealthResponses, LspStatusData, LspStatusErrors, LspStatusResponses, McpAddData, McpAddErrors, McpConnectData, McpConnectErrors, McpConnectResponses, McpDisconnectData, McpDisconnectErrors, McpDisconnectResponses, McpStatusData, McpStatusErrors, McpStatusResponses, PartDeleteData, PartDeleteErrors, PartDeleteResponses, PartUpdateData, PartUpdateErrors, PartUpdateResponses, PathGetData, PathGetErrors, PathGetResponses, PermissionListData, PermissionListErrors, PermissionListResponses, PermissionReplyData, PermissionReplyErrors, PermissionReplyResponses, PermissionRespondData, PermissionRespondErrors, PermissionRespondResponses, ProjectCurrentData, ProjectCurrentErrors, ProjectCurrentResponses, ProjectDirectoriesData, ProjectDirectoriesErrors, ProjectDirectoriesResponses, ProjectListData, ProjectListErrors, ProjectListResponses, ProviderAuthData, ProviderAuthErrors, ProviderAuthResponses, ProviderListData, ProviderListErrors, ProviderListResponses, PtyConnectTokenData, PtyConnectTokenErrors, PtyConnectTokenResponses, PtyCreateData, PtyCreateErrors, PtyCreateResponses, PtyGetData, PtyGetErrors, PtyGetResponses, PtyListData, PtyListErrors, PtyListResponses, PtyRemoveData, PtyRemoveErrors, PtyRemoveResponses, PtyShellsData, PtyShellsErrors, PtyShellsResponses, PtyUpdateData, PtyUpdateErrors, PtyUpdateResponses, QuestionListData, QuestionListErrors, QuestionListResponses, QuestionRejectData, QuestionRejectErrors, QuestionRejectResponses, QuestionReplyData, QuestionReplyErrors, QuestionReplyResponses, SessionAbortData, SessionAbortErrors, SessionAbortResponses, SessionChildrenData, SessionChildrenErrors, SessionChildrenResponses, SessionCommandData, SessionCommandErrors, SessionCommandResponses, SessionCreateData, SessionCreateErrors, SessionCreateResponses, SessionDeleteData, SessionDeleteErrors, SessionDeleteMessageData, SessionDeleteMessageErrors, SessionDeleteMessageResponses, SessionDeleteResponses, SessionDiffData, SessionDiffErrors, SessionDiffResponses, SessionForkData, SessionForkErrors, SessionForkResponses, SessionGetData, SessionGetErrors, SessionGetResponses, SessionInitData, SessionInitErrors, SessionInitResponses, SessionListData, SessionListErrors, SessionListResponses, SessionMessageData, SessionMessageErrors, SessionMessageResponses, SessionMessagesData, SessionMessagesErrors, SessionMessagesResponses, SessionPromptAsyncData, SessionPromptAsyncErrors, SessionPromptAsyncResponses, SessionPromptData, SessionPromptErrors, SessionPromptResponses, SessionRevertData, SessionRevertErrors, SessionRevertResponses, SessionShareData, SessionShareErrors, SessionShellData, SessionShellErrors, SessionShellResponses, SessionStatusData, SessionStatusErrors, SessionStatusResponses, SessionSummarizeData, SessionSummarizeErrors, SessionSummarizeResponses, SessionTodoData, SessionTodoErrors, SessionTodoResponses, SessionUnrevertData, SessionUnrevertErrors, SessionUnrevertResponses, SessionUnshareData, SessionUnshareErrors, SessionUnshareResponses, SessionUpdateData, SessionUpdateErrors, SessionUpdateResponses, ToolIdsData, ToolIdsErrors, ToolIdsResponses, ToolListData, ToolListErrors, ToolListResponses, V2FsFindData, V2FsFindErrors, V2FsFindResponses, V2LocationGetData, V2LocationGetErrors, V2LocationGetResponses, VcsDiffData, VcsDiffErrors, VcsDiffResponses, VcsGetData, VcsGetErrors, VcsGetResponses, VcsStatusData, VcsStatusErrors, VcsStatusResponses } from './types.gen';
+import type { AppAgentsData, AppAgentsErrors, AppAgentsResponses, AppLogData, AppLogErrors, AppLogResponses, AppSkillsData, AppSkillsErrors, AppSkillsResponses, AuditListData, AuditListErrors, AuditListResponses, CommandListData, CommandListErrors, CommandListResponses, ConfigGetData, ConfigGetErrors, ConfigGetResponses, ConfigProvidersData, ConfigProvidersErrors, ConfigProvidersResponses, ConfigUpdateData, ConfigUpdateErrors, EventSubscribeData, EventSubscribeErrors, EventSubscribeResponse, EventSubscribeResponses, ExperimentalCapabilitiesGetData, ExperimentalCapabilitiesGetErrors, ExperimentalCapabilitiesGetResponses, ExperimentalConsoleGetData, ExperimentalConsoleGetErrors, ExperimentalConsoleGetResponses, ExperimentalResourceListData, ExperimentalResourceListErrors, ExperimentalResourceListResponses, ExperimentalWorkspaceListData, ExperimentalWorkspaceListErrors, ExperimentalWorkspaceListResponses, ExperimentalWorkspaceStatusData, ExperimentalWorkspaceStatusErrors, ExperimentalWorkspaceStatusResponses, FileListData, FileListErrors, FileListResponses, FileReadData, FileReadErrors, FileReadResponses, FileStatusData, FileStatusErrors, FileStatusResponses, FindFilesData, FindFilesErrors, FindFilesResponses, FindSymbolsData, FindSymbolsErrors, FindSymbolsResponses, FindTextData, FindTextErrors, FindTextResponses, FormatterStatusData, FormatterStatusErrors, FormatterStatusResponses, GlobalEventData, GlobalEventErrors, GlobalEventResponse, GlobalEventResponses, GlobalHealthData, GlobalHealthErrors, GlobalHealthResponses, GlobalReadyData, GlobalReadyErrors, GlobalReadyResponses, LspStatusData, LspStatusErrors, LspStatusResponses, McpAddData, McpAddErrors, McpConnectData, McpConnectErrors, McpConnectResponses, McpDisconnectData, McpDisconnectErrors, McpDisconnectResponses, McpStatusData, McpStatusErrors, McpStatusResponses, PartDeleteData, PartDeleteErrors, PartDeleteResponses, PartUpdateData, PartUpdateErrors, PartUpdateResponses, PathGetData, PathGetErrors, PathGetResponses, PermissionListData, PermissionListErrors, PermissionListResponses, PermissionReplyData, PermissionReplyErrors, PermissionReplyResponses, PermissionRespondData, PermissionRespondErrors, PermissionRespondResponses, ProjectCurrentData, ProjectCurrentErrors, ProjectCurrentResponses, ProjectDirectoriesData, ProjectDirectoriesErrors, ProjectDirectoriesResponses, ProjectListData, ProjectListErrors, ProjectListResponses, ProviderAuthData, ProviderAuthErrors, ProviderAuthResponses, ProviderListData, ProviderListErrors, ProviderListResponses, PtyConnectTokenData, PtyConnectTokenErrors, PtyConnectTokenResponses, PtyCreateData, PtyCreateErrors, PtyCreateResponses, PtyGetData, PtyGetErrors, PtyGetResponses, PtyListData, PtyListErrors, PtyListResponses, PtyRemoveData, PtyRemoveErrors, PtyRemoveResponses, PtyShellsData, PtyShellsErrors, PtyShellsResponses, PtyUpdateData, PtyUpdateErrors, PtyUpdateResponses, QuestionListData, QuestionListErrors, QuestionListResponses, QuestionRejectData, QuestionRejectErrors, QuestionRejectResponses, QuestionReplyData, QuestionReplyErrors, QuestionReplyResponses, SessionAbortData, SessionAbortErrors, SessionAbortResponses, SessionChildrenData, SessionChildrenErrors, SessionChildrenResponses, SessionCommandData, SessionCommandErrors, SessionCommandResponses, SessionCreateData, SessionCreateErrors, SessionCreateResponses, SessionDeleteData, SessionDeleteErrors, SessionDeleteMessageData, SessionDeleteMessageErrors, SessionDeleteMessageResponses, SessionDeleteResponses, SessionDiffData, SessionDiffErrors, SessionDiffResponses, SessionForkData, SessionForkErrors, SessionForkResponses, SessionGetData, SessionGetErrors, SessionGetResponses, SessionInitData, SessionInitErrors, SessionInitResponses, SessionListData, SessionListErrors, SessionListResponses, SessionMessageData, SessionMessageErrors, SessionMessageResponses, SessionMessagesData, SessionMessagesErrors, SessionMessagesResponses, SessionPromptAsyncData, SessionPromptAsyncErrors, SessionPromptAsyncResponses, SessionPromptData, SessionPromptErrors, SessionPromptResponses, SessionRevertData, SessionRevertErrors, SessionRevertResponses, SessionShareData, SessionShareErrors, SessionShellData, SessionShellErrors, SessionShellResponses, SessionStatusData, SessionStatusErrors, SessionStatusResponses, SessionSummarizeData, SessionSummarizeErrors, SessionSummarizeResponses, SessionTodoData, SessionTodoErrors, SessionTodoResponses, SessionUnrevertData, SessionUnrevertErrors, SessionUnrevertResponses, SessionUnshareData, SessionUnshareErrors, SessionUnshareResponses, SessionUpdateData, SessionUpdateErrors, SessionUpdateResponses, ToolIdsData, ToolIdsErrors, ToolIdsResponses, ToolListData, ToolListErrors, ToolListResponses, V2FsFindData, V2FsFindErrors, V2FsFindResponses, V2LocationGetData, V2LocationGetErrors, V2LocationGetResponses, VcsDiffData, VcsDiffErrors, VcsDiffResponses, VcsGetData, VcsGetErrors, VcsGetResponses, VcsStatusData, VcsStatusErrors, VcsStatusResponses, WebhookDeliveriesData, WebhookDeliveriesErrors, WebhookDeliveriesResponses, WebhookDeliveryData, WebhookDeliveryErrors, WebhookDeliveryResponses } from './types.gen';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -52,6 +52,21 @@ export class Global extends HeyApiClient {
      */
     public health<ThrowOnError extends boolean = false>(options?: Options<GlobalHealthData, ThrowOnError>) {
         return (options?.client ?? this.client).get<GlobalHealthResponses, GlobalHealthErrors, ThrowOnError>({ url: '/global/health', ...options });
+    }
+    
+    /**
+     * Readiness: database reachable, schema at head, writer running, not shutting down
+     */
+    public ready<ThrowOnError extends boolean = false>(options?: Options<GlobalReadyData, ThrowOnError>) {
+        return (options?.client ?? this.client).get<GlobalReadyResponses, GlobalReadyErrors, ThrowOnError>({
+            security: [
+                { scheme: 'bearer', type: 'http' },
+                { scheme: 'bearer', type: 'http' },
+                { scheme: 'basic', type: 'http' }
+            ],
+            url: '/global/ready',
+            ...options
+        });
     }
     
     /**
@@ -542,7 +557,7 @@ export class Event_ extends HeyApiClient {
     /**
      * Server-Sent Events of this tenant (optionally one session), resumable
      *
-     * Durable events carry an SSE `id:`: the session's `seq` with `sessionID`, the tenant's `position` without. Resume with `Last-Event-ID` (or `after`): everything after that point is replayed, then live events follow, with no gap and no duplicate. A point the log no longer holds, or one ahead of it, gets a `stream.reset` event `{position, reason}` instead: refetch state and continue from `position`. Parts streaming at connect time arrive first as `message.part.updated` with their text so far.
+     * Durable events carry an SSE `id:`: the session's `seq` with `sessionID`, the tenant's `position` without. Resume with `Last-Event-ID` (or `after`): everything after that point is replayed, then live events follow, with no gap and no duplicate. A point the log no longer holds, or one ahead of it, gets a `stream.reset` event `{position, reason}` instead: refetch state and continue from `position`. Parts streaming at connect time arrive first as `message.part.updated` with their text so far. When the server shuts down, every stream ends with `server.shutdown`: reconnect and resume.
      */
     public subscribe<ThrowOnError extends boolean = false>(options?: Options<EventSubscribeData, ThrowOnError, EventSubscribeResponse>) {
         return (options?.client ?? this.client).sse.get<EventSubscribeResponses, EventSubscribeErrors, ThrowOnError>({
@@ -1479,6 +1494,38 @@ export class Pty extends HeyApiClient {
     }
 }
 
+export class Webhook extends HeyApiClient {
+    /**
+     * Webhook deliveries of the caller's tenant, newest first, with every attempt
+     */
+    public deliveries<ThrowOnError extends boolean = false>(options?: Options<WebhookDeliveriesData, ThrowOnError>) {
+        return (options?.client ?? this.client).get<WebhookDeliveriesResponses, WebhookDeliveriesErrors, ThrowOnError>({
+            security: [
+                { scheme: 'bearer', type: 'http' },
+                { scheme: 'bearer', type: 'http' },
+                { scheme: 'basic', type: 'http' }
+            ],
+            url: '/webhook/delivery',
+            ...options
+        });
+    }
+    
+    /**
+     * One webhook delivery (its id is the webhook-id header the receiver got)
+     */
+    public delivery<ThrowOnError extends boolean = false>(options: Options<WebhookDeliveryData, ThrowOnError>) {
+        return (options.client ?? this.client).get<WebhookDeliveryResponses, WebhookDeliveryErrors, ThrowOnError>({
+            security: [
+                { scheme: 'bearer', type: 'http' },
+                { scheme: 'bearer', type: 'http' },
+                { scheme: 'basic', type: 'http' }
+            ],
+            url: '/webhook/delivery/{delivery_id}',
+            ...options
+        });
+    }
+}
+
 export class AgentForgeClient extends HeyApiClient {
     public static readonly __registry = new HeyApiRegistry<AgentForgeClient>();
     
@@ -1603,5 +1650,10 @@ export class AgentForgeClient extends HeyApiClient {
     private _pty?: Pty;
     get pty(): Pty {
         return this._pty ??= new Pty({ client: this.client });
+    }
+    
+    private _webhook?: Webhook;
+    get webhook(): Webhook {
+        return this._webhook ??= new Webhook({ client: this.client });
     }
 }

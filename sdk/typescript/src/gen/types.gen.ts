@@ -482,6 +482,28 @@ export type CreatedTime = {
 };
 
 /**
+ * DeliveryAttempt
+ */
+export type DeliveryAttempt = {
+    /**
+     * Time
+     */
+    time: number;
+    /**
+     * Statuscode
+     */
+    statusCode?: number | null;
+    /**
+     * Error
+     */
+    error?: string | null;
+    /**
+     * Durationms
+     */
+    durationMs: number;
+};
+
+/**
  * ErrorTime
  */
 export type ErrorTime = {
@@ -2454,6 +2476,54 @@ export type VcsInfo = {
 };
 
 /**
+ * WebhookDelivery
+ */
+export type WebhookDelivery = {
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Url
+     */
+    url: string;
+    /**
+     * Event
+     */
+    event: string;
+    /**
+     * Eventid
+     */
+    eventID: string;
+    /**
+     * Payload
+     */
+    payload: {
+        [key: string]: unknown;
+    };
+    /**
+     * Status
+     */
+    status: 'pending' | 'delivered' | 'failed' | 'refused';
+    /**
+     * Attempts
+     */
+    attempts?: Array<DeliveryAttempt>;
+    /**
+     * Nextattempt
+     */
+    nextAttempt?: number | null;
+    /**
+     * Timecreated
+     */
+    timeCreated: number;
+    /**
+     * Timeupdated
+     */
+    timeUpdated: number;
+};
+
+/**
  * WithParts
  */
 export type WithParts = {
@@ -2810,6 +2880,21 @@ export type EventServerHeartbeat = {
 };
 
 /**
+ * EventServerShutdown
+ */
+export type EventServerShutdown = {
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Type
+     */
+    type: 'server.shutdown';
+    properties: StreamNotice;
+};
+
+/**
  * EventSessionCompacted
  */
 export type EventSessionCompacted = {
@@ -2927,6 +3012,21 @@ export type EventStreamLagged = {
      */
     type: 'stream.lagged';
     properties: StreamNotice;
+};
+
+/**
+ * EventStreamReset
+ */
+export type EventStreamReset = {
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Type
+     */
+    type: 'stream.reset';
+    properties: StreamResetProperties;
 };
 
 /**
@@ -3388,6 +3488,28 @@ export type StreamNotice = {
 };
 
 /**
+ * StreamResetProperties
+ *
+ * The resume point is one the log no longer holds (`pruned`) or never held (`ahead`): refetch
+ * the state, then continue from `position`.
+ */
+export type StreamResetProperties = {
+    /**
+     * Position
+     */
+    position: number;
+    /**
+     * Reason
+     */
+    reason: 'pruned' | 'ahead';
+    /**
+     * Sessionid
+     */
+    sessionID?: string | null;
+    [key: string]: unknown;
+};
+
+/**
  * Todo
  */
 export type Todo = {
@@ -3484,7 +3606,11 @@ export type Event = ({
     type: 'stream.lagged';
 } & EventStreamLagged) | ({
     type: 'stream.unauthorized';
-} & EventStreamUnauthorized);
+} & EventStreamUnauthorized) | ({
+    type: 'stream.reset';
+} & EventStreamReset) | ({
+    type: 'server.shutdown';
+} & EventServerShutdown);
 
 /**
  * GlobalEvent
@@ -3644,6 +3770,45 @@ export type GlobalHealthResponses = {
 };
 
 export type GlobalHealthResponse = GlobalHealthResponses[keyof GlobalHealthResponses];
+
+export type GlobalReadyData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/global/ready';
+};
+
+export type GlobalReadyErrors = {
+    /**
+     * Bad request: a field is missing or invalid (the message names it)
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential (API key or token)
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this (role, tenant or workspace boundary)
+     */
+    403: ErrorBody;
+    /**
+     * Not ready: `failed` names each check that failed and why
+     */
+    503: unknown;
+};
+
+export type GlobalReadyError = GlobalReadyErrors[keyof GlobalReadyErrors];
+
+export type GlobalReadyResponses = {
+    /**
+     * Successful Response
+     */
+    200: {
+        [key: string]: unknown;
+    };
+};
+
+export type GlobalReadyResponse = GlobalReadyResponses[keyof GlobalReadyResponses];
 
 export type AppAgentsData = {
     body?: never;
@@ -6969,3 +7134,89 @@ export type PtyConnectTokenResponses = {
 };
 
 export type PtyConnectTokenResponse = PtyConnectTokenResponses[keyof PtyConnectTokenResponses];
+
+export type WebhookDeliveriesData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Status
+         */
+        status?: 'pending' | 'delivered' | 'failed' | 'refused' | null;
+        /**
+         * Limit
+         */
+        limit?: number;
+    };
+    url: '/webhook/delivery';
+};
+
+export type WebhookDeliveriesErrors = {
+    /**
+     * Bad request: a field is missing or invalid (the message names it)
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential (API key or token)
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this (role, tenant or workspace boundary)
+     */
+    403: ErrorBody;
+};
+
+export type WebhookDeliveriesError = WebhookDeliveriesErrors[keyof WebhookDeliveriesErrors];
+
+export type WebhookDeliveriesResponses = {
+    /**
+     * Response 200 Webhook.Deliveries
+     *
+     * Successful Response
+     */
+    200: Array<WebhookDelivery>;
+};
+
+export type WebhookDeliveriesResponse = WebhookDeliveriesResponses[keyof WebhookDeliveriesResponses];
+
+export type WebhookDeliveryData = {
+    body?: never;
+    path: {
+        /**
+         * Delivery Id
+         */
+        delivery_id: string;
+    };
+    query?: never;
+    url: '/webhook/delivery/{delivery_id}';
+};
+
+export type WebhookDeliveryErrors = {
+    /**
+     * Bad request: a field is missing or invalid (the message names it)
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential (API key or token)
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this (role, tenant or workspace boundary)
+     */
+    403: ErrorBody;
+    /**
+     * Not found (or not visible to the caller's tenant)
+     */
+    404: ErrorBody;
+};
+
+export type WebhookDeliveryError = WebhookDeliveryErrors[keyof WebhookDeliveryErrors];
+
+export type WebhookDeliveryResponses = {
+    /**
+     * Successful Response
+     */
+    200: WebhookDelivery;
+};
+
+export type WebhookDeliveryResponse = WebhookDeliveryResponses[keyof WebhookDeliveryResponses];

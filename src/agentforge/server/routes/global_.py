@@ -19,6 +19,7 @@ async def health() -> WireResponse:
 
 @router.get(
     "/global/ready",
+    operation_id="global.ready",
     summary="Readiness: database reachable, schema at head, writer running, not shutting down",
     responses={503: {"description": "Not ready: `failed` names each check that failed and why"}},
 )

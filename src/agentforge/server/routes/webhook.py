@@ -16,6 +16,7 @@ router = APIRouter(prefix="/webhook", tags=["webhook"])
 
 @router.get(
     "/delivery",
+    operation_id="webhook.deliveries",
     summary="Webhook deliveries of the caller's tenant, newest first, with every attempt",
     responses={200: {"model": list[WebhookDelivery]}},
 )
@@ -31,6 +32,7 @@ async def deliveries(
 
 @router.get(
     "/delivery/{delivery_id}",
+    operation_id="webhook.delivery",
     summary="One webhook delivery (its id is the webhook-id header the receiver got)",
     responses={200: {"model": WebhookDelivery}},
 )
