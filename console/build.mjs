@@ -6,13 +6,14 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = join(here, "..", "src", "agentforge", "console");
+// CONSOLE_OUT: build elsewhere (the test that compares a fresh build with the committed one).
+const out = process.env.CONSOLE_OUT ?? join(here, "..", "src", "agentforge", "console");
 mkdirSync(out, { recursive: true });
 
 await build({
   entryPoints: [join(here, "src", "app.tsx")],
   bundle: true,
-  minify: true,
+  minify: process.env.CONSOLE_DEBUG !== "1",
   format: "esm",
   target: "es2022",
   jsx: "automatic",

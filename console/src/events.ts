@@ -79,7 +79,9 @@ export class EventStream {
       this.handlers.onUnauthorized?.();
       return;
     }
-    if (event.id !== null) {
+    // Only a session's stream is resumed and de-duplicated: on the tenant-wide one, ids count per
+    // session and say nothing about order across sessions (the console re-reads lists instead).
+    if (this.sessionID && event.id !== null) {
       const seq = Number(event.id);
       if (Number.isFinite(seq)) {
         if (this.lastSeq !== null && seq <= this.lastSeq) return; // already applied

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, ViewportSize, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Dialog, Page, ViewportSize, async_playwright
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPOSITORY / "docs" / "screenshots"
@@ -62,14 +62,16 @@ async def open_page(
     page = await context.new_page()
     watched = Watched(page)
     page.on("pageerror", lambda exc: watched.errors.append(f"pageerror: {exc}"))
-    page.on(
-        "console",
-        lambda msg: watched.errors.append(f"console: {msg.text}") if msg.type == "error" else None,
-    )
 
-    async def on_dialog(dialog: object) -> None:
-        watched.dialogs.append(getattr(dialog, "message", ""))
-        await dialog.dismiss()  # type: ignore[attr-defined]
+    def on_console(msg: ConsoleMessage) -> None:
+        if msg.type == "error":
+            watched.errors.append(f"console: {msg.text} at {msg.location}")
+
+    page.on("console", on_console)
+
+    async def on_dialog(dialog: Dialog) -> None:
+        watched.dialogs.append(dialog.message)
+        await dialog.dismiss()
 
     page.on("dialog", on_dialog)
     try:

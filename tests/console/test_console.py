@@ -1,0 +1,270 @@
+"""The console in real headless Chromium against the real server and the fake provider.
+
+Each test starts its own server (SQLite) and browser, and drives the page the way a person does:
+by accessible names. The page's uncaught errors, console errors (CSP violations included) and
+script-opened dialogs are collected and must stay empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Page, expect
+
+from agentforge.identity.apikeys import mint_api_key
+from agentforge.identity.model import ADMIN
+from tests.console.browser import Watched, chromium, open_page, screenshot
+from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
+
+TIMEOUT_MS = 15_000
+
+
+@contextlib.asynccontextmanager
+async def console(
+    tmp_path: Path, fake: FakeOpenAI, config: dict[str, Any] | None = None, **page: bool
+) -> AsyncIterator[tuple[LiveServer, Watched]]:
+    """A server, a browser and a page; on the way out, the page must have logged no error."""
+    async with (
+        start_live_server(tmp_path, fake, config) as live,
+        chromium() as browser,
+        open_page(browser, live.url, **page) as watched,
+    ):
+        watched.page.set_default_timeout(TIMEOUT_MS)
+        yield live, watched
+        assert watched.errors == [] and watched.dialogs == []
+
+
+async def new_session(page: Page) -> None:
+    await page.goto("/")
+    await page.get_by_role("button", name="New session").click()
+    await page.get_by_role("button", name="Create").click()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+
+
+async def send(page: Page, text: str) -> None:
+    await page.get_by_role("textbox", name="Message").fill(text)
+    await page.get_by_role("button", name="Send").click()
+
+
+def transcript(page: Page) -> Any:
+    return page.get_by_role("list", name="Transcript")
+
+
+async def test_a_prompt_streams_its_reply_as_markdown(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    gate = asyncio.Event()
+    answer = "Here is **bold** text and code:\n\n```python\ndef add(a, b):\n    return a + b\n```\n"
+    fake_openai.enqueue(Script().text("Streaming part one. ").pause(gate).text(answer).usage(12, 30).finish())
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        box = page.get_by_role("textbox", name="Message")
+        await box.fill("first line")
+        await box.press("Shift+Enter")  # a newline, not a send
+        await box.press_sequentially("second line")
+        assert await box.input_value() == "first line\nsecond line"
+        await box.press("Enter")
+        # The first half is on screen while the model is still held mid-reply: streamed, not at the end.
+        await expect(transcript(page).get_by_text("Streaming part one.")).to_be_visible()
+        await expect(page.get_by_role("button", name="Stop")).to_be_visible()
+        gate.set()
+        await expect(transcript(page).locator("strong", has_text="bold")).to_be_visible()
+        keyword = transcript(page).locator("pre code.language-python .hljs-keyword").first
+        await expect(keyword).to_have_text("def")  # highlighted
+        await expect(transcript(page).get_by_text("12 in · 30 out")).to_be_visible()
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        user = transcript(page).get_by_role("article", name="You")
+        await expect(user).to_contain_text("first line")
+        assert "first line\\nsecond line" in str(fake_openai.requests[0]["messages"][-1])
+
+
+async def test_screenshots_desktop_and_mobile_light_and_dark(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """Saved to docs/screenshots/ for reviewers (the README shows one)."""
+    fake_openai.enqueue(
+        reply("Sure. The **files** here:\n\n```bash\nls -la src/\n```\n\n- `app.py`: the entry point\n"),
+    )
+    async with start_live_server(tmp_path, fake_openai) as live, chromium() as browser:
+        created = await live.create_session(title="Tour of the repository")
+        prompted = await live.prompt(created["id"], "What is in this repository?")
+        assert prompted.status_code == 200, prompted.text
+        for mobile in (False, True):
+            for dark in (False, True):
+                async with open_page(browser, live.url, mobile=mobile, dark=dark) as watched:
+                    page = watched.page
+                    page.set_default_timeout(TIMEOUT_MS)
+                    await page.goto(f"/#{created['id']}")
+                    await expect(transcript(page).get_by_text("the entry point")).to_be_visible()
+                    size = "mobile" if mobile else "desktop"
+                    await screenshot(page, f"console-{size}-{'dark' if dark else 'light'}")
+                    if mobile:
+                        # The session list folds away at 375 px and opens from the menu.
+                        await expect(page.get_by_role("button", name="New session")).to_be_hidden()
+                        await page.get_by_role("button", name="Sessions").click()
+                        await expect(page.get_by_role("button", name="New session")).to_be_visible()
+                    assert watched.errors == [] and watched.dialogs == []
+
+
+async def test_a_tool_call_is_approved_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = fake_provider_config(fake_openai)
+    config["permission"] = {"edit": "ask"}
+    fake_openai.enqueue(
+        call("write", {"filePath": "hello.txt", "content": "hello from the console\n"}),
+        reply("Wrote the file."),
+    )
+    async with console(tmp_path, fake_openai, config) as (live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Write hello.txt")
+        await expect(page.get_by_role("button", name="1 pending request")).to_be_visible()
+        await expect(page.get_by_role("button", name="Allow always")).to_be_visible()
+        await expect(page.get_by_role("button", name="Reject")).to_be_visible()
+        await page.get_by_role("button", name="Allow once").click()
+        await expect(transcript(page).get_by_text("Wrote the file.")).to_be_visible()
+        await expect(page.get_by_role("button", name="Allow once")).to_have_count(0)
+        assert (live.workspace / "hello.txt").read_text() == "hello from the console\n"
+        await expect(transcript(page).locator(".tool .badge-completed")).to_have_text("completed")
+
+
+async def test_a_question_is_answered_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    questions = [
+        {
+            "question": "Which database should we use?",
+            "header": "Database",
+            "options": [
+                {"label": "Postgres", "description": "for production"},
+                {"label": "SQLite", "description": "for one machine"},
+            ],
+        }
+    ]
+    fake_openai.enqueue(call("question", {"questions": questions}), reply("Postgres it is."))
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Pick a database")
+        await page.get_by_role("radio", name="Postgres").check()
+        await page.get_by_role("button", name="Answer").click()
+        await expect(transcript(page).get_by_text("Postgres it is.")).to_be_visible()
+        assert '"Which database should we use?"="Postgres"' in str(fake_openai.requests[-1]["messages"])
+
+
+async def test_stop_aborts_the_running_turn(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    never = asyncio.Event()
+    fake_openai.enqueue(Script().text("Thinking about it").pause(never).text("never shown").finish())
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Take your time")
+        await expect(transcript(page).get_by_text("Thinking about it")).to_be_visible()
+        await page.get_by_role("button", name="Stop").click()
+        await expect(transcript(page).get_by_text("Stopped")).to_be_visible()
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(transcript(page).get_by_text("never shown")).to_have_count(0)
+
+
+async def test_reloading_mid_stream_shows_the_whole_text_once(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    gate = asyncio.Event()
+    first, second = "Alpha beta gamma delta. ", "Epsilon zeta eta theta."
+    fake_openai.enqueue(Script().text(first).pause(gate).text(second).finish())
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Stream something")
+        await expect(transcript(page).get_by_text(first.strip())).to_be_visible()
+        await page.reload()
+        # Mid-part after the reload: the text so far, from the server's in-flight state.
+        assistant = transcript(page).get_by_role("article", name="Assistant")
+        await expect(assistant.locator(".markdown")).to_have_text(first.strip())
+        gate.set()
+        await expect(assistant.locator(".markdown")).to_have_text((first + second).strip())
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(assistant.locator(".markdown")).to_have_text((first + second).strip())
+
+
+async def test_signing_in_with_an_api_key(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = fake_provider_config(fake_openai)
+    config["auth"] = {"required": True}
+    fake_openai.enqueue(reply("Signed in and answering."))
+    async with console(tmp_path, fake_openai, config) as (live, watched):
+        minted = mint_api_key("default", "console-test", frozenset({ADMIN}), "test")
+        await live.runtime.store.create_api_key(minted.stored)
+        page = watched.page
+        await page.goto("/")
+        key = page.get_by_label("API key")
+        await key.fill("af_not_a_real_key")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.get_by_text("That key was not accepted.")).to_be_visible()
+        # The browser logs the refused request (401) as a console error: expected, so cleared.
+        assert all("401" in error for error in watched.errors)
+        watched.errors.clear()
+        await key.fill(minted.token)
+        await page.get_by_role("button", name="Sign in").click()
+        await new_session_after_sign_in(page)
+        await send(page, "hello")
+        await expect(transcript(page).get_by_text("Signed in and answering.")).to_be_visible()
+        assert minted.token not in page.url
+        stored = await page.evaluate("sessionStorage.getItem('agentforge.apiKey')")
+        assert stored == minted.token
+        # An admin sees the audit log, its chain checked in the browser.
+        await page.get_by_role("button", name="Audit").click()
+        await expect(page.get_by_role("status")).to_have_text(re.compile(r"^Chain intact \(\d+ entries\)$"))
+
+
+async def new_session_after_sign_in(page: Page) -> None:
+    await page.get_by_role("button", name="New session").click()
+    await page.get_by_role("button", name="Create").click()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+
+
+XSS = """Payloads, all inert:
+
+<img src=x onerror="window.__pwned='img'; alert('img')">
+
+<svg onload="window.__pwned='svg'"><script>window.__pwned='svg-script'</script></svg>
+
+<script>window.__pwned='script'</script>
+
+<a href="javascript:window.__pwned='a'">raw link</a>
+
+[markdown link](javascript:window.__pwned='md') and [data link](data:text/html,<script>alert(1)</script>)
+
+<iframe src="javascript:alert('frame')"></iframe>
+
+<div style="background:url(javascript:alert(1))" onmouseover="window.__pwned='hover'">hover me</div>
+
+[safe link](https://example.com/)
+"""
+
+
+async def test_model_and_tool_output_cannot_run_script(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "evil.md").write_text("<img src=x onerror=\"window.__pwned='tool'\">\n")
+    fake_openai.enqueue(call("read", {"filePath": "evil.md"}), reply(XSS))
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "<img src=x onerror=\"window.__pwned='user'\">")
+        view = transcript(page)
+        await expect(view.get_by_text("safe link")).to_be_visible()
+        await view.get_by_text("hover me").hover()
+        await view.get_by_text("raw link").click()
+        await view.get_by_text("markdown link").click()
+        await view.locator(".tool summary").first.click()
+        await expect(view.locator(".tool pre").last).to_contain_text("onerror")  # shown as text
+        assert await page.evaluate("window.__pwned") is None
+        assert await view.locator("img, svg, script, iframe, [onerror], [onload], [onmouseover]").count() == 0
+        hrefs = await view.locator("a[href]").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+        assert hrefs == ["https://example.com/"]
+        assert await view.locator("a[href]").get_attribute("rel") == "noopener noreferrer nofollow"
+        # The sanitiser parses the payloads in an inert document, where Chromium reports the inline
+        # handlers and styles as refused by the CSP: a second lock, not a fault. Nothing else may be
+        # logged.
+        blocked = "violates the following Content Security Policy directive"
+        assert [e for e in watched.errors if blocked not in e] == []
+        watched.errors.clear()
