@@ -9,20 +9,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.async_api import Page, expect
 
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import ADMIN
 from tests.console.browser import Watched, chromium, open_page, screenshot
-from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
+from tests.console.proxy import dropping_proxy
+from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 
 TIMEOUT_MS = 15_000
+# The text so far of a part still streaming comes from the server's in-flight snapshot (bus/inflight.py,
+# issue 11): without it, a console that (re)connects mid-part misses the text streamed before. Expected
+# to fail until that lands, then to pass (strict: an unexpected pass fails, so the marker cannot linger).
+NEEDS_INFLIGHT_SNAPSHOTS = pytest.mark.xfail(
+    importlib.util.find_spec("agentforge.bus.inflight") is None,
+    reason="needs the server's in-flight part snapshots on (re)connect (issue 11)",
+    strict=True,
+)
 
 
 @contextlib.asynccontextmanager
@@ -166,6 +177,7 @@ async def test_stop_aborts_the_running_turn(tmp_path: Path, fake_openai: FakeOpe
         await expect(transcript(page).get_by_text("never shown")).to_have_count(0)
 
 
+@NEEDS_INFLIGHT_SNAPSHOTS
 async def test_reloading_mid_stream_shows_the_whole_text_once(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -185,6 +197,50 @@ async def test_reloading_mid_stream_shows_the_whole_text_once(
         await expect(assistant.locator(".markdown")).to_have_text((first + second).strip())
         await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
         await expect(assistant.locator(".markdown")).to_have_text((first + second).strip())
+
+
+@NEEDS_INFLIGHT_SNAPSHOTS
+async def test_a_dropped_stream_resumes_without_a_seam(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    held, more = asyncio.Event(), asyncio.Event()
+    one, two, three = "One two three. ", "Four five six. ", "Seven eight."
+    fake_openai.enqueue(Script().text(one).pause(held).text(two).pause(more).text(three).finish())
+    async with (
+        start_live_server(tmp_path, fake_openai) as live,
+        dropping_proxy(live.url) as proxy,
+        chromium() as browser,
+        open_page(browser, proxy.url) as watched,
+    ):
+        page = watched.page
+        page.set_default_timeout(TIMEOUT_MS)
+        await new_session(page)
+        watcher = EventCollector()  # hears the model go on while the console cannot
+        await watcher.start(live.client)
+        await send(page, "Count slowly")
+        assistant = transcript(page).get_by_role("article", name="Assistant").locator(".markdown")
+        await expect(assistant).to_have_text(one.strip())
+        proxy.cut()  # the network goes; the model goes on while the console cannot hear it
+        await expect(page.locator(".link-state")).to_have_text("offline")
+        held.set()
+        streamed = ""
+
+        def caught_up(frame: Frame) -> bool:
+            nonlocal streamed
+            if frame.type == "message.part.delta":
+                streamed += frame.properties["delta"]
+            return streamed.endswith(two)
+
+        await watcher.wait_for(caught_up)
+        await watcher.stop()
+        proxy.restore()
+        await expect(page.locator(".link-state")).to_have_text("live")
+        # Resumed with Last-Event-ID: the text written while away, once, before any new delta.
+        await expect(assistant).to_have_text((one + two).strip())
+        more.set()
+        await expect(assistant).to_have_text((one + two + three).strip())
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        # The refused reconnects are logged by the browser; nothing else may be.
+        assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
+        assert watched.dialogs == []
 
 
 async def test_signing_in_with_an_api_key(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
