@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from agentforge import __version__
 from agentforge.clock import SYSTEM_CLOCK, Clock
@@ -20,7 +21,7 @@ from agentforge.identity.request import RequestFacts
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.runtime.checkpoints import checkpoint_periodically
 from agentforge.runtime.runtime import Runtime
-from agentforge.server import console, deps, errors
+from agentforge.server import console, deps, errors, openapi
 from agentforge.server.routes import (
     agent,
     audit,
@@ -85,7 +86,8 @@ def create_app(
             await runtime.close()
             await authenticator.aclose()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from the installed package, not a CDN: they work offline.
+    app = FastAPIOffline(
         title="Agent Forge",
         version=__version__,
         summary="LLM agents as durable multi-turn sessions",
@@ -143,6 +145,7 @@ def create_app(
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
     app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
+    openapi.install(app)
     return app
 
 

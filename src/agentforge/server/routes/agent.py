@@ -15,7 +15,7 @@ router = APIRouter(tags=["agent"])
 _AGENTS: dict[int | str, dict[str, Any]] = {200: {"model": list[AgentInfo]}}
 
 
-@router.get("/agent", responses=_AGENTS, summary="List agents")
+@router.get("/agent", operation_id="app.agents", responses=_AGENTS, summary="List agents")
 async def list_agents(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     scope = await rt.scope(tenant_id)
     return WireResponse([AgentInfo.of(agent) for agent in scope.agents.list()])

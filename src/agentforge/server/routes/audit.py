@@ -15,7 +15,9 @@ router = APIRouter(tags=["audit"])
 DEFAULT_LIMIT = 100
 
 
-@router.get("/audit", summary="The caller's tenant audit log (hash chain), oldest first")
+@router.get(
+    "/audit", operation_id="audit.list", summary="The caller's tenant audit log (hash chain), oldest first"
+)
 async def audit_log(
     caller: AdminDep,
     rt: RuntimeDep,

@@ -21,7 +21,7 @@ _SHELL_OFF: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/command", summary="Commands available in the caller's workspace")
+@router.get("/command", operation_id="command.list", summary="Commands available in the caller's workspace")
 async def commands(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     scope = await rt.scope(tenant_id)
     found = await list_commands(scope.settings.config, scope.settings.directory)
@@ -30,6 +30,7 @@ async def commands(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
 
 @router.post(
     "/session/{session_id}/command",
+    operation_id="session.command",
     responses=_WITH_PARTS | _SHELL_OFF,
     summary="Expand a command's template and send it as a prompt",
 )
@@ -39,6 +40,7 @@ async def run_command(session_id: str, body: CommandInput, prompts: PromptDep) -
 
 @router.post(
     "/session/{session_id}/shell",
+    operation_id="session.shell",
     responses=_WITH_PARTS | _SHELL_OFF,
     summary="Run a shell command as the user; 409 while the session is busy, 403 without the grant",
 )

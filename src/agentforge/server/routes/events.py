@@ -26,7 +26,11 @@ HEARTBEAT_SECONDS = 10.0  # the default of `app.state.sse_heartbeat_seconds`
 log = logging.getLogger(__name__)
 
 
-@router.get("/event", summary="Server-Sent Events of this tenant (optionally one session)")
+@router.get(
+    "/event",
+    operation_id="event.subscribe",
+    summary="Server-Sent Events of this tenant (optionally one session)",
+)
 async def events(
     request: Request,
     rt: RuntimeDep,

@@ -10,6 +10,6 @@ from agentforge.server.responses import WireResponse
 router = APIRouter(tags=["global"])
 
 
-@router.get("/global/health", summary="Liveness and version")
+@router.get("/global/health", operation_id="global.health", summary="Liveness and version")
 async def health() -> WireResponse:
     return WireResponse({"healthy": True, "version": __version__})

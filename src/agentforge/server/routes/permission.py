@@ -36,6 +36,7 @@ async def _reply(rt: Runtime, caller: Identity, request_id: str, body: Permissio
 
 @router.get(
     "/permission",
+    operation_id="permission.list",
     responses={200: {"model": list[PermissionRequestInfo]}},
     summary="Permission requests waiting for an answer",
 )
@@ -43,7 +44,11 @@ async def pending_permissions(rt: RuntimeDep, caller: IdentityDep) -> WireRespon
     return WireResponse(rt.permissions.pending(caller.tenant))
 
 
-@router.post("/permission/{request_id}/reply", summary="Answer a permission request: once, always or reject")
+@router.post(
+    "/permission/{request_id}/reply",
+    operation_id="permission.reply",
+    summary="Answer a permission request: once, always or reject",
+)
 async def reply(
     request_id: str, body: PermissionReplyInput, rt: RuntimeDep, caller: IdentityDep
 ) -> WireResponse:
@@ -52,6 +57,7 @@ async def reply(
 
 @router.post(
     "/session/{session_id}/permissions/{permission_id}",
+    operation_id="permission.respond",
     summary="Answer a permission request (deprecated: use POST /permission/{id}/reply)",
     deprecated=True,
 )

@@ -31,7 +31,9 @@ _PROVIDER_LIST: dict[int | str, dict[str, Any]] = {200: {"model": ProviderList}}
 _CONFIG_PROVIDERS: dict[int | str, dict[str, Any]] = {200: {"model": ConfigProviders}}
 
 
-@router.get("/provider", responses=_PROVIDER_LIST, summary="List all known providers")
+@router.get(
+    "/provider", operation_id="provider.list", responses=_PROVIDER_LIST, summary="List all known providers"
+)
 async def list_providers(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     catalog = (await rt.scope(tenant_id)).catalog
     connected = catalog.providers()
@@ -44,7 +46,12 @@ async def list_providers(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     )
 
 
-@router.get("/config/providers", responses=_CONFIG_PROVIDERS, summary="List connected providers")
+@router.get(
+    "/config/providers",
+    operation_id="config.providers",
+    responses=_CONFIG_PROVIDERS,
+    summary="List connected providers",
+)
 async def config_providers(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     catalog = (await rt.scope(tenant_id)).catalog
     return WireResponse(ConfigProviders(providers=catalog.providers(), default=catalog.default_models()))

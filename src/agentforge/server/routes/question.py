@@ -20,12 +20,16 @@ def _unknown(request_id: str) -> NotFoundError:
     return NotFoundError(f"Question request not found: {request_id}")
 
 
-@router.get("", summary="Questions waiting for an answer")
+@router.get("", operation_id="question.list", summary="Questions waiting for an answer")
 async def pending_questions(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     return WireResponse(rt.questions.pending(tenant_id))
 
 
-@router.post("/{request_id}/reply", summary="Answer a question: one list of chosen labels per question")
+@router.post(
+    "/{request_id}/reply",
+    operation_id="question.reply",
+    summary="Answer a question: one list of chosen labels per question",
+)
 async def reply(
     request_id: str, body: QuestionReplyInput, rt: RuntimeDep, tenant_id: TenantDep
 ) -> WireResponse:
@@ -34,7 +38,9 @@ async def reply(
     return WireResponse(True)
 
 
-@router.post("/{request_id}/reject", summary="Dismiss a question (the turn stops)")
+@router.post(
+    "/{request_id}/reject", operation_id="question.reject", summary="Dismiss a question (the turn stops)"
+)
 async def reject(request_id: str, rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     if not rt.questions.reject(tenant_id, request_id):
         raise _unknown(request_id)

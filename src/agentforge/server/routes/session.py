@@ -23,7 +23,7 @@ _WITH_PARTS: Responses = {200: {"model": WithParts}}
 _MESSAGES: Responses = {200: {"model": list[WithParts]}}
 
 
-@router.get("", responses=_SESSIONS, summary="List sessions, newest first")
+@router.get("", operation_id="session.list", responses=_SESSIONS, summary="List sessions, newest first")
 async def list_sessions(
     rt: RuntimeDep,
     tenant_id: TenantDep,
@@ -39,35 +39,37 @@ async def list_sessions(
     return WireResponse(found)
 
 
-@router.get("/status", summary="Live status of busy sessions")
+@router.get("/status", operation_id="session.status", summary="Live status of busy sessions")
 async def session_status(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     return WireResponse(rt.status.busy_sessions(tenant_id))
 
 
-@router.post("", responses=_SESSION, summary="Create a session")
+@router.post("", operation_id="session.create", responses=_SESSION, summary="Create a session")
 async def create_session(
     sessions: SessionsDep, body: Annotated[SessionCreateInput | None, Body()] = None
 ) -> WireResponse:
     return WireResponse(await sessions.create(body or SessionCreateInput()))
 
 
-@router.get("/{session_id}", responses=_SESSION, summary="Get a session")
+@router.get("/{session_id}", operation_id="session.get", responses=_SESSION, summary="Get a session")
 async def get_session(session_id: str, sessions: SessionsDep) -> WireResponse:
     return WireResponse(await sessions.get(session_id))
 
 
-@router.patch("/{session_id}", responses=_SESSION, summary="Update a session")
+@router.patch("/{session_id}", operation_id="session.update", responses=_SESSION, summary="Update a session")
 async def update_session(session_id: str, body: SessionUpdateInput, sessions: SessionsDep) -> WireResponse:
     return WireResponse(await sessions.update(session_id, body))
 
 
-@router.delete("/{session_id}", summary="Delete a session and its children")
+@router.delete("/{session_id}", operation_id="session.delete", summary="Delete a session and its children")
 async def delete_session(session_id: str, sessions: SessionsDep) -> WireResponse:
     await sessions.delete(session_id)
     return WireResponse(True)
 
 
-@router.get("/{session_id}/children", responses=_SESSIONS, summary="Child sessions")
+@router.get(
+    "/{session_id}/children", operation_id="session.children", responses=_SESSIONS, summary="Child sessions"
+)
 async def children(
     session_id: str, sessions: SessionsDep, rt: RuntimeDep, tenant_id: TenantDep
 ) -> WireResponse:
@@ -80,7 +82,12 @@ def _next_link(request: Request, cursor: str, limit: int) -> str:
     return f'<{request.url.replace(query=query)}>; rel="next"'
 
 
-@router.get("/{session_id}/message", responses=_MESSAGES, summary="Messages, oldest first")
+@router.get(
+    "/{session_id}/message",
+    operation_id="session.messages",
+    responses=_MESSAGES,
+    summary="Messages, oldest first",
+)
 async def list_messages(
     session_id: str,
     request: Request,
@@ -97,13 +104,19 @@ async def list_messages(
     return WireResponse(items, headers=headers)
 
 
-@router.get("/{session_id}/message/{message_id}", responses=_WITH_PARTS, summary="One message")
+@router.get(
+    "/{session_id}/message/{message_id}",
+    operation_id="session.message",
+    responses=_WITH_PARTS,
+    summary="One message",
+)
 async def get_message(session_id: str, message_id: str, sessions: SessionsDep) -> WireResponse:
     return WireResponse(await sessions.message(session_id, message_id))
 
 
 @router.post(
     "/{session_id}/message",
+    operation_id="session.prompt",
     responses=_WITH_PARTS,
     summary="Send a message and run the turn to completion",
 )
@@ -112,13 +125,16 @@ async def prompt(session_id: str, body: PromptInput, prompts: PromptDep) -> Wire
 
 
 @router.post(
-    "/{session_id}/prompt_async", status_code=204, summary="Send a message; the turn runs in the background"
+    "/{session_id}/prompt_async",
+    operation_id="session.prompt_async",
+    status_code=204,
+    summary="Send a message; the turn runs in the background",
 )
 async def prompt_async(session_id: str, body: PromptInput, prompts: PromptDep) -> Response:
     await prompts.prompt_async(session_id, body)
     return Response(status_code=204)
 
 
-@router.post("/{session_id}/abort", summary="Cancel the running turn")
+@router.post("/{session_id}/abort", operation_id="session.abort", summary="Cancel the running turn")
 async def abort(session_id: str, sessions: SessionsDep) -> WireResponse:
     return WireResponse(await sessions.abort(session_id))

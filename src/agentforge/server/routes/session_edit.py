@@ -28,7 +28,10 @@ class ForkInput(Wire):
 
 
 @router.post(
-    "/{session_id}/fork", responses=_SESSION, summary="Copy the session (up to a message) into a new one"
+    "/{session_id}/fork",
+    operation_id="session.fork",
+    responses=_SESSION,
+    summary="Copy the session (up to a message) into a new one",
 )
 async def fork(
     session_id: str, sessions: SessionsDep, body: Annotated[ForkInput | None, Body()] = None
@@ -38,14 +41,22 @@ async def fork(
 
 
 @router.delete(
-    "/{session_id}/message/{message_id}", responses=_BUSY, summary="Delete a message and its parts"
+    "/{session_id}/message/{message_id}",
+    operation_id="session.deleteMessage",
+    responses=_BUSY,
+    summary="Delete a message and its parts",
 )
 async def delete_message(session_id: str, message_id: str, sessions: SessionsDep) -> WireResponse:
     await MessageEdits(sessions).delete_message(session_id, message_id)
     return WireResponse(True)
 
 
-@router.delete("/{session_id}/message/{message_id}/part/{part_id}", responses=_BUSY, summary="Delete a part")
+@router.delete(
+    "/{session_id}/message/{message_id}/part/{part_id}",
+    operation_id="part.delete",
+    responses=_BUSY,
+    summary="Delete a part",
+)
 async def delete_part(session_id: str, message_id: str, part_id: str, sessions: SessionsDep) -> WireResponse:
     await MessageEdits(sessions).delete_part(session_id, message_id, part_id)
     return WireResponse(True)
@@ -53,6 +64,7 @@ async def delete_part(session_id: str, message_id: str, part_id: str, sessions: 
 
 @router.patch(
     "/{session_id}/message/{message_id}/part/{part_id}",
+    operation_id="part.update",
     responses={**_BUSY, 200: {"model": Part}},
     summary="Replace a part (its ids must match the path)",
 )

@@ -11,7 +11,11 @@ from agentforge.session.context.summarize import SummarizeInput, summarize
 router = APIRouter(prefix="/session", tags=["session"])
 
 
-@router.post("/{session_id}/summarize", summary="Compact the session's history, then run the loop")
+@router.post(
+    "/{session_id}/summarize",
+    operation_id="session.summarize",
+    summary="Compact the session's history, then run the loop",
+)
 async def summarize_session(session_id: str, body: SummarizeInput, prompts: PromptDep) -> WireResponse:
     await summarize(prompts, session_id, body)
     return WireResponse(True)
