@@ -21,6 +21,8 @@ await build({
   legalComments: "none", // the licences go in LICENSES.txt
   charset: "utf8",
   outfile: join(out, "app.js"),
+  // The console talks to the server only through the SDK generated from the OpenAPI contract.
+  alias: { "@agentforge/sdk": join(here, "..", "sdk", "typescript", "src", "index.ts") },
 });
 
 copyFileSync(join(here, "src", "index.html"), join(out, "index.html"));

@@ -1,6 +1,8 @@
-// The server's public HTTP API, as the console uses it. Every call goes through `call`, which adds
-// the bearer token and turns error bodies ({name, data: {message}}) into ApiError.
-import { authHeaders } from "./auth";
+// The server's public API as the console uses it: every call goes through the TypeScript SDK
+// generated from the server's OpenAPI contract (sdk/typescript). The SDK sends the API key as a
+// bearer token; `unwrap` turns its error results ({name, data: {message}}) into ApiError.
+import { createAgentForgeClient, type AgentForgeClient } from "@agentforge/sdk";
+import { apiKey } from "./auth";
 import type { AgentInfo, Command, Message, PermissionRequest, Provider, Question, Session } from "./types";
 
 export class ApiError extends Error {
@@ -14,60 +16,66 @@ export class ApiError extends Error {
 
 export const onUnauthorized: { handler: () => void } = { handler: () => {} };
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { ...authHeaders() };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (response.status === 401) onUnauthorized.handler();
-  if (!response.ok) {
-    let message = `${response.status} ${response.statusText}`;
-    try {
-      const error = await response.json();
-      message = error?.data?.message ?? error?.detail ?? message;
-    } catch {
-      // not JSON: keep the status line
-    }
-    throw new ApiError(response.status, message);
+let current: { key: string | null; client: AgentForgeClient } | null = null;
+
+/** The SDK client for the key signed in with now (a new one after signing in or out). */
+export function sdk(): AgentForgeClient {
+  const key = apiKey();
+  if (current === null || current.key !== key) {
+    // The bearer header is set here rather than through the SDK's `token`: the generated client
+    // applies every security scheme the spec lists in turn, and the last (basic) would win.
+    const headers: Record<string, string> = key ? { Authorization: `Bearer ${key}` } : {};
+    current = { key, client: createAgentForgeClient({ baseUrl: location.origin, headers }) };
   }
-  if (response.status === 204) return undefined as T;
-  const text = await response.text();
-  return (text ? JSON.parse(text) : undefined) as T;
+  return current.client;
 }
 
-const q = encodeURIComponent;
+interface Result {
+  data?: unknown;
+  error?: unknown;
+  response?: Response;
+}
+
+async function unwrap<T>(call: Promise<Result>): Promise<T> {
+  const { data, error, response } = await call;
+  const status = response?.status ?? 0;
+  if (status === 401) onUnauthorized.handler();
+  if (error !== undefined || !response?.ok) {
+    const body = error as { data?: { message?: string }; detail?: string } | undefined;
+    throw new ApiError(status, body?.data?.message ?? body?.detail ?? `${status} ${response?.statusText ?? "no answer"}`);
+  }
+  return data as T;
+}
+
+const session = (id: string) => ({ path: { session_id: id } });
+const request = (id: string) => ({ path: { request_id: id } });
 
 export const api = {
-  health: () => call<{ healthy: boolean; version: string }>("GET", "/global/health"),
-  sessions: (search?: string) =>
-    call<Session[]>("GET", `/session${search ? `?search=${q(search)}` : ""}`),
-  session: (id: string) => call<Session>("GET", `/session/${q(id)}`),
-  status: () => call<Record<string, { type: string }>>("GET", "/session/status"),
+  sessions: () => unwrap<Session[]>(sdk().session.list()),
+  status: () => unwrap<Record<string, { type: string }>>(sdk().session.status()),
   createSession: (body: { title?: string; metadata?: Record<string, unknown> }) =>
-    call<Session>("POST", "/session", body),
-  renameSession: (id: string, title: string) => call<Session>("PATCH", `/session/${q(id)}`, { title }),
-  deleteSession: (id: string) => call<unknown>("DELETE", `/session/${q(id)}`),
-  forkSession: (id: string) => call<Session>("POST", `/session/${q(id)}/fork`, {}),
-  messages: (id: string, limit?: number) =>
-    call<Message[]>("GET", `/session/${q(id)}/message${limit ? `?limit=${limit}` : ""}`),
-  promptAsync: (id: string, body: PromptBody) => call<void>("POST", `/session/${q(id)}/prompt_async`, body),
-  command: (id: string, body: { command: string; arguments: string; agent?: string; model?: string }) =>
-    call<unknown>("POST", `/session/${q(id)}/command`, body),
-  abort: (id: string) => call<unknown>("POST", `/session/${q(id)}/abort`),
-  agents: () => call<AgentInfo[]>("GET", "/agent"),
-  providers: () => call<{ all: Provider[]; connected?: string[]; default?: Record<string, string> }>("GET", "/provider"),
-  commands: () => call<Command[]>("GET", "/command"),
-  permissions: () => call<PermissionRequest[]>("GET", "/permission"),
+    unwrap<Session>(sdk().session.create({ body })),
+  renameSession: (id: string, title: string) => unwrap<Session>(sdk().session.update({ ...session(id), body: { title } })),
+  deleteSession: (id: string) => unwrap<unknown>(sdk().session.delete(session(id))),
+  forkSession: (id: string) => unwrap<Session>(sdk().session.fork({ ...session(id), body: {} })),
+  messages: (id: string) => unwrap<Message[]>(sdk().session.messages(session(id))),
+  promptAsync: (id: string, body: PromptBody) =>
+    unwrap<void>(sdk().session.promptAsync({ ...session(id), body })),
+  command: (id: string, body: { command: string; arguments: string; agent?: string }) =>
+    unwrap<unknown>(sdk().session.command({ ...session(id), body })),
+  abort: (id: string) => unwrap<unknown>(sdk().session.abort(session(id))),
+  agents: () => unwrap<AgentInfo[]>(sdk().app.agents()),
+  providers: () => unwrap<{ all: Provider[] }>(sdk().provider.list()),
+  commands: () => unwrap<Command[]>(sdk().command.list()),
+  permissions: () => unwrap<PermissionRequest[]>(sdk().permission.list()),
   replyPermission: (id: string, reply: "once" | "always" | "reject", message?: string) =>
-    call<unknown>("POST", `/permission/${q(id)}/reply`, message ? { reply, message } : { reply }),
-  questions: () => call<Question[]>("GET", "/question"),
-  replyQuestion: (id: string, answers: string[][]) => call<unknown>("POST", `/question/${q(id)}/reply`, { answers }),
-  rejectQuestion: (id: string) => call<unknown>("POST", `/question/${q(id)}/reject`),
+    unwrap<unknown>(sdk().permission.reply({ ...request(id), body: message ? { reply, message } : { reply } })),
+  questions: () => unwrap<Question[]>(sdk().question.list()),
+  replyQuestion: (id: string, answers: string[][]) =>
+    unwrap<unknown>(sdk().question.reply({ ...request(id), body: { answers } })),
+  rejectQuestion: (id: string) => unwrap<unknown>(sdk().question.reject(request(id))),
   audit: (after = 0) =>
-    call<{ entries: AuditEntry[]; next: number | null }>("GET", `/audit?after=${after}&limit=500`),
+    unwrap<{ entries: AuditEntry[]; next: number | null }>(sdk().audit.list({ query: { after, limit: 500 } })),
 };
 
 export interface PromptBody {
@@ -78,10 +86,5 @@ export interface PromptBody {
 
 export interface AuditEntry {
   seq: number;
-  kind?: string;
-  type?: string;
-  actor?: string;
-  time?: number | string;
-  hash?: string;
   [key: string]: unknown;
 }

@@ -1,5 +1,5 @@
 // The API key a person signed in with: kept in sessionStorage (gone with the tab), sent as a bearer
-// token, never put in a URL.
+// token by the SDK client (api.ts), never put in a URL.
 const KEY = "agentforge.apiKey";
 
 export function apiKey(): string | null {
@@ -12,9 +12,4 @@ export function signIn(key: string): void {
 
 export function signOut(): void {
   sessionStorage.removeItem(KEY);
-}
-
-export function authHeaders(): Record<string, string> {
-  const key = apiKey();
-  return key ? { Authorization: `Bearer ${key}` } : {};
 }

@@ -1,7 +1,7 @@
 // The live event stream over fetch (EventSource cannot send an Authorization header). A session's
 // stream resumes after a drop with Last-Event-ID: the last durable seq seen, so the server replays
 // exactly what was missed. Durable events at or below that seq are dropped (never applied twice).
-import { authHeaders } from "./auth";
+import { sdk } from "./api";
 import type { ServerEvent } from "./types";
 
 export interface StreamHandlers {
@@ -52,36 +52,55 @@ export class EventStream {
 
   private async connectOnce(onOpen: () => void): Promise<void> {
     this.controller = new AbortController();
-    const headers: Record<string, string> = { Accept: "text/event-stream", ...authHeaders() };
     // Seq is per session: only a session's stream can resume.
-    if (this.sessionID && this.lastSeq !== null) headers["Last-Event-ID"] = String(this.lastSeq);
-    const url = this.sessionID ? `/event?sessionID=${encodeURIComponent(this.sessionID)}` : "/event";
-    const response = await fetch(url, { headers, signal: this.controller.signal, cache: "no-store" });
-    if (response.status === 401) {
-      this.closed = true;
-      this.handlers.onUnauthorized?.();
-      return;
+    const resume = this.sessionID && this.lastSeq !== null ? { "Last-Event-ID": String(this.lastSeq) } : undefined;
+    let id: string | null = null;
+    let failure: unknown = null;
+    // One connection per call (sseMaxRetryAttempts: 1): reconnecting is this class's job, because
+    // it must resume from the last seq applied, not from whatever id the SDK saw last.
+    const { stream } = await sdk().event.subscribe({
+      query: this.sessionID ? { sessionID: this.sessionID } : undefined,
+      headers: resume,
+      signal: this.controller.signal,
+      sseMaxRetryAttempts: 1,
+      onSseEvent: (event) => {
+        id = event.id ?? null;
+      },
+      onSseError: (error) => {
+        failure = error;
+      },
+    });
+    let opened = false;
+    for await (const data of stream as AsyncIterable<{ type: string; properties?: Record<string, any> }>) {
+      if (!opened) {
+        opened = true;
+        onOpen();
+      }
+      this.deliver({ id, type: data.type, properties: data.properties ?? {} });
     }
-    if (!response.ok || !response.body) throw new Error(`event stream: ${response.status}`);
-    onOpen();
-    const parser = new SseParser((event) => this.deliver(event));
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      parser.feed(value);
+    if (failure !== null) {
+      if (/\b401\b/.test(String(failure))) {
+        this.closed = true;
+        this.handlers.onUnauthorized?.();
+        return;
+      }
+      throw failure;
     }
   }
 
   private deliver(event: ServerEvent): void {
+    if (event.type === "stream.reset") {
+      // The server no longer holds the point asked for: the session view reloads from the store.
+      this.lastSeq = null;
+    }
     if (event.type === "stream.unauthorized") {
       this.closed = true;
       this.handlers.onUnauthorized?.();
       return;
     }
-    // Only a session's stream is resumed and de-duplicated: on the tenant-wide one, ids count per
-    // session and say nothing about order across sessions (the console re-reads lists instead).
-    if (this.sessionID && event.id !== null) {
+    // Only durable events carry an id of their own (the SDK repeats the last id on the others),
+    // and only a session's stream is resumed: on the tenant-wide one, ids count per session.
+    if (this.sessionID && event.id !== null && DURABLE.has(event.type)) {
       const seq = Number(event.id);
       if (Number.isFinite(seq)) {
         if (this.lastSeq !== null && seq <= this.lastSeq) return; // already applied
@@ -92,43 +111,17 @@ export class EventStream {
   }
 }
 
-/** Server-Sent Events framing: `id:` and `data:` lines, a blank line ends an event. */
-export class SseParser {
-  private buffer = "";
-  private id: string | null = null;
-  private data: string[] = [];
+// The events the server stores with a session seq (agentforge/model/events.py).
+const DURABLE = new Set([
+  "session.created",
+  "session.updated",
+  "session.deleted",
+  "message.updated",
+  "message.removed",
+  "message.part.updated",
+  "message.part.removed",
+  "permission.asked",
+  "permission.replied",
+  "todo.updated",
+]);
 
-  constructor(private readonly emit: (event: ServerEvent) => void) {}
-
-  feed(chunk: string): void {
-    this.buffer += chunk;
-    let newline: number;
-    while ((newline = this.buffer.search(/\r?\n/)) >= 0) {
-      const line = this.buffer.slice(0, newline);
-      this.buffer = this.buffer.slice(newline + (this.buffer[newline] === "\r" ? 2 : 1));
-      this.line(line);
-    }
-  }
-
-  private line(line: string): void {
-    if (line === "") {
-      if (this.data.length) {
-        try {
-          const body = JSON.parse(this.data.join("\n"));
-          this.emit({ id: this.id, type: body.type, properties: body.properties ?? {} });
-        } catch {
-          // a malformed frame is skipped, not fatal
-        }
-      }
-      this.id = null;
-      this.data = [];
-      return;
-    }
-    if (line.startsWith(":")) return;
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
-    if (field === "data") this.data.push(value);
-    else if (field === "id") this.id = value;
-  }
-}

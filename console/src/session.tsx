@@ -45,6 +45,12 @@ export function SessionView({ session, busy, commands, permissions, questions, o
         setVersion(t.version);
       }
     };
+    const reload = async () => {
+      const stored = await api.messages(session.id);
+      if (cancelled) return;
+      transcript.current = new Transcript(stored);
+      flush();
+    };
     api
       .messages(session.id)
       .then((stored) => {
@@ -58,7 +64,8 @@ export function SessionView({ session, busy, commands, permissions, questions, o
               const e = event.properties.error;
               if (e.name !== "MessageAbortedError") setError(e.data?.message ?? e.name ?? "error");
             }
-            if (transcript.current?.apply(event) && !frame) frame = requestAnimationFrame(flush);
+            if (event.type === "stream.reset") void reload();
+            else if (transcript.current?.apply(event) && !frame) frame = requestAnimationFrame(flush);
           },
           onState: setLink,
           onUnauthorized,
