@@ -37,6 +37,10 @@ interface Result {
 }
 
 async function unwrap<T>(call: Promise<Result>): Promise<T> {
+  return (await unwrapWithResponse<T>(call)).data;
+}
+
+async function unwrapWithResponse<T>(call: Promise<Result>): Promise<{ data: T; response: Response }> {
   const { data, error, response } = await call;
   const status = response?.status ?? 0;
   if (status === 401) onUnauthorized.handler();
@@ -44,7 +48,7 @@ async function unwrap<T>(call: Promise<Result>): Promise<T> {
     const body = error as { data?: { message?: string }; detail?: string } | undefined;
     throw new ApiError(status, body?.data?.message ?? body?.detail ?? `${status} ${response?.statusText ?? "no answer"}`);
   }
-  return data as T;
+  return { data: data as T, response };
 }
 
 const session = (id: string) => ({ path: { session_id: id } });
@@ -58,7 +62,12 @@ export const api = {
   renameSession: (id: string, title: string) => unwrap<Session>(sdk().session.update({ ...session(id), body: { title } })),
   deleteSession: (id: string) => unwrap<unknown>(sdk().session.delete(session(id))),
   forkSession: (id: string) => unwrap<Session>(sdk().session.fork({ ...session(id), body: {} })),
-  messages: (id: string) => unwrap<Message[]>(sdk().session.messages(session(id))),
+  /** The latest `limit` messages before `before` (all of them when older ones remain: `next`). */
+  messages: async (id: string, limit: number, before?: string) => {
+    const query = before ? { limit, before } : { limit };
+    const { data, response } = await unwrapWithResponse<Message[]>(sdk().session.messages({ ...session(id), query }));
+    return { messages: data, next: response.headers.get("X-Next-Cursor") };
+  },
   promptAsync: (id: string, body: PromptBody) =>
     unwrap<void>(sdk().session.promptAsync({ ...session(id), body })),
   command: (id: string, body: { command: string; arguments: string; agent?: string }) =>

@@ -1,6 +1,6 @@
 // How each kind of part looks. Model and tool text only ever reaches the DOM through
 // renderMarkdown (sanitised) or as text nodes.
-import { useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import { cost, pretty, truncate } from "./format";
 import { highlight, renderMarkdown } from "./markdown";
 import type { Part, Tokens } from "./types";
@@ -40,7 +40,8 @@ export function PartView({ part }: { part: Part }) {
 }
 
 export function Markdown({ text }: { text: string }) {
-  return <div class="markdown" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
+  const html = useMemo(() => renderMarkdown(text), [text]);
+  return <div class="markdown" dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
 function StepFinish({ part }: { part: Part }) {

@@ -1,5 +1,6 @@
 // One session: its transcript, live from the session's event stream, and the composer.
 // The stream is opened before the first prompt can be sent, so no event of the turn is missed.
+import { memo } from "preact/compat";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api";
 import { Composer } from "./composer";
@@ -10,6 +11,8 @@ import { PermissionCard, QuestionCard } from "./pending";
 import { Transcript } from "./transcript";
 import type { Command, Message, PermissionRequest, Question, Session } from "./types";
 import { VirtualList } from "./virtual";
+
+const PAGE = 200;
 
 interface Props {
   session: Session;
@@ -27,6 +30,8 @@ export function SessionView({ session, busy, commands, permissions, questions, o
   const [link, setLink] = useState<"connecting" | "live" | "offline">("connecting");
   const [error, setError] = useState<string | null>(null);
   const [loaded, setLoaded] = useState(false);
+  const [older, setOlder] = useState<string | null>(null); // cursor of the page before the first shown
+  const [loadingOlder, setLoadingOlder] = useState(false);
 
   useEffect(() => {
     let stream: EventStream | null = null;
@@ -46,16 +51,19 @@ export function SessionView({ session, busy, commands, permissions, questions, o
       }
     };
     const reload = async () => {
-      const stored = await api.messages(session.id);
+      const page = await api.messages(session.id, PAGE);
       if (cancelled) return;
-      transcript.current = new Transcript(stored);
+      transcript.current = new Transcript(page.messages);
+      setOlder(page.next);
       flush();
     };
+    // The latest page first: a long session opens as fast as a short one; older pages on demand.
     api
-      .messages(session.id)
-      .then((stored) => {
+      .messages(session.id, PAGE)
+      .then((page) => {
         if (cancelled) return;
-        transcript.current = new Transcript(stored);
+        transcript.current = new Transcript(page.messages);
+        setOlder(page.next);
         flush();
         setLoaded(true);
         stream = new EventStream(session.id, {
@@ -79,6 +87,25 @@ export function SessionView({ session, busy, commands, permissions, questions, o
       if (frame) cancelAnimationFrame(frame);
     };
   }, [session.id]);
+
+  const loadOlder = async () => {
+    if (!older || loadingOlder) return;
+    setLoadingOlder(true);
+    try {
+      const page = await api.messages(session.id, PAGE, older);
+      transcript.current?.addOlder(page.messages);
+      setOlder(page.next);
+      const t = transcript.current;
+      if (t) {
+        setMessages(t.messages());
+        setVersion(t.version);
+      }
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    } finally {
+      setLoadingOlder(false);
+    }
+  };
 
   const send = async (text: string, files: Array<{ type: "file"; mime: string; filename: string; url: string }>) => {
     setError(null);
@@ -113,6 +140,13 @@ export function SessionView({ session, busy, commands, permissions, questions, o
           version={version}
           label="Transcript"
           render={(m) => <MessageView message={m} />}
+          header={
+            older ? (
+              <button type="button" class="link load-older" onClick={() => void loadOlder()} disabled={loadingOlder}>
+                Load earlier messages
+              </button>
+            ) : null
+          }
         />
       ) : (
         <div class="scroller" aria-busy="true">
@@ -137,7 +171,8 @@ export function SessionView({ session, busy, commands, permissions, questions, o
   );
 }
 
-function MessageView({ message }: { message: Message }) {
+// Re-rendered only when its message changed (Transcript keeps unchanged Message objects).
+const MessageView = memo(function MessageView({ message }: { message: Message }) {
   const { info, parts } = message;
   return (
     <article class={`message message-${info.role}`} aria-label={info.role === "user" ? "You" : "Assistant"}>
@@ -154,4 +189,4 @@ function MessageView({ message }: { message: Message }) {
       {info.error?.name === "MessageAbortedError" && <p class="meta">Stopped</p>}
     </article>
   );
-}
+})

@@ -6,6 +6,9 @@ export class Transcript {
   private order: string[] = [];
   private infos = new Map<string, MessageInfo>();
   private parts = new Map<string, Part[]>();
+  // The Message objects handed out, rebuilt only when that message changed, so views can skip
+  // re-rendering the others (a streaming delta touches one message out of thousands).
+  private built = new Map<string, Message>();
   version = 0;
 
   constructor(messages: Message[] = []) {
@@ -15,8 +18,26 @@ export class Transcript {
     }
   }
 
+  /** Older messages loaded later (paging back): merged in id order, newer state kept. */
+  addOlder(messages: Message[]): void {
+    for (const message of messages) {
+      if (this.infos.has(message.info.id)) continue;
+      this.upsertInfo(message.info);
+      this.parts.set(message.info.id, [...message.parts]);
+    }
+    this.version++;
+  }
+
   messages(): Message[] {
-    return this.order.map((id) => ({ info: this.infos.get(id)!, parts: this.parts.get(id) ?? [] }));
+    return this.order.map((id) => {
+      const info = this.infos.get(id)!;
+      const parts = this.parts.get(id) ?? [];
+      const cached = this.built.get(id);
+      if (cached && cached.info === info && cached.parts === parts) return cached;
+      const message = { info, parts };
+      this.built.set(id, message);
+      return message;
+    });
   }
 
   /** Applies one event of this session; true when the transcript changed. */
@@ -60,6 +81,7 @@ export class Transcript {
     this.order = this.order.filter((m) => m !== id);
     this.infos.delete(id);
     this.parts.delete(id);
+    this.built.delete(id);
   }
 
   private upsertPart(part: Part): void {

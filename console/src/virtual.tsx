@@ -13,9 +13,10 @@ interface Props<T> {
   render: (item: T) => ComponentChildren;
   label: string;
   version: number; // bumps when an item's content changes
+  header?: ComponentChildren; // above the first item (e.g. "load earlier")
 }
 
-export function VirtualList<T>({ items, keyOf, render, label, version }: Props<T>) {
+export function VirtualList<T>({ items, keyOf, render, label, version, header }: Props<T>) {
   const scroller = useRef<HTMLDivElement>(null);
   const heights = useRef(new Map<string, number>());
   const [measured, setMeasured] = useState(0);
@@ -52,9 +53,19 @@ export function VirtualList<T>({ items, keyOf, render, label, version }: Props<T
     [],
   );
 
+  // Items added above (older pages): keep what the reader was looking at where it was.
+  const firstKey = items.length ? keyOf(items[0]) : null;
+  const previousFirst = useRef<string | null>(firstKey);
   useLayoutEffect(() => {
     const el = scroller.current!;
-    if (atBottom.current) el.scrollTop = el.scrollHeight;
+    const before = previousFirst.current;
+    previousFirst.current = firstKey;
+    if (atBottom.current) {
+      el.scrollTop = el.scrollHeight;
+      return;
+    }
+    const shifted = before !== null && before !== firstKey ? items.findIndex((item) => keyOf(item) === before) : -1;
+    if (shifted > 0) el.scrollTop += offsets[shifted];
   }, [total, items.length, version]);
 
   useLayoutEffect(() => {
@@ -91,7 +102,8 @@ export function VirtualList<T>({ items, keyOf, render, label, version }: Props<T
 
   return (
     <div class="scroller" ref={scroller} tabIndex={0}>
-      <div role="list" aria-label={label} style={{ paddingTop: offsets[first], paddingBottom: total - offsets[last] }}>
+      {header}
+      <div role="list" aria-label={label} style={{ paddingTop: `${offsets[first]}px`, paddingBottom: `${total - offsets[last]}px` }}>
         {rows}
       </div>
     </div>

@@ -24,6 +24,9 @@ from tests.console.browser import Watched, chromium, open_page, screenshot
 from tests.console.proxy import dropping_proxy
 from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
+from tests.session.builders import Conversation
+from tests.session.stored import store_conversation
+from tests.store.builders import new_session as new_session_row
 
 TIMEOUT_MS = 15_000
 # The text so far of a part still streaming comes from the server's in-flight snapshot (bus/inflight.py,
@@ -118,6 +121,34 @@ async def test_screenshots_desktop_and_mobile_light_and_dark(tmp_path: Path, fak
                         await page.get_by_role("button", name="Sessions").click()
                         await expect(page.get_by_role("button", name="New session")).to_be_visible()
                     assert watched.errors == [] and watched.dialogs == []
+
+
+async def test_a_long_session_opens_at_its_end_and_pages_back(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with console(tmp_path, fake_openai) as (live, watched):
+        session = new_session_row(directory=str(live.workspace), title="A long one")
+        chat = Conversation(session_id=session.id)
+        for index in range(224):
+            chat.user(f"question {index}: please look at file_{index}.py")
+            chat.assistant(f"file_{index}.py defines f{index}.")
+        chat.user("What next?")
+        chat.assistant("Ask me anything.")
+        await store_conversation(live.runtime.store, session, chat.messages)  # 450 messages
+        page = watched.page
+        await page.goto(f"/#{session.id}")
+        view = transcript(page)
+        await expect(view.get_by_text("Ask me anything.")).to_be_visible()
+        # Virtualised: a screenful of rows in the DOM, not the 200 messages of the page loaded.
+        assert await view.get_by_role("listitem").count() < 40
+        earlier = page.get_by_role("button", name="Load earlier messages")
+        await page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+        await earlier.click()  # 400 of 450
+        await page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+        await earlier.click()  # all
+        await expect(earlier).to_have_count(0)
+        await page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+        await expect(view.get_by_text("question 0: please look at file_0.py")).to_be_visible()
 
 
 async def test_a_tool_call_is_approved_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
