@@ -16,6 +16,7 @@ function App() {
   const [phase, setPhase] = useState<Phase>("loading");
   const [sessions, setSessions] = useState<Session[]>([]);
   const [busy, setBusy] = useState<Record<string, boolean>>({});
+  const [retrying, setRetrying] = useState<Record<string, string | null>>({});
   const [permissions, setPermissions] = useState<PermissionRequest[]>([]);
   const [questions, setQuestions] = useState<Question[]>([]);
   const [commands, setCommands] = useState<Command[]>([]);
@@ -87,6 +88,10 @@ function App() {
         break;
       case "session.status":
         setBusy((all) => ({ ...all, [p.sessionID]: p.status?.type !== "idle" }));
+        setRetrying((all) => ({
+          ...all,
+          [p.sessionID]: p.status?.type === "retry" ? `Retrying (attempt ${p.status.attempt}): ${p.status.message}` : null,
+        }));
         break;
       case "session.idle":
         setBusy((all) => ({ ...all, [p.sessionID]: false }));
@@ -199,6 +204,7 @@ function App() {
               key={session.id}
               session={session}
               busy={!!busy[session.id]}
+              retrying={retrying[session.id] ?? null}
               commands={commands}
               permissions={permissions.filter((p) => p.sessionID === session.id)}
               questions={questions.filter((q) => q.sessionID === session.id)}

@@ -17,13 +17,14 @@ const PAGE = 200;
 interface Props {
   session: Session;
   busy: boolean;
+  retrying: string | null; // the provider failed and the turn waits to retry
   commands: Command[];
   permissions: PermissionRequest[];
   questions: Question[];
   onUnauthorized: () => void;
 }
 
-export function SessionView({ session, busy, commands, permissions, questions, onUnauthorized }: Props) {
+export function SessionView({ session, busy, retrying, commands, permissions, questions, onUnauthorized }: Props) {
   const transcript = useRef<Transcript | null>(null);
   const [messages, setMessages] = useState<Message[]>([]);
   const [version, setVersion] = useState(0);
@@ -161,6 +162,11 @@ export function SessionView({ session, busy, commands, permissions, questions, o
           <QuestionCard key={q.id} question={q} />
         ))}
       </div>
+      {retrying && (
+        <p class="retry" role="status">
+          {retrying}
+        </p>
+      )}
       {error && (
         <p class="error" role="alert">
           {error}

@@ -23,6 +23,7 @@ from agentforge.identity.model import ADMIN
 from tests.console.browser import Watched, chromium, open_page, screenshot
 from tests.console.proxy import dropping_proxy
 from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
+from tests.fakes.faults import rate_limited
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.session.builders import Conversation
 from tests.session.stored import store_conversation
@@ -192,6 +193,16 @@ async def test_a_question_is_answered_inline(tmp_path: Path, fake_openai: FakeOp
         await page.get_by_role("button", name="Answer").click()
         await expect(transcript(page).get_by_text("Postgres it is.")).to_be_visible()
         assert '"Which database should we use?"="Postgres"' in str(fake_openai.requests[-1]["messages"])
+
+
+async def test_a_retry_shows_while_the_turn_waits(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(rate_limited(retry_after_ms=1500), reply("Answered after a retry."))
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Hello?")
+        await expect(page.get_by_role("status").filter(has_text="Retrying (attempt 1)").first).to_be_visible()
+        await expect(transcript(page).get_by_text("Answered after a retry.")).to_be_visible()
 
 
 async def test_stop_aborts_the_running_turn(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
