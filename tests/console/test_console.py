@@ -152,6 +152,37 @@ async def test_a_long_session_opens_at_its_end_and_pages_back(
         await expect(view.get_by_text("question 0: please look at file_0.py")).to_be_visible()
 
 
+async def test_sessions_list_as_a_tree_and_rename_and_fork(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(reply("Parent reply."))
+    async with console(tmp_path, fake_openai) as (live, watched):
+        parent = await live.create_session(title="Parent work")
+        assert (await live.prompt(parent["id"], "start")).status_code == 200
+        await live.create_session(title="Subagent child", parentID=parent["id"])
+        await live.create_session(title="Unrelated")
+        page = watched.page
+        await page.goto("/")
+        sessions = page.get_by_role("complementary", name="Sessions")
+        # The child is listed inside its parent's item.
+        parent_item = sessions.get_by_role("listitem").filter(has_text="Parent work")
+        await expect(
+            parent_item.get_by_role("group").get_by_role("button", name=re.compile("Subagent child"))
+        ).to_be_visible()
+        await page.get_by_role("searchbox", name="Search sessions").fill("unrel")
+        await expect(sessions.get_by_role("button", name=re.compile("Parent work"))).to_have_count(0)
+        await page.get_by_role("searchbox", name="Search sessions").fill("")
+        await sessions.get_by_role("button", name=re.compile("Parent work")).click()
+        await expect(transcript(page).get_by_text("Parent reply.")).to_be_visible()
+        await page.get_by_role("button", name="Rename").click()
+        await page.get_by_role("textbox", name="Session title").fill("Renamed work")
+        await page.get_by_role("button", name="Save").click()
+        await expect(page.get_by_role("heading", name="Renamed work")).to_be_visible()
+        assert (await live.client.get(f"/session/{parent['id']}")).json()["title"] == "Renamed work"
+        await page.get_by_role("button", name="Fork").click()
+        await expect(page.get_by_role("heading", name=re.compile("fork", re.I))).to_be_visible()
+        await expect(transcript(page).get_by_text("Parent reply.")).to_be_visible()
+        assert len((await live.client.get("/session")).json()) == 4
+
+
 async def test_a_tool_call_is_approved_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     config = fake_provider_config(fake_openai)
     config["permission"] = {"edit": "ask"}
