@@ -197,6 +197,7 @@ async def test_a_tool_call_is_approved_inline(tmp_path: Path, fake_openai: FakeO
         await expect(page.get_by_role("button", name="1 pending request")).to_be_visible()
         await expect(page.get_by_role("button", name="Allow always")).to_be_visible()
         await expect(page.get_by_role("button", name="Reject")).to_be_visible()
+        await screenshot(page, "console-approval-desktop-light")
         await page.get_by_role("button", name="Allow once").click()
         await expect(transcript(page).get_by_text("Wrote the file.")).to_be_visible()
         await expect(page.get_by_role("button", name="Allow once")).to_have_count(0)
