@@ -1,4 +1,5 @@
-"""Console benchmark, in headless Chromium against `agentforge serve` in its own process. Prints JSON.
+"""Console benchmark, in headless Chromium against the server (in this process; the browser has its
+own). Prints JSON.
 
 - `open_ms_*`: from navigation to a session of `--messages` stored messages (user / assistant with a
   tool part each) until its last message is on screen, median and best of `--rounds` page loads;
@@ -29,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playwright.async_api import Page
 from tests.console.browser import chromium, open_page
+from tests.e2e.harness import LiveServer, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 from bench.long_session import write_long_session
-from bench.turns import server_process
 
 LONG_TASKS = """
 window.__longTasks = [];
@@ -50,7 +51,7 @@ async def time_open(page: Page, base: str, session_id: str) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def stream(page: Page, live: Any, deltas: int) -> dict[str, Any]:
+async def stream(page: Page, live: LiveServer, deltas: int) -> dict[str, Any]:
     text = "".join(chr(ord("a") + i % 26) for i in range(deltas))
     live.fake.chunk_delay = 0.01  # ~100 deltas a second
     live.fake.enqueue(Script().text(text, chunk_size=1).finish())
@@ -77,7 +78,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         session, _ = await write_long_session(database, root / "workspace", args.messages)
         async with (
             FakeOpenAI() as fake,
-            server_process(root, fake) as live,
+            start_live_server(root, fake) as live,
             chromium() as browser,
             open_page(browser, live.url) as watched,
         ):
