@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from types import TracebackType
@@ -10,9 +11,24 @@ from typing import Any, Self, TypeVar
 import httpx2
 
 from agentforge.client import routes
-from agentforge.client.errors import AgentForgeConnectionError, error_from_response
+from agentforge.client.errors import AgentForgeConnectionError, AuthenticationError, error_from_response
+from agentforge.client.resources import (
+    Agents,
+    Async,
+    Audit,
+    Commands,
+    Files,
+    Instance,
+    Messages,
+    Permissions,
+    Providers,
+    Questions,
+    Sessions,
+)
 from agentforge.client.routes import Call, LiveStatus, Page, PartInput
 from agentforge.client.sse import ServerEvent, SSEDecoder, aiter_events
+from agentforge.client.typed import MAX_RECONNECTS, Reconnects, final_message, typed
+from agentforge.model.event_types import EventSessionIdle, EventStreamUnauthorized, TypedEvent
 from agentforge.model.message import WithParts
 from agentforge.model.session import PermissionRule, Session
 
@@ -49,6 +65,18 @@ class AsyncAgentForge:
                 routes.resolve_token(token, api_key, from_env=transport is None), headers
             ),
         )
+        # The resource namespaces, as the openai and anthropic SDKs have them (resources.py).
+        self.sessions = AsyncSessions(self)
+        self.messages = Messages[Async](self._execute)
+        self.permissions = Permissions[Async](self._execute)
+        self.questions = Questions[Async](self._execute)
+        self.commands = Commands[Async](self._execute)
+        self.agents = Agents[Async](self._execute)
+        self.providers = Providers[Async](self._execute)
+        self.audit = Audit[Async](self._execute)
+        self.files = Files[Async](self._execute)
+        self.instance = Instance[Async](self._execute)
+        self.events = AsyncEvents(self)
 
     async def __aenter__(self) -> Self:
         return self
@@ -118,9 +146,6 @@ class AsyncAgentForge:
         """Busy sessions only: `{sessionID: StatusBusy | StatusRetry}`."""
         return await self._execute(routes.status())
 
-    async def messages(self, session_id: str, limit: int | None = None, before: str | None = None) -> Page:
-        return await self._execute(routes.messages(session_id, limit, before))
-
     async def message_pages(self, session_id: str, page_size: int = 50) -> AsyncIterator[Page]:
         """Every page of the session's messages, newest page first (each page is oldest first)."""
         before: str | None = None
@@ -170,7 +195,9 @@ class AsyncAgentForge:
     async def abort(self, session_id: str) -> bool:
         return await self._execute(routes.abort(session_id))
 
-    def events(self, session_id: str | None = None, last_event_id: str | None = None) -> AsyncEventStream:
+    def _raw_events(
+        self, session_id: str | None = None, last_event_id: str | None = None
+    ) -> AsyncEventStream:
         """The live event stream, optionally of one session; use it as a context manager."""
         request = self._http.build_request(
             "GET",
@@ -257,3 +284,129 @@ class AsyncEventStream:
                 await self._events.aclose()
         if self._response is not None:
             await self._response.aclose()
+
+
+class AsyncTypedEventStream:
+    """`GET /event` as typed events (agentforge.model.event_types), reconnecting after a drop: with
+    Last-Event-ID when it follows one session, so the durable events missed meanwhile are replayed."""
+
+    def __init__(self, client: AsyncAgentForge, session_id: str | None, last_event_id: str | None) -> None:
+        self._client = client
+        self._reconnects = Reconnects(session_id, last_event_id)
+        self._raw: AsyncEventStream | None = None
+        self._closed = False
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._reconnects.last_event_id
+
+    async def open(self) -> AsyncEventStream:
+        if self._raw is None:
+            resume = self._reconnects.resume_from()
+            self._raw = await self._client._raw_events(self._reconnects.session_id, resume).open()
+        return self._raw
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def __aiter__(self) -> AsyncIterator[TypedEvent]:
+        while not self._closed:
+            raw = await self.open()
+            try:
+                async for event in raw:
+                    self._reconnects.seen(raw.last_event_id)
+                    model = typed(event)
+                    if isinstance(model, EventStreamUnauthorized):
+                        raise AuthenticationError(
+                            401, "Unauthorized", model.properties.message or "credential lapsed"
+                        )
+                    if model is not None:
+                        yield model
+            except AgentForgeConnectionError:
+                if self._closed:
+                    return
+                if self._reconnects.attempts >= MAX_RECONNECTS:
+                    raise
+            # The stream ended or broke without our closing it: connect again (resuming).
+            delay = self._reconnects.next_delay()
+            if self._closed:
+                return
+            if delay is None:
+                raise AgentForgeConnectionError(f"event stream ended {MAX_RECONNECTS} times in a row")
+            await raw.aclose()
+            self._raw = None
+            await asyncio.sleep(delay)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._raw is not None:
+            await self._raw.aclose()
+
+
+class AsyncTurn:
+    """One prompt followed on the event stream: `async for` its typed events (it ends after
+    `session.idle`); `message` is then the final assistant message (`until_done()` returns it)."""
+
+    def __init__(self, client: AsyncAgentForge, session_id: str, body: dict[str, Any]) -> None:
+        self._client = client
+        self.session_id = session_id
+        self._body = body
+        self.message: WithParts | None = None
+
+    async def __aiter__(self) -> AsyncIterator[TypedEvent]:
+        client, session_id = self._client, self.session_id
+        async with AsyncTypedEventStream(client, session_id, None) as events:  # subscribed before prompting
+            await client._execute(routes.prompt_async(session_id, self._body))
+            async for event in events:
+                yield event
+                if isinstance(event, EventSessionIdle):
+                    break
+        page = await client._execute(routes.messages(session_id, 1, None))
+        self.message = final_message(page, session_id)
+
+    async def until_done(self) -> WithParts:
+        """Reads the turn to its end; the final assistant message."""
+        async for _ in self:
+            pass
+        assert self.message is not None
+        return self.message
+
+
+class AsyncSessions(Sessions[Async]):
+    def __init__(self, client: AsyncAgentForge) -> None:
+        super().__init__(client._execute)
+        self._client = client
+
+    def stream(
+        self,
+        session_id: str,
+        parts: str | Sequence[PartInput],
+        *,
+        model: str | None = None,
+        agent: str | None = None,
+        system: str | None = None,
+    ) -> AsyncTurn:
+        """Subscribe, prompt, and yield the turn's typed events; the final assistant message at the end."""
+        body = routes.prompt_body(
+            parts, model=model, agent=agent, system=system, no_reply=False, message_id=None
+        )
+        return AsyncTurn(self._client, session_id, body)
+
+
+class AsyncEvents:
+    def __init__(self, client: AsyncAgentForge) -> None:
+        self._client = client
+
+    def __call__(self, session_id: str | None = None, last_event_id: str | None = None) -> AsyncEventStream:
+        """The raw event stream (untyped `ServerEvent`s, no reconnecting): `forge.events(...)`."""
+        return self._client._raw_events(session_id, last_event_id)
+
+    def subscribe(
+        self, session_id: str | None = None, *, last_event_id: str | None = None
+    ) -> AsyncTypedEventStream:
+        """Typed events of the tenant, or of one session (resumable); use it as a context manager."""
+        return AsyncTypedEventStream(self._client, session_id, last_event_id)

@@ -20,11 +20,58 @@ class AgentForgeError(Exception):
         self.data: dict[str, Any] = dict(data or {})
 
 
-class AgentForgeConnectionError(AgentForgeError):
+class BadRequestError(AgentForgeError):
+    """400: a field is missing or invalid (the message names it)."""
+
+
+class AuthenticationError(AgentForgeError):
+    """401: no valid credential (API key or token)."""
+
+
+class PermissionDeniedError(AgentForgeError):
+    """403: the credential may not do this (role, tenant or workspace boundary)."""
+
+
+class NotFoundError(AgentForgeError):
+    """404: no such thing, or not visible to the caller's tenant."""
+
+
+class ConflictError(AgentForgeError):
+    """409: the session is busy with a turn."""
+
+
+class RequestTooLargeError(AgentForgeError):
+    """413: too large to send."""
+
+
+class InternalServerError(AgentForgeError):
+    """5xx: the server failed."""
+
+
+_BY_STATUS: dict[int, type[AgentForgeError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: RequestTooLargeError,
+}
+
+
+def _error_class(status: int) -> type[AgentForgeError]:
+    if status >= 500:
+        return InternalServerError
+    return _BY_STATUS.get(status, AgentForgeError)
+
+
+class APIConnectionError(AgentForgeError):
     """The request never got an answer (refused connection, timeout, broken stream)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(0, "ConnectionError", message)
+
+
+AgentForgeConnectionError = APIConnectionError  # the name before error classes by kind
 
 
 class EventStreamError(AgentForgeError):
@@ -41,7 +88,7 @@ def error_from_response(response: httpx2.Response) -> AgentForgeError:
         body: Any = response.json()
     except ValueError:
         text = response.text.strip()
-        return AgentForgeError(status, "HTTPError", text or response.reason_phrase or f"HTTP {status}")
+        return _error_class(status)(status, "HTTPError", text or response.reason_phrase or f"HTTP {status}")
     return _error_from_body(status, body, response.reason_phrase)
 
 
@@ -51,14 +98,14 @@ def _error_from_body(status: int, body: Any, reason: str) -> AgentForgeError:
         data = body.get("data")
         if isinstance(name, str) and isinstance(data, dict):
             message = data.get("message")
-            return AgentForgeError(status, name, str(message) if message is not None else name, data)
+            return _error_class(status)(status, name, str(message) if message is not None else name, data)
         # FastAPI's own validation answer, in case a route is reached before our handlers apply.
         if "detail" in body:
             detail = body["detail"]
             message = detail if isinstance(detail, str) else _describe_validation(detail)
             name = "ValidationError" if status in (400, 422) else "HTTPError"
-            return AgentForgeError(status, name, message, {"errors": detail})
-    return AgentForgeError(status, "HTTPError", reason or f"HTTP {status}", {"body": body})
+            return _error_class(status)(status, name, message, {"errors": detail})
+    return _error_class(status)(status, "HTTPError", reason or f"HTTP {status}", {"body": body})
 
 
 def _describe_validation(detail: Any) -> str:

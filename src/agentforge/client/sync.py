@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -10,9 +11,24 @@ from typing import Any, Self, TypeVar
 import httpx2
 
 from agentforge.client import routes
-from agentforge.client.errors import AgentForgeConnectionError, error_from_response
+from agentforge.client.errors import AgentForgeConnectionError, AuthenticationError, error_from_response
+from agentforge.client.resources import (
+    Agents,
+    Audit,
+    Commands,
+    Files,
+    Instance,
+    Messages,
+    Permissions,
+    Providers,
+    Questions,
+    Sessions,
+    Sync,
+)
 from agentforge.client.routes import Call, LiveStatus, Page, PartInput
 from agentforge.client.sse import ServerEvent, SSEDecoder, iter_events
+from agentforge.client.typed import MAX_RECONNECTS, Reconnects, final_message, typed
+from agentforge.model.event_types import EventSessionIdle, EventStreamUnauthorized, TypedEvent
 from agentforge.model.message import WithParts
 from agentforge.model.session import PermissionRule, Session
 
@@ -49,6 +65,18 @@ class AgentForge:
                 routes.resolve_token(token, api_key, from_env=transport is None), headers
             ),
         )
+        # The resource namespaces, as the openai and anthropic SDKs have them (resources.py).
+        self.sessions = SyncSessions(self)
+        self.messages = Messages[Sync](self._execute)
+        self.permissions = Permissions[Sync](self._execute)
+        self.questions = Questions[Sync](self._execute)
+        self.commands = Commands[Sync](self._execute)
+        self.agents = Agents[Sync](self._execute)
+        self.providers = Providers[Sync](self._execute)
+        self.audit = Audit[Sync](self._execute)
+        self.files = Files[Sync](self._execute)
+        self.instance = Instance[Sync](self._execute)
+        self.events = SyncEvents(self)
 
     def __enter__(self) -> Self:
         return self
@@ -118,9 +146,6 @@ class AgentForge:
         """Busy sessions only: `{sessionID: StatusBusy | StatusRetry}`."""
         return self._execute(routes.status())
 
-    def messages(self, session_id: str, limit: int | None = None, before: str | None = None) -> Page:
-        return self._execute(routes.messages(session_id, limit, before))
-
     def message_pages(self, session_id: str, page_size: int = 50) -> Iterator[Page]:
         """Every page of the session's messages, newest page first (each page is oldest first)."""
         before: str | None = None
@@ -170,7 +195,7 @@ class AgentForge:
     def abort(self, session_id: str) -> bool:
         return self._execute(routes.abort(session_id))
 
-    def events(self, session_id: str | None = None, last_event_id: str | None = None) -> EventStream:
+    def _raw_events(self, session_id: str | None = None, last_event_id: str | None = None) -> EventStream:
         """The live event stream, optionally of one session; use it as a context manager."""
         request = self._http.build_request(
             "GET",
@@ -255,3 +280,129 @@ class EventStream:
                 self._events.close()
         if self._response is not None:
             self._response.close()
+
+
+class TypedEventStream:
+    """`GET /event` as typed events (agentforge.model.event_types), reconnecting after a drop: with
+    Last-Event-ID when it follows one session, so the durable events missed meanwhile are replayed."""
+
+    def __init__(self, client: AgentForge, session_id: str | None, last_event_id: str | None) -> None:
+        self._client = client
+        self._reconnects = Reconnects(session_id, last_event_id)
+        self._raw: EventStream | None = None
+        self._closed = False
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._reconnects.last_event_id
+
+    def open(self) -> EventStream:
+        if self._raw is None:
+            resume = self._reconnects.resume_from()
+            self._raw = self._client.events(self._reconnects.session_id, resume).open()
+        return self._raw
+
+    def __enter__(self) -> Self:
+        self.open()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[TypedEvent]:
+        while not self._closed:
+            raw = self.open()
+            try:
+                for event in raw:
+                    self._reconnects.seen(raw.last_event_id)
+                    model = typed(event)
+                    if isinstance(model, EventStreamUnauthorized):
+                        raise AuthenticationError(
+                            401, "Unauthorized", model.properties.message or "credential lapsed"
+                        )
+                    if model is not None:
+                        yield model
+            except AgentForgeConnectionError:
+                if self._closed:
+                    return
+                if self._reconnects.attempts >= MAX_RECONNECTS:
+                    raise
+            # The stream ended or broke without our closing it: connect again (resuming).
+            delay = self._reconnects.next_delay()
+            if self._closed:
+                return
+            if delay is None:
+                raise AgentForgeConnectionError(f"event stream ended {MAX_RECONNECTS} times in a row")
+            raw.close()
+            self._raw = None
+            time.sleep(delay)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._raw is not None:
+            self._raw.close()
+
+
+class Turn:
+    """One prompt followed on the event stream: iterate it for the turn's typed events (it ends after
+    `session.idle`); `message` is then the final assistant message (also the generator's return value)."""
+
+    def __init__(self, client: AgentForge, session_id: str, body: dict[str, Any]) -> None:
+        self._client = client
+        self.session_id = session_id
+        self._body = body
+        self.message: WithParts | None = None
+
+    def __iter__(self) -> Generator[TypedEvent, None, WithParts]:
+        client, session_id = self._client, self.session_id
+        with TypedEventStream(client, session_id, None) as events:  # subscribed before prompting
+            client._execute(routes.prompt_async(session_id, self._body))
+            for event in events:
+                yield event
+                if isinstance(event, EventSessionIdle):
+                    break
+        self.message = final_message(client._execute(routes.messages(session_id, 1, None)), session_id)
+        return self.message
+
+    def until_done(self) -> WithParts:
+        """Reads the turn to its end; the final assistant message."""
+        for _ in self:
+            pass
+        assert self.message is not None
+        return self.message
+
+
+class SyncSessions(Sessions[Sync]):
+    def __init__(self, client: AgentForge) -> None:
+        super().__init__(client._execute)
+        self._client = client
+
+    def stream(
+        self,
+        session_id: str,
+        parts: str | Sequence[PartInput],
+        *,
+        model: str | None = None,
+        agent: str | None = None,
+        system: str | None = None,
+    ) -> Turn:
+        """Subscribe, prompt, and yield the turn's typed events; the final assistant message at the end."""
+        body = routes.prompt_body(
+            parts, model=model, agent=agent, system=system, no_reply=False, message_id=None
+        )
+        return Turn(self._client, session_id, body)
+
+
+class SyncEvents:
+    def __init__(self, client: AgentForge) -> None:
+        self._client = client
+
+    def __call__(self, session_id: str | None = None, last_event_id: str | None = None) -> EventStream:
+        """The raw event stream (untyped `ServerEvent`s, no reconnecting): `forge.events(...)`."""
+        return self._client._raw_events(session_id, last_event_id)
+
+    def subscribe(
+        self, session_id: str | None = None, *, last_event_id: str | None = None
+    ) -> TypedEventStream:
+        """Typed events of the tenant, or of one session (resumable); use it as a context manager."""
+        return TypedEventStream(self._client, session_id, last_event_id)
