@@ -22,7 +22,7 @@ from agentforge.identity.request import RequestFacts
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.runtime.checkpoints import checkpoint_periodically
 from agentforge.runtime.runtime import Runtime
-from agentforge.server import deps, errors, openapi
+from agentforge.server import console, deps, errors, openapi
 from agentforge.server.input_guard import InputGuard
 from agentforge.server.routes import (
     agent,
@@ -118,6 +118,7 @@ def create_app(
     # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
     # needs an identity, resolved once per request and before any response (SSE included) starts.
     app.include_router(global_.router)
+    app.include_router(console.build_router())  # the web console's page and assets (no data in them)
     authenticated = [Depends(deps.identity)]
     guarded = (
         agent,

@@ -1,0 +1,400 @@
+"""The console in real headless Chromium against the real server and the fake provider.
+
+Each test starts its own server (SQLite) and browser, and drives the page the way a person does:
+by accessible names. The page's uncaught errors, console errors (CSP violations included) and
+script-opened dialogs are collected and must stay empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, expect
+
+from agentforge.identity.apikeys import mint_api_key
+from agentforge.identity.model import ADMIN
+from tests.console.browser import Watched, chromium, open_page, screenshot
+from tests.console.proxy import dropping_proxy
+from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
+from tests.fakes.faults import rate_limited
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
+from tests.session.builders import Conversation
+from tests.session.stored import store_conversation
+from tests.store.builders import new_session as new_session_row
+
+TIMEOUT_MS = 15_000
+# The text so far of a part still streaming comes from the server's in-flight snapshot (bus/inflight.py,
+# issue 11): without it, a console that (re)connects mid-part misses the text streamed before. Expected
+# to fail until that lands, then to pass (strict: an unexpected pass fails, so the marker cannot linger).
+NEEDS_INFLIGHT_SNAPSHOTS = pytest.mark.xfail(
+    importlib.util.find_spec("agentforge.bus.inflight") is None,
+    reason="needs the server's in-flight part snapshots on (re)connect (issue 11)",
+    strict=True,
+)
+
+
+@contextlib.asynccontextmanager
+async def console(
+    tmp_path: Path, fake: FakeOpenAI, config: dict[str, Any] | None = None, **page: bool
+) -> AsyncIterator[tuple[LiveServer, Watched]]:
+    """A server, a browser and a page; on the way out, the page must have logged no error."""
+    async with (
+        start_live_server(tmp_path, fake, config) as live,
+        chromium() as browser,
+        open_page(browser, live.url, **page) as watched,
+    ):
+        watched.page.set_default_timeout(TIMEOUT_MS)
+        yield live, watched
+        assert watched.errors == [] and watched.dialogs == []
+
+
+async def new_session(page: Page) -> None:
+    await page.goto("/")
+    await page.get_by_role("button", name="New session").click()
+    await page.get_by_role("button", name="Create").click()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+
+
+async def send(page: Page, text: str) -> None:
+    await page.get_by_role("textbox", name="Message").fill(text)
+    await page.get_by_role("button", name="Send").click()
+
+
+def transcript(page: Page) -> Any:
+    return page.get_by_role("list", name="Transcript")
+
+
+async def test_a_prompt_streams_its_reply_as_markdown(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    gate = asyncio.Event()
+    answer = "Here is **bold** text and code:\n\n```python\ndef add(a, b):\n    return a + b\n```\n"
+    fake_openai.enqueue(Script().text("Streaming part one. ").pause(gate).text(answer).usage(12, 30).finish())
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        box = page.get_by_role("textbox", name="Message")
+        await box.fill("first line")
+        await box.press("Shift+Enter")  # a newline, not a send
+        await box.press_sequentially("second line")
+        assert await box.input_value() == "first line\nsecond line"
+        await box.press("Enter")
+        # The first half is on screen while the model is still held mid-reply: streamed, not at the end.
+        await expect(transcript(page).get_by_text("Streaming part one.")).to_be_visible()
+        await expect(page.get_by_role("button", name="Stop")).to_be_visible()
+        gate.set()
+        await expect(transcript(page).locator("strong", has_text="bold")).to_be_visible()
+        keyword = transcript(page).locator("pre code.language-python .hljs-keyword").first
+        await expect(keyword).to_have_text("def")  # highlighted
+        await expect(transcript(page).get_by_text("12 in · 30 out")).to_be_visible()
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        user = transcript(page).get_by_role("article", name="You")
+        await expect(user).to_contain_text("first line")
+        assert "first line\\nsecond line" in str(fake_openai.requests[0]["messages"][-1])
+
+
+async def test_screenshots_desktop_and_mobile_light_and_dark(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """Saved to docs/screenshots/ for reviewers (the README shows one)."""
+    fake_openai.enqueue(
+        reply("Sure. The **files** here:\n\n```bash\nls -la src/\n```\n\n- `app.py`: the entry point\n"),
+    )
+    async with start_live_server(tmp_path, fake_openai) as live, chromium() as browser:
+        created = await live.create_session(title="Tour of the repository")
+        prompted = await live.prompt(created["id"], "What is in this repository?")
+        assert prompted.status_code == 200, prompted.text
+        for mobile in (False, True):
+            for dark in (False, True):
+                async with open_page(browser, live.url, mobile=mobile, dark=dark) as watched:
+                    page = watched.page
+                    page.set_default_timeout(TIMEOUT_MS)
+                    await page.goto(f"/#{created['id']}")
+                    await expect(transcript(page).get_by_text("the entry point")).to_be_visible()
+                    size = "mobile" if mobile else "desktop"
+                    await screenshot(page, f"console-{size}-{'dark' if dark else 'light'}")
+                    if mobile:
+                        # The session list folds away at 375 px and opens from the menu.
+                        await expect(page.get_by_role("button", name="New session")).to_be_hidden()
+                        await page.get_by_role("button", name="Sessions").click()
+                        await expect(page.get_by_role("button", name="New session")).to_be_visible()
+                    assert watched.errors == [] and watched.dialogs == []
+
+
+async def test_a_long_session_opens_at_its_end_and_pages_back(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with console(tmp_path, fake_openai) as (live, watched):
+        session = new_session_row(directory=str(live.workspace), title="A long one")
+        chat = Conversation(session_id=session.id)
+        for index in range(224):
+            chat.user(f"question {index}: please look at file_{index}.py")
+            chat.assistant(f"file_{index}.py defines f{index}.")
+        chat.user("What next?")
+        chat.assistant("Ask me anything.")
+        await store_conversation(live.runtime.store, session, chat.messages)  # 450 messages
+        page = watched.page
+        await page.goto(f"/#{session.id}")
+        view = transcript(page)
+        await expect(view.get_by_text("Ask me anything.")).to_be_visible()
+        # Virtualised: a screenful of rows in the DOM, not the 200 messages of the page loaded.
+        assert await view.get_by_role("listitem").count() < 40
+        earlier = page.get_by_role("button", name="Load earlier messages")
+        await page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+        await earlier.click()  # 400 of 450
+        await page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+        await earlier.click()  # all
+        await expect(earlier).to_have_count(0)
+        await page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+        await expect(view.get_by_text("question 0: please look at file_0.py")).to_be_visible()
+
+
+async def test_sessions_list_as_a_tree_and_rename_and_fork(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(reply("Parent reply."))
+    async with console(tmp_path, fake_openai) as (live, watched):
+        parent = await live.create_session(title="Parent work")
+        assert (await live.prompt(parent["id"], "start")).status_code == 200
+        await live.create_session(title="Subagent child", parentID=parent["id"])
+        await live.create_session(title="Unrelated")
+        page = watched.page
+        await page.goto("/")
+        sessions = page.get_by_role("complementary", name="Sessions")
+        # The child is listed inside its parent's item.
+        parent_item = sessions.get_by_role("listitem").filter(has_text="Parent work")
+        await expect(
+            parent_item.get_by_role("group").get_by_role("button", name=re.compile("Subagent child"))
+        ).to_be_visible()
+        await page.get_by_role("searchbox", name="Search sessions").fill("unrel")
+        await expect(sessions.get_by_role("button", name=re.compile("Parent work"))).to_have_count(0)
+        await page.get_by_role("searchbox", name="Search sessions").fill("")
+        await sessions.get_by_role("button", name=re.compile("Parent work")).click()
+        await expect(transcript(page).get_by_text("Parent reply.")).to_be_visible()
+        await page.get_by_role("button", name="Rename").click()
+        await page.get_by_role("textbox", name="Session title").fill("Renamed work")
+        await page.get_by_role("button", name="Save").click()
+        await expect(page.get_by_role("heading", name="Renamed work")).to_be_visible()
+        assert (await live.client.get(f"/session/{parent['id']}")).json()["title"] == "Renamed work"
+        await page.get_by_role("button", name="Fork").click()
+        await expect(page.get_by_role("heading", name=re.compile("fork", re.I))).to_be_visible()
+        await expect(transcript(page).get_by_text("Parent reply.")).to_be_visible()
+        assert len((await live.client.get("/session")).json()) == 4
+
+
+async def test_a_tool_call_is_approved_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = fake_provider_config(fake_openai)
+    config["permission"] = {"edit": "ask"}
+    fake_openai.enqueue(
+        call("write", {"filePath": "hello.txt", "content": "hello from the console\n"}),
+        reply("Wrote the file."),
+    )
+    async with console(tmp_path, fake_openai, config) as (live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Write hello.txt")
+        await expect(page.get_by_role("button", name="1 pending request")).to_be_visible()
+        await expect(page.get_by_role("button", name="Allow always")).to_be_visible()
+        await expect(page.get_by_role("button", name="Reject")).to_be_visible()
+        await screenshot(page, "console-approval-desktop-light")
+        await page.get_by_role("button", name="Allow once").click()
+        await expect(transcript(page).get_by_text("Wrote the file.")).to_be_visible()
+        await expect(page.get_by_role("button", name="Allow once")).to_have_count(0)
+        assert (live.workspace / "hello.txt").read_text() == "hello from the console\n"
+        await expect(transcript(page).locator(".tool .badge-completed")).to_have_text("completed")
+
+
+async def test_a_question_is_answered_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    questions = [
+        {
+            "question": "Which database should we use?",
+            "header": "Database",
+            "options": [
+                {"label": "Postgres", "description": "for production"},
+                {"label": "SQLite", "description": "for one machine"},
+            ],
+        }
+    ]
+    fake_openai.enqueue(call("question", {"questions": questions}), reply("Postgres it is."))
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Pick a database")
+        await page.get_by_role("radio", name="Postgres").check()
+        await page.get_by_role("button", name="Answer").click()
+        await expect(transcript(page).get_by_text("Postgres it is.")).to_be_visible()
+        assert '"Which database should we use?"="Postgres"' in str(fake_openai.requests[-1]["messages"])
+
+
+async def test_a_retry_shows_while_the_turn_waits(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(rate_limited(retry_after_ms=1500), reply("Answered after a retry."))
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Hello?")
+        await expect(page.get_by_role("status").filter(has_text="Retrying (attempt 1)").first).to_be_visible()
+        await expect(transcript(page).get_by_text("Answered after a retry.")).to_be_visible()
+
+
+async def test_stop_aborts_the_running_turn(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    never = asyncio.Event()
+    fake_openai.enqueue(Script().text("Thinking about it").pause(never).text("never shown").finish())
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Take your time")
+        await expect(transcript(page).get_by_text("Thinking about it")).to_be_visible()
+        await page.get_by_role("button", name="Stop").click()
+        await expect(transcript(page).get_by_text("Stopped")).to_be_visible()
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(transcript(page).get_by_text("never shown")).to_have_count(0)
+
+
+@NEEDS_INFLIGHT_SNAPSHOTS
+async def test_reloading_mid_stream_shows_the_whole_text_once(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    gate = asyncio.Event()
+    first, second = "Alpha beta gamma delta. ", "Epsilon zeta eta theta."
+    fake_openai.enqueue(Script().text(first).pause(gate).text(second).finish())
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Stream something")
+        await expect(transcript(page).get_by_text(first.strip())).to_be_visible()
+        await page.reload()
+        # Mid-part after the reload: the text so far, from the server's in-flight state.
+        assistant = transcript(page).get_by_role("article", name="Assistant")
+        await expect(assistant.locator(".markdown")).to_have_text(first.strip())
+        gate.set()
+        await expect(assistant.locator(".markdown")).to_have_text((first + second).strip())
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(assistant.locator(".markdown")).to_have_text((first + second).strip())
+
+
+@NEEDS_INFLIGHT_SNAPSHOTS
+async def test_a_dropped_stream_resumes_without_a_seam(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    held, more = asyncio.Event(), asyncio.Event()
+    one, two, three = "One two three. ", "Four five six. ", "Seven eight."
+    fake_openai.enqueue(Script().text(one).pause(held).text(two).pause(more).text(three).finish())
+    async with (
+        start_live_server(tmp_path, fake_openai) as live,
+        dropping_proxy(live.url) as proxy,
+        chromium() as browser,
+        open_page(browser, proxy.url) as watched,
+    ):
+        page = watched.page
+        page.set_default_timeout(TIMEOUT_MS)
+        await new_session(page)
+        watcher = EventCollector()  # hears the model go on while the console cannot
+        await watcher.start(live.client)
+        await send(page, "Count slowly")
+        assistant = transcript(page).get_by_role("article", name="Assistant").locator(".markdown")
+        await expect(assistant).to_have_text(one.strip())
+        proxy.cut()  # the network goes; the model goes on while the console cannot hear it
+        await expect(page.locator(".link-state")).to_have_text("offline")
+        held.set()
+        streamed = ""
+
+        def caught_up(frame: Frame) -> bool:
+            nonlocal streamed
+            if frame.type == "message.part.delta":
+                streamed += frame.properties["delta"]
+            return streamed.endswith(two)
+
+        await watcher.wait_for(caught_up)
+        await watcher.stop()
+        proxy.restore()
+        await expect(page.locator(".link-state")).to_have_text("live")
+        # Resumed with Last-Event-ID: the text written while away, once, before any new delta.
+        await expect(assistant).to_have_text((one + two).strip())
+        more.set()
+        await expect(assistant).to_have_text((one + two + three).strip())
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        # The refused reconnects are logged by the browser; nothing else may be.
+        assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
+        assert watched.dialogs == []
+
+
+async def test_signing_in_with_an_api_key(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = fake_provider_config(fake_openai)
+    config["auth"] = {"required": True}
+    fake_openai.enqueue(reply("Signed in and answering."))
+    async with console(tmp_path, fake_openai, config) as (live, watched):
+        minted = mint_api_key("default", "console-test", frozenset({ADMIN}), "test")
+        await live.runtime.store.create_api_key(minted.stored)
+        page = watched.page
+        await page.goto("/")
+        key = page.get_by_label("API key")
+        await key.fill("af_not_a_real_key")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.get_by_text("That key was not accepted.")).to_be_visible()
+        # The browser logs the refused request (401) as a console error: expected, so cleared.
+        assert all("401" in error for error in watched.errors)
+        watched.errors.clear()
+        await key.fill(minted.token)
+        await page.get_by_role("button", name="Sign in").click()
+        await new_session_after_sign_in(page)
+        await send(page, "hello")
+        await expect(transcript(page).get_by_text("Signed in and answering.")).to_be_visible()
+        assert minted.token not in page.url
+        stored = await page.evaluate("sessionStorage.getItem('agentforge.apiKey')")
+        assert stored == minted.token
+        # An admin sees the audit log, its chain checked in the browser.
+        await page.get_by_role("button", name="Audit").click()
+        await expect(page.get_by_role("status")).to_have_text(re.compile(r"^Chain intact \(\d+ entries\)$"))
+
+
+async def new_session_after_sign_in(page: Page) -> None:
+    await page.get_by_role("button", name="New session").click()
+    await page.get_by_role("button", name="Create").click()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+
+
+XSS = """Payloads, all inert:
+
+<img src=x onerror="window.__pwned='img'; alert('img')">
+
+<svg onload="window.__pwned='svg'"><script>window.__pwned='svg-script'</script></svg>
+
+<script>window.__pwned='script'</script>
+
+<a href="javascript:window.__pwned='a'">raw link</a>
+
+[markdown link](javascript:window.__pwned='md') and [data link](data:text/html,<script>alert(1)</script>)
+
+<iframe src="javascript:alert('frame')"></iframe>
+
+<div style="background:url(javascript:alert(1))" onmouseover="window.__pwned='hover'">hover me</div>
+
+[safe link](https://example.com/)
+"""
+
+
+async def test_model_and_tool_output_cannot_run_script(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "evil.md").write_text("<img src=x onerror=\"window.__pwned='tool'\">\n")
+    fake_openai.enqueue(call("read", {"filePath": "evil.md"}), reply(XSS))
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "<img src=x onerror=\"window.__pwned='user'\">")
+        view = transcript(page)
+        await expect(view.get_by_text("safe link")).to_be_visible()
+        await view.get_by_text("hover me").hover()
+        await view.get_by_text("raw link").click()
+        await view.get_by_text("markdown link").click()
+        await view.locator(".tool summary").first.click()
+        await expect(view.locator(".tool pre").last).to_contain_text("onerror")  # shown as text
+        assert await page.evaluate("window.__pwned") is None
+        assert await view.locator("img, svg, script, iframe, [onerror], [onload], [onmouseover]").count() == 0
+        hrefs = await view.locator("a[href]").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+        assert hrefs == ["https://example.com/"]
+        assert await view.locator("a[href]").get_attribute("rel") == "noopener noreferrer nofollow"
+        # The sanitiser parses the payloads in an inert document, where Chromium reports the inline
+        # handlers and styles as refused by the CSP: a second lock, not a fault. Nothing else may be
+        # logged.
+        blocked = "violates the following Content Security Policy directive"
+        assert [e for e in watched.errors if blocked not in e] == []
+        watched.errors.clear()
