@@ -145,14 +145,12 @@ class BatchApplier:
     """Writes batches of durable events; remembers the last committed seq of sessions it wrote.
 
     `scoped_by_tenant`: set the transaction's tenant before each tenant's items (Postgres).
-    `shared`: other writers may write the same sessions (Postgres): lock them, read seqs under the lock.
+    On Postgres other writers may write the same sessions: lock them, read their seqs under the lock.
     """
 
-    def __init__(
-        self, *, scoped_by_tenant: bool, shared: bool | None = None, seq_cache_size: int = SEQ_CACHE_SIZE
-    ) -> None:
+    def __init__(self, *, scoped_by_tenant: bool, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
         self._scoped = scoped_by_tenant
-        self._shared = scoped_by_tenant if shared is None else shared
+        self._shared = scoped_by_tenant  # Postgres: replicas may share the database
         self._last_seq = SeqCache(0 if self._shared else seq_cache_size)
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
