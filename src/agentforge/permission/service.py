@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -332,16 +332,19 @@ class PermissionService:
 
     # --- events ---------------------------------------------------------------------------------
 
-    async def expire_orphans(self) -> int:
+    async def expire_orphans(self, *, sessions: Collection[str] | None = None) -> int:
         """Decide the requests a dead process left pending (nobody can answer them any more): status
-        expired, decided by "restart". Run at start-up by the database's owner, before serving."""
+        expired, decided by "restart". Run at start-up by the database's owner, before serving, and
+        by a replica for the `sessions` of a replica that died."""
         decision = _Decision("reject", "expired", "timeout", by="restart")
         seen: set[str] = set()  # a row the write cannot change must not loop forever
         while True:
             orphans = [
                 (tenant_id, info)
                 for tenant_id, info in await self._store.pending_permission_requests()
-                if info.id not in self._waiting and info.id not in seen
+                if info.id not in self._waiting
+                and info.id not in seen
+                and (sessions is None or info.session_id in sessions)
             ]
             if not orphans:
                 return len(seen)

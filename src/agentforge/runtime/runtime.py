@@ -25,6 +25,7 @@ from agentforge.model.events import DEFAULT_TENANT, SYSTEM_ACTOR
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
+from agentforge.runtime.cluster import FAILOVER_INTERVAL, Cluster
 from agentforge.runtime.hooks import plugin_policy
 from agentforge.runtime.recovery import close_interrupted_turns
 from agentforge.runtime.scope import ScopeCache, check_configured_overlays, open_scope
@@ -59,6 +60,7 @@ class Runtime:
     # "background work settling".
     daemons: set[asyncio.Task[None]] = field(default_factory=set)
     clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
+    cluster: Cluster | None = None  # Postgres: this replica's part in the cluster (runtime/cluster.py)
     sessions: SessionServices = field(init=False)
 
     def __post_init__(self) -> None:
@@ -94,6 +96,7 @@ class Runtime:
             settings.database_url, owner_url=settings.database_owner_url, publish=bus.publish_many
         )
         scopes = ScopeCache(settings, plugins)
+        runtime: Runtime | None = None
         try:
             # The default tenant's scope is built before serving: a broken config or agent file
             # stops start-up, and its MCP servers are up before the first request.
@@ -112,7 +115,7 @@ class Runtime:
             )
             runtime.permissions.policies.append(plugin_policy(plugins))
             # Before serving: a turn the last process left running would otherwise stay open forever.
-            closed = await close_interrupted_turns(runtime.sessions)
+            closed = await runtime._recover()
             # Audit: the effective config's digest (never its values: they hold secrets), when changed.
             await store.record_config_loaded(
                 SYSTEM_TENANT,
@@ -121,6 +124,8 @@ class Runtime:
                 actor=SYSTEM_ACTOR,
             )
         except BaseException:
+            if runtime is not None and runtime.cluster is not None:
+                await runtime.cluster.close()
             await scopes.close()
             await store.close()
             raise
@@ -131,12 +136,26 @@ class Runtime:
         runtime.clients = acquire_clients()
         return runtime
 
+    async def _recover(self) -> int:
+        """Close turns nobody runs any more. Postgres: the replicas share the database, so only the
+        turns whose run lease no replica holds, now and every few seconds (failover); SQLite: all
+        of them, when this process is the database's owner."""
+        if self.store.dialect != "postgresql":
+            return await close_interrupted_turns(self.sessions)
+        self.cluster = Cluster(self.store, self.bus, self.runners, interval=FAILOVER_INTERVAL)
+        await self.cluster.start()
+        closed = await self.cluster.recover_orphans(self.sessions)
+        self.cluster.start_failover(self.sessions)
+        return closed
+
     async def scope(self, tenant_id: str) -> TenantScope:
         """The tenant's scope, built on its first use (TenantScopeError when it cannot be)."""
         return await self.scopes.get(tenant_id)
 
     async def close(self) -> None:
         await self.runners.cancel_all()
+        if self.cluster is not None:
+            await self.cluster.close()
         tasks = [*self.background, *self.daemons]
         for task in tasks:
             task.cancel()

@@ -150,6 +150,7 @@ class SessionPrompt:
 
     async def run(self, session: Session, user_id: str) -> WithParts:
         """Run (or join) the session's loop until the user message `user_id` has been handled."""
+        # A second time also when the run was on another replica that ended without seeing it.
         for _ in range(2):
             reply = await self.services.runners.ensure_running(
                 session.id,

@@ -19,6 +19,7 @@ from agentforge.model.session import Session
 from agentforge.store import audit, keys, queries
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
+from agentforge.store.cluster import ClusterLink, OnMessage
 from agentforge.store.engine import (
     DatabaseTarget,
     Dialect,
@@ -123,6 +124,7 @@ class Store:
         dispose: Callable[[], Awaitable[None]],
         ownership: Ownership,
         maintenance: Readers | None = None,
+        target: DatabaseTarget | None = None,
     ) -> None:
         self._dialect = dialect
         self._writer = writer
@@ -130,6 +132,7 @@ class Store:
         self._maintenance = maintenance or readers
         self._dispose = dispose
         self._ownership = ownership
+        self._target = target
         self._closed = False
 
     @classmethod
@@ -169,6 +172,7 @@ class Store:
             lambda: _dispose_async(engine, maintenance),
             AdvisoryOwnership(engine),
             maintenance=None if maintenance is None else PoolReaders(maintenance),
+            target=target,
         )
 
     @classmethod
@@ -202,6 +206,16 @@ class Store:
         """Whether this process is the database's only live owner (see ownership.py); the claim is
         kept until `close`."""
         return await self._ownership.claim()
+
+    async def open_cluster_link(self, on_message: OnMessage) -> ClusterLink | None:
+        """Postgres: the connections replicas coordinate through (cluster.py); None on SQLite."""
+        if self._target is None:
+            return None
+        return await ClusterLink.open(self._target, on_message)
+
+    async def barrier(self) -> None:
+        """Wait until everything submitted before this call has been written (or dropped)."""
+        await self.mutate(SYSTEM_ACTOR, "barrier", lambda _conn: None)
 
     def publish_after_writes(self, event: Event) -> None:
         """Publish a broadcast-only event once every durable event submitted before it is published."""
