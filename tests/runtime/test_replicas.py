@@ -1,7 +1,7 @@
 """Several `agentforge serve` processes on one Postgres database (docs/replicas.md): any request on
 any replica, one loop per session, events across replicas, abort from anywhere, failover after
-kill -9. Each test starts real server subprocesses on a fresh schema and drives them over HTTP
-against the wire-level fake provider."""
+kill -9. Real server subprocesses on a fresh schema, driven over HTTP against the wire-level fake
+provider: the module shares one pair (a server takes seconds to import), the kill test starts its own."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from agentforge.model.events import Event
 from agentforge.store import Store
@@ -22,13 +23,31 @@ TENANT = "default"
 LONG_TEXT = "Replicas share one Postgres database and nothing else. " * 4
 
 
-@pytest.fixture
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+shared = pytest_asyncio.fixture(scope="module", loop_scope="module")
+
+
+@shared
 async def postgres_url() -> AsyncIterator[str]:
     async with _postgres_schema(migrated=True) as url:
         yield url
 
 
-@pytest.fixture
+@shared
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as started:
+        yield started
+
+
+@shared
+async def pair(
+    tmp_path_factory: pytest.TempPathFactory, postgres_url: str, fake: FakeOpenAI
+) -> AsyncIterator[tuple[Replica, Replica]]:
+    async with replicas(tmp_path_factory.mktemp("pair"), postgres_url, fake, "a", "b") as (a, b):
+        yield a, b
+
+
+@shared
 async def log_store(postgres_url: str) -> AsyncIterator[Store]:
     """The stored truth, read beside the replicas."""
     store = await Store.open(postgres_url, owner_url=owner_url_for(postgres_url))
@@ -70,34 +89,35 @@ def _assistants(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def test_prompts_to_one_session_via_both_replicas_share_one_loop(
-    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, log_store: Store
+    pair: tuple[Replica, Replica], fake: FakeOpenAI, log_store: Store
 ) -> None:
     gate = asyncio.Event()
     first = Script().text("first answer").pause(gate).usage(5, 5).finish()
-    fake_openai.enqueue(first, reply("second answer"))
-    async with replicas(tmp_path, postgres_url, fake_openai, "a", "b") as (a, b):
-        session_id = await _session(a)
-        on_a = asyncio.create_task(a.prompt(session_id, "via a"))
-        await _until(lambda: _true(len(fake_openai.requests) == 1), 15, "A's loop called the model")
-        on_b = asyncio.create_task(b.prompt(session_id, "via b"))
+    fake.enqueue(first, reply("second answer"))
+    calls = len(fake.requests)
+    a, b = pair
+    session_id = await _session(a)
+    on_a = asyncio.create_task(a.prompt(session_id, "via a"))
+    await _until(lambda: _true(len(fake.requests) == calls + 1), 15, "A's loop called the model")
+    on_b = asyncio.create_task(b.prompt(session_id, "via b"))
 
-        async def b_stored() -> bool:
-            users = [m for m in await _messages(a, session_id) if m["info"]["role"] == "user"]
-            return len(users) == 2
+    async def b_stored() -> bool:
+        users = [m for m in await _messages(a, session_id) if m["info"]["role"] == "user"]
+        return len(users) == 2
 
-        await _until(b_stored, 15, "B stored its user message")
-        gate.set()
-        answer_a, answer_b = await asyncio.gather(on_a, on_b)
+    await _until(b_stored, 15, "B stored its user message")
+    gate.set()
+    answer_a, answer_b = await asyncio.gather(on_a, on_b)
 
-        assert answer_a.status_code == 200 and answer_b.status_code == 200
-        # One loop ran: the second model call is its next step, answering B's message in the same run.
-        assert len(fake_openai.requests) == 2
-        texts = [p.get("text") for p in answer_b.json()["parts"] if p["type"] == "text"]
-        assert texts == ["second answer"]
-        assistants = _assistants(await _messages(b, session_id))
-        assert len(assistants) == 2
-        assert all(m["info"]["time"].get("completed") and m["parts"] for m in assistants)
-        _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
+    assert answer_a.status_code == 200 and answer_b.status_code == 200
+    # One loop ran: the second model call is its next step, answering B's message in the same run.
+    assert len(fake.requests) == calls + 2
+    texts = [p.get("text") for p in answer_b.json()["parts"] if p["type"] == "text"]
+    assert texts == ["second answer"]
+    assistants = _assistants(await _messages(b, session_id))
+    assert len(assistants) == 2
+    assert all(m["info"]["time"].get("completed") and m["parts"] for m in assistants)
+    _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
 
 
 async def _true(value: bool) -> bool:
@@ -105,24 +125,24 @@ async def _true(value: bool) -> bool:
 
 
 async def test_sse_on_b_for_a_turn_on_a_equals_the_stored_log(
-    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, log_store: Store
+    pair: tuple[Replica, Replica], fake: FakeOpenAI, log_store: Store
 ) -> None:
-    fake_openai.enqueue(reply(LONG_TEXT))
-    async with replicas(tmp_path, postgres_url, fake_openai, "a", "b") as (a, b):
-        session_id = await _session(a)
-        on_a, on_b = await Stream.open(a.client, session_id), await Stream.open(b.client, session_id)
-        try:
-            answer = await a.prompt(session_id, "stream this")
-            assert answer.status_code == 200
+    fake.enqueue(reply(LONG_TEXT))
+    a, b = pair
+    session_id = await _session(a)
+    on_a, on_b = await Stream.open(a.client, session_id), await Stream.open(b.client, session_id)
+    try:
+        answer = await a.prompt(session_id, "stream this")
+        assert answer.status_code == 200
 
-            async def same_events() -> bool:
-                return [e.id for e in on_b.of_session()] == [e.id for e in on_a.of_session()]
+        async def same_events() -> bool:
+            return [e.id for e in on_b.of_session()] == [e.id for e in on_a.of_session()]
 
-            await _until(same_events, 10, "B's stream caught up with A's")
-            seen_on_b = on_b.of_session()
-        finally:
-            await on_a.close()
-            await on_b.close()
+        await _until(same_events, 10, "B's stream caught up with A's")
+        seen_on_b = on_b.of_session()
+    finally:
+        await on_a.close()
+        await on_b.close()
 
     deltas = [e for e in seen_on_b if e.type == "message.part.delta"]
     assert "".join(e.properties["delta"] for e in deltas) == LONG_TEXT.strip() or len(deltas) > 10
@@ -134,35 +154,35 @@ async def test_sse_on_b_for_a_turn_on_a_equals_the_stored_log(
     assert durable == [(e.seq, e.id, e.type) for e in logged[first - 1 :]]
 
 
-async def test_abort_via_b_stops_the_turn_on_a(
-    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
-) -> None:
+async def test_abort_via_b_stops_the_turn_on_a(pair: tuple[Replica, Replica], fake: FakeOpenAI) -> None:
     gate = asyncio.Event()
-    fake_openai.enqueue(Script().text("thinking").pause(gate).finish())
-    async with replicas(tmp_path, postgres_url, fake_openai, "a", "b") as (a, b):
-        session_id = await _session(a)
-        on_a = asyncio.create_task(a.prompt(session_id, "long task"))
-        await _until(lambda: _true(len(fake_openai.requests) == 1), 15, "A's loop called the model")
+    fake.enqueue(Script().text("thinking").pause(gate).finish())
+    calls = len(fake.requests)
+    a, b = pair
+    session_id = await _session(a)
+    on_a = asyncio.create_task(a.prompt(session_id, "long task"))
+    await _until(lambda: _true(len(fake.requests) == calls + 1), 15, "A's loop called the model")
 
-        aborted = await b.client.post(f"/session/{session_id}/abort")
-        assert aborted.status_code == 200 and aborted.json() is True
-        answer = await asyncio.wait_for(on_a, 10)  # A's turn ended without the gate opening
-        assert answer.status_code == 200
-        assert answer.json()["info"]["error"]["name"] == "MessageAbortedError"
-        gate.set()
-        # Nothing runs any more: a busy route answers on either replica.
-        assert (await b.client.post(f"/session/{session_id}/abort")).json() is True
+    aborted = await b.client.post(f"/session/{session_id}/abort")
+    assert aborted.status_code == 200 and aborted.json() is True
+    answer = await asyncio.wait_for(on_a, 10)  # A's turn ended without the gate opening
+    assert answer.status_code == 200
+    assert answer.json()["info"]["error"]["name"] == "MessageAbortedError"
+    gate.set()
+    # Nothing runs any more: a busy route answers on either replica.
+    assert (await b.client.post(f"/session/{session_id}/abort")).json() is True
 
 
 async def test_kill_9_of_a_mid_turn_and_b_closes_it_then_serves_the_session(
-    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, log_store: Store
+    tmp_path: Path, postgres_url: str, fake: FakeOpenAI, log_store: Store
 ) -> None:
     gate = asyncio.Event()
-    fake_openai.enqueue(Script().text("half an answer").pause(gate).finish(), reply("after failover"))
-    async with replicas(tmp_path, postgres_url, fake_openai, "a", "b") as (a, b):
+    fake.enqueue(Script().text("half an answer").pause(gate).finish(), reply("after failover"))
+    calls = len(fake.requests)
+    async with replicas(tmp_path, postgres_url, fake, "doomed", "survivor") as (a, b):
         session_id = await _session(a)
         on_a = asyncio.create_task(a.prompt(session_id, "doomed"))
-        await _until(lambda: _true(len(fake_openai.requests) == 1), 15, "A's loop called the model")
+        await _until(lambda: _true(len(fake.requests) == calls + 1), 15, "A's loop called the model")
 
         async def text_stored() -> bool:
             parts = [p for m in _assistants(await _messages(b, session_id)) for p in m["parts"]]
@@ -191,21 +211,20 @@ async def test_kill_9_of_a_mid_turn_and_b_closes_it_then_serves_the_session(
 
 
 async def test_fifty_sessions_over_both_replicas_lose_nothing(
-    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, log_store: Store
+    pair: tuple[Replica, Replica], fake: FakeOpenAI, log_store: Store
 ) -> None:
     count = 50
-    fake_openai.enqueue(*(reply(f"answer {n}") for n in range(count)))
-    async with replicas(tmp_path, postgres_url, fake_openai, "a", "b") as (a, b):
-        pair = (a, b)
-        sessions = [await _session(pair[n % 2]) for n in range(count)]
-        answers = await asyncio.gather(
-            *(pair[(n + 1) % 2].prompt(session_id, f"question {n}") for n, session_id in enumerate(sessions))
-        )
-        assert [r.status_code for r in answers] == [200] * count
-        assert len(fake_openai.requests) == count
-        for n, session_id in enumerate(sessions):
-            messages = await _messages(pair[n % 2], session_id)
-            assert [m["info"]["role"] for m in messages] == ["user", "assistant"]
-            assert messages[1]["info"]["time"].get("completed")
-            assert any(p["type"] == "text" for p in messages[1]["parts"])
-            _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
+    fake.enqueue(*(reply(f"answer {n}") for n in range(count)))
+    calls = len(fake.requests)
+    sessions = [await _session(pair[n % 2]) for n in range(count)]
+    answers = await asyncio.gather(
+        *(pair[(n + 1) % 2].prompt(session_id, f"question {n}") for n, session_id in enumerate(sessions))
+    )
+    assert [r.status_code for r in answers] == [200] * count
+    assert len(fake.requests) == calls + count
+    for n, session_id in enumerate(sessions):
+        messages = await _messages(pair[n % 2], session_id)
+        assert [m["info"]["role"] for m in messages] == ["user", "assistant"]
+        assert messages[1]["info"]["time"].get("completed")
+        assert any(p["type"] == "text" for p in messages[1]["parts"])
+        _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
