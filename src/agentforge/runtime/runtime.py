@@ -80,11 +80,17 @@ class Runtime:
 
     @classmethod
     async def open(
-        cls, settings: Settings, *, stream: StreamFn = provider_stream, clock: Clock = SYSTEM_CLOCK
+        cls,
+        settings: Settings,
+        *,
+        stream: StreamFn = provider_stream,
+        clock: Clock = SYSTEM_CLOCK,
+        serving: bool = False,
     ) -> Runtime:
         """Open the store, build the default tenant's scope, close the turns a previous process left
         running. `stream` makes the model calls and `clock` times back-off and deadlines (a scripted
-        model and a fake clock in tests: agentforge.testing)."""
+        model and a fake clock in tests: agentforge.testing). `serving`: for a server, which is alone on
+        a SQLite database (SecondServerError otherwise)."""
         # The data directory holds every tenant's files (and the SQLite database): 0700 when new.
         await asyncio.to_thread(make_private_dir, settings.data_dir)
         bus = Bus()
@@ -98,6 +104,8 @@ class Runtime:
         scopes = ScopeCache(settings, plugins)
         runtime: Runtime | None = None
         try:
+            if serving:
+                await store.claim_server()
             # The default tenant's scope is built before serving: a broken config or agent file
             # stops start-up, and its MCP servers are up before the first request.
             scopes.add(await open_scope(settings, DEFAULT_TENANT, plugins))

@@ -72,7 +72,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings, stream=stream, clock=clock)
+        runtime = await Runtime.open(settings, stream=stream, clock=clock, serving=True)
         app.state.runtime = runtime
         # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
         runtime.spawn_daemon(checkpoint_periodically(settings))

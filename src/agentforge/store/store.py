@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -36,6 +37,10 @@ from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, T
 DEFAULT_READERS: Final = 4
 
 T = TypeVar("T")
+
+
+class SecondServerError(Exception):
+    """A second server process on one SQLite database."""
 
 
 def _publish_nowhere(_events: list[Event]) -> None:
@@ -125,6 +130,7 @@ class Store:
         ownership: Ownership,
         maintenance: Readers | None = None,
         target: DatabaseTarget | None = None,
+        sqlite_path: Path | None = None,
     ) -> None:
         self._dialect = dialect
         self._writer = writer
@@ -133,6 +139,8 @@ class Store:
         self._dispose = dispose
         self._ownership = ownership
         self._target = target
+        self._server_lock: Ownership | None = None
+        self._sqlite_path = sqlite_path or Path()
         self._closed = False
 
     @classmethod
@@ -185,6 +193,7 @@ class Store:
             ThreadReaders(read_engine, threads=readers),
             lambda: asyncio.to_thread(_dispose_all, write_engine, read_engine),
             FileOwnership(target.sqlite_path),
+            sqlite_path=target.sqlite_path,
         )
 
     @property
@@ -206,6 +215,19 @@ class Store:
         """Whether this process is the database's only live owner (see ownership.py); the claim is
         kept until `close`."""
         return await self._ownership.claim()
+
+    async def claim_server(self) -> None:
+        """SQLite: become the one server process of this database, or raise SecondServerError."""
+        if self._target is not None or self._server_lock is not None:
+            return  # Postgres: replicas share the database
+        lock = FileOwnership(self._sqlite_path, ".server")
+        if not await lock.claim():
+            raise SecondServerError(
+                f"Another Agent Forge server is already running on {self._sqlite_path}: a SQLite"
+                " database serves one process. Stop that server, or use Postgres to run several"
+                " replicas (README: Running several replicas)."
+            )
+        self._server_lock = lock
 
     async def open_cluster_link(self, on_message: OnMessage) -> ClusterLink | None:
         """Postgres: the connections replicas coordinate through (cluster.py); None on SQLite."""
@@ -301,6 +323,8 @@ class Store:
         await self._writer.close()
         await self._readers.close()
         await self._ownership.release()
+        if self._server_lock is not None:
+            await self._server_lock.release()
         await self._dispose()
 
     # --- reads ----------------------------------------------------------------------------------
