@@ -103,7 +103,15 @@ def create_app(
             await record_auth_failure(runtime, throttle, failure, facts)
 
     # Built here, not in the lifespan, so a broken key in the auth config stops start-up before serving.
-    authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=record_failure)
+    async def claim_nonce(tenant_id: str, nonce: str, expires_at: int) -> bool:
+        # In the database, not in this process: a replica must refuse what another one accepted.
+        store = app.state.runtime.store
+        claimed: bool = await store.claim_nonce(tenant_id, nonce, expires_at)
+        return claimed
+
+    authenticator = Authenticator.from_settings(
+        settings, find_key=find_key, on_failure=record_failure, claim_nonce=claim_nonce
+    )
     app.state.authenticator = authenticator
     app.state.sse_heartbeat_seconds = events.HEARTBEAT_SECONDS  # tests shorten it
     errors.install(app)

@@ -206,3 +206,15 @@ audit_log = Table(
     Column("prev_hash", Text, nullable=False),
     Column("row_hash", Text, nullable=False),
 )
+
+# Signed gateway requests' nonces, shared by every replica so that a request cannot be replayed
+# once per replica; a row outlives its signature's freshness window (`expires_at`, unix seconds)
+# only until the next claim of its tenant purges it.
+gateway_nonce = Table(
+    "gateway_nonce",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("nonce", Text, primary_key=True),
+    Column("expires_at", BigInteger, nullable=False),
+    Index("ix_gateway_nonce_expiry", "tenant_id", "expires_at"),
+)

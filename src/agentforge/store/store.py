@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -17,7 +18,7 @@ from agentforge.model.message import WithParts
 from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store import audit, keys, queries
+from agentforge.store import audit, keys, nonces, queries
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
 from agentforge.store.cluster import ClusterLink, OnMessage
@@ -215,6 +216,15 @@ class Store:
         """Whether this process is the database's only live owner (see ownership.py); the claim is
         kept until `close`."""
         return await self._ownership.claim()
+
+    async def claim_nonce(self, tenant_id: str, nonce: str, expires_at: int) -> bool:
+        """Record a signed gateway request's nonce; False when any process already did (a replay)."""
+        now = int(time.time())
+
+        def claim(conn: Connection) -> bool:
+            return nonces.claim_nonce(conn, tenant_id, nonce, expires_at, now)
+
+        return await self.mutate(tenant_id, "gateway nonce", claim)
 
     async def claim_server(self) -> None:
         """SQLite: become the one server process of this database, or raise SecondServerError."""

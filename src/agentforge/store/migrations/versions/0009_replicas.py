@@ -1,0 +1,48 @@
+"""Several replicas on one database: the gateway nonces they share (with row-level security).
+
+Run leases and the cluster's channel need no table (advisory locks, LISTEN/NOTIFY).
+
+Revision ID: 0009_replicas
+Revises: 0006_row_level_security
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0009_replicas"
+down_revision: str | Sequence[str] | None = "0006_row_level_security"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_TABLE = "gateway_nonce"
+_OF_TENANT = "tenant_id = current_setting('app.tenant_id', true)"
+_ANY_ROW = "USING (true) WITH CHECK (true)"
+
+
+def upgrade() -> None:
+    op.create_table(
+        _TABLE,
+        sa.Column("tenant_id", sa.Text(), primary_key=True),
+        sa.Column("nonce", sa.Text(), primary_key=True),
+        sa.Column("expires_at", sa.BigInteger(), nullable=False),
+    )
+    op.create_index("ix_gateway_nonce_expiry", _TABLE, ["tenant_id", "expires_at"])
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    # As migration 0006 does for every table: the owner maintains, a tenant sees its own rows.
+    op.execute(f'ALTER TABLE "{_TABLE}" ENABLE ROW LEVEL SECURITY')
+    op.execute(f'ALTER TABLE "{_TABLE}" FORCE ROW LEVEL SECURITY')
+    op.execute(f'CREATE POLICY owner_maintenance ON "{_TABLE}" FOR ALL TO CURRENT_USER {_ANY_ROW}')
+    op.execute(
+        f'CREATE POLICY tenant_isolation ON "{_TABLE}" FOR ALL USING ({_OF_TENANT}) WITH CHECK ({_OF_TENANT})'
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_gateway_nonce_expiry", table_name=_TABLE)
+    op.drop_table(_TABLE)
