@@ -14,7 +14,8 @@ import pytest
 import pytest_asyncio
 
 from agentforge.model.events import Event
-from agentforge.store import Store
+from agentforge.store import Store, parse_database_url
+from agentforge.store.cluster import ClusterLink
 from tests.databases import _postgres_schema, owner_url_for
 from tests.fakes.openai_server import FakeOpenAI, Script, reply
 from tests.runtime.replicas import Replica, Stream, replicas
@@ -228,3 +229,35 @@ async def test_fifty_sessions_over_both_replicas_lose_nothing(
         assert messages[1]["info"]["time"].get("completed")
         assert any(p["type"] == "text" for p in messages[1]["parts"])
         _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
+
+
+async def test_an_accepted_prompt_async_runs_after_its_replica_dies(
+    tmp_path: Path, postgres_url: str, fake: FakeOpenAI
+) -> None:
+    fake.enqueue(reply("ran anyway"))
+    calls = len(fake.requests)
+    # Holding the session's run lease from here keeps the accepting replica from starting the turn
+    # before it dies: exactly "answered 204, then died".
+    holder = await ClusterLink.open(parse_database_url(postgres_url), lambda _payload: None)
+    try:
+        async with replicas(tmp_path, postgres_url, fake, "accepting", "other") as (a, b):
+            session_id = await _session(a)
+            assert await holder.try_lease(session_id)
+            body = {"parts": [{"type": "text", "text": "run me"}]}
+            accepted = await a.client.post(f"/session/{session_id}/prompt_async", json=body)
+            assert accepted.status_code == 204
+            a.kill()
+            await a.process.wait()
+            assert len(fake.requests) == calls
+            await holder.release(session_id)
+
+            async def answered() -> bool:
+                assistants = _assistants(await _messages(b, session_id))
+                return bool(assistants) and bool(assistants[-1]["info"]["time"].get("completed"))
+
+            await _until(answered, 15, "another replica ran the accepted prompt")
+            [turn] = _assistants(await _messages(b, session_id))
+            assert [p["text"] for p in turn["parts"] if p["type"] == "text"] == ["ran anyway"]
+            assert len(fake.requests) == calls + 1
+    finally:
+        await holder.close()

@@ -9,7 +9,8 @@
   hears to its own SSE subscribers, in the order it was announced.
 - Failover: every `interval` seconds each replica looks for open turns whose lease nobody holds (the
   replica running them died) and closes them like start-up recovery, expiring their pending
-  permission requests.
+  permission requests; then runs the accepted `prompt_async` requests that nobody runs (their
+  replica died after answering 204).
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ from agentforge.model.events import (
 from agentforge.model.session import StatusIdle
 from agentforge.permission.service import PermissionService
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
+from agentforge.session.errors import NotFoundError
 from agentforge.session.events import now_ms
+from agentforge.session.prompt import SessionPrompt
 from agentforge.session.runner import RunnerRegistry
+from agentforge.session.service import SessionService
 from agentforge.session.services import SessionServices
 from agentforge.store.cluster import NOTIFY_LIMIT, ClusterLink
 from agentforge.store.store import Store
@@ -46,6 +50,8 @@ log = logging.getLogger(__name__)
 FAILOVER_INTERVAL: Final = 1.0
 # How often a waiting replica checks the lease itself (an `ended` notice normally wakes it first).
 LEASE_POLL: Final = 0.5
+# A queued prompt younger than this is still being started by the replica that accepted it.
+QUEUE_GRACE_MS: Final = 2000
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -65,6 +71,7 @@ class Cluster:
         self._fragments: dict[str, list[str]] = {}
         self._ended: dict[str, set[asyncio.Event]] = {}  # who waits for which session's lease
         self._tasks: set[asyncio.Task[None]] = set()
+        self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
 
     @property
@@ -262,6 +269,7 @@ class Cluster:
             await asyncio.sleep(self._interval)
             try:
                 await self.recover_orphans(services)
+                await self.resume_queued(services)
             except Exception:
                 log.exception("cluster: failover pass failed")
 
@@ -284,6 +292,34 @@ class Cluster:
         finally:
             for session_id in held:
                 await self.link.release(session_id)
+
+    async def resume_queued(self, services: SessionServices) -> int:
+        """Run the accepted prompts whose session no replica runs; returns how many it started."""
+        started = 0
+        for tenant_id, session_id, message_id in await self._store.queued_prompts(now_ms() - QUEUE_GRACE_MS):
+            if session_id in self._resuming or self._runners.is_busy(session_id):
+                continue
+            if await self.held_elsewhere(session_id):
+                continue
+            self._resuming.add(session_id)
+            self._spawn(self._resume(services, tenant_id, session_id, message_id), f"resume:{session_id}")
+            started += 1
+        return started
+
+    async def _resume(
+        self, services: SessionServices, tenant_id: str, session_id: str, message_id: str
+    ) -> None:
+        try:
+            prompt = SessionPrompt(SessionService(services, tenant_id))
+            try:
+                session = await prompt.sessions.get(session_id)
+            except NotFoundError:
+                await self._store.finish_prompts(tenant_id, session_id, message_id)
+                return
+            log.warning("cluster: running session %s's accepted prompt %s", session_id, message_id)
+            await prompt.run_queued(session, message_id)
+        finally:
+            self._resuming.discard(session_id)
 
     async def _close_turns(self, services: SessionServices, sessions: set[str]) -> int:
         # Read again under the leases: a run that ended meanwhile completed its own message.

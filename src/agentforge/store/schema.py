@@ -218,3 +218,15 @@ gateway_nonce = Table(
     Column("expires_at", BigInteger, nullable=False),
     Index("ix_gateway_nonce_expiry", "tenant_id", "expires_at"),
 )
+
+# `prompt_async` requests accepted (answered 204) and not yet run to their end: a replica that
+# finds one whose session no replica runs (the accepting one died) runs it.
+prompt_queue = Table(
+    "prompt_queue",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("message_id", Text, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("time_created", BigInteger, nullable=False),
+    Index("ix_prompt_queue_session", "tenant_id", "session_id"),
+)

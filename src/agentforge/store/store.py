@@ -18,7 +18,7 @@ from agentforge.model.message import WithParts
 from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
-from agentforge.store import audit, keys, nonces, queries
+from agentforge.store import audit, keys, nonces, prompt_queue, queries
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
 from agentforge.store.cluster import ClusterLink, OnMessage
@@ -225,6 +225,25 @@ class Store:
             return nonces.claim_nonce(conn, tenant_id, nonce, expires_at, now)
 
         return await self.mutate(tenant_id, "gateway nonce", claim)
+
+    async def enqueue_prompt(self, tenant_id: str, session_id: str, message_id: str) -> None:
+        """Durably note an accepted `prompt_async` until `finish_prompts` (any replica may run it)."""
+        now = int(time.time() * 1000)
+
+        def add(conn: Connection) -> None:
+            prompt_queue.enqueue(conn, tenant_id, session_id, message_id, now)
+
+        await self.mutate(tenant_id, "queue prompt", add)
+
+    async def finish_prompts(self, tenant_id: str, session_id: str, through: str) -> None:
+        def remove(conn: Connection) -> None:
+            prompt_queue.finish(conn, tenant_id, session_id, through)
+
+        await self.mutate(tenant_id, "finish prompts", remove)
+
+    async def queued_prompts(self, created_before: int, limit: int = 100) -> list[tuple[str, str, str]]:
+        """Maintenance, across tenants: accepted prompts queued before `created_before` (ms)."""
+        return await self._maintenance.run_across_tenants(prompt_queue.queued, created_before, limit)
 
     async def claim_server(self) -> None:
         """SQLite: become the one server process of this database, or raise SecondServerError."""
