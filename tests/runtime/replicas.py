@@ -47,11 +47,12 @@ class Cluster:
     tmp_path: Path
     database_url: str
     fake: FakeOpenAI
+    config: dict[str, Any] = field(default_factory=dict)  # beside the fake provider's
     replicas: list[Replica] = field(default_factory=list)
 
     async def start(self, name: str) -> Replica:
         config = self.tmp_path / "agentforge.json"
-        config.write_text(json.dumps(fake_provider_config(self.fake)))
+        config.write_text(json.dumps({**fake_provider_config(self.fake), **self.config}))
         workspace = self.tmp_path / "ws"
         workspace.mkdir(exist_ok=True)
         env = {
@@ -110,9 +111,9 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def replicas(
-    tmp_path: Path, database_url: str, fake: FakeOpenAI, *names: str
+    tmp_path: Path, database_url: str, fake: FakeOpenAI, *names: str, config: dict[str, Any] | None = None
 ) -> AsyncIterator[list[Replica]]:
-    cluster = Cluster(tmp_path, database_url, fake)
+    cluster = Cluster(tmp_path, database_url, fake, config or {})
     try:
         # One after the other: each start migrates (a no-op at head) and grants the runtime role.
         yield [await cluster.start(name) for name in names]

@@ -17,7 +17,7 @@ from agentforge.model.events import Event
 from agentforge.store import Store, parse_database_url
 from agentforge.store.cluster import ClusterLink
 from tests.databases import _postgres_schema, owner_url_for
-from tests.fakes.openai_server import FakeOpenAI, Script, reply
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.runtime.replicas import Replica, Stream, replicas
 
 TENANT = "default"
@@ -44,7 +44,9 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 async def pair(
     tmp_path_factory: pytest.TempPathFactory, postgres_url: str, fake: FakeOpenAI
 ) -> AsyncIterator[tuple[Replica, Replica]]:
-    async with replicas(tmp_path_factory.mktemp("pair"), postgres_url, fake, "a", "b") as (a, b):
+    directory = tmp_path_factory.mktemp("pair")
+    asking = {"permission": {"bash": "ask"}}
+    async with replicas(directory, postgres_url, fake, "a", "b", config=asking) as (a, b):
         yield a, b
 
 
@@ -172,6 +174,30 @@ async def test_abort_via_b_stops_the_turn_on_a(pair: tuple[Replica, Replica], fa
     gate.set()
     # Nothing runs any more: a busy route answers on either replica.
     assert (await b.client.post(f"/session/{session_id}/abort")).json() is True
+
+
+async def test_a_permission_reply_via_b_releases_the_call_waiting_on_a(
+    pair: tuple[Replica, Replica], fake: FakeOpenAI
+) -> None:
+    a, b = pair
+    session_id = await _session(a)
+    fake.enqueue(call("bash", {"command": "echo approved-run", "description": "Run"}), reply("It ran."))
+    on_a = asyncio.create_task(a.prompt(session_id, "run it"))
+
+    async def asked() -> bool:
+        return bool((await a.client.get("/permission")).json())
+
+    await _until(asked, 15, "A's tool call asked for permission")
+    [request] = (await a.client.get("/permission")).json()
+    answered = await b.client.post(f"/permission/{request['id']}/reply", json={"reply": "once"})
+    assert answered.status_code == 200 and answered.json() is True
+    result = (await asyncio.wait_for(on_a, 15)).json()
+    assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["It ran."]
+    parts = [p for m in _assistants(await _messages(b, session_id)) for p in m["parts"]]
+    [tool] = [p for p in parts if p["type"] == "tool"]
+    assert tool["state"]["status"] == "completed" and "approved-run" in tool["state"]["output"]
+    unknown = await b.client.post("/permission/per_unknown/reply", json={"reply": "once"})
+    assert unknown.status_code == 404
 
 
 async def test_kill_9_of_a_mid_turn_and_b_closes_it_then_serves_the_session(

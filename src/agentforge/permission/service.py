@@ -86,6 +86,10 @@ class _Approvals:
     loaded: bool = False
 
 
+# (tenant, request id, reply, message, user) -> False when no process waits on that request.
+ForwardReply = Callable[[str, str, PermissionReply, str | None, str], Awaitable[bool]]
+
+
 class PermissionService:
     """One per server. All state lives on the event loop; no method blocks it."""
 
@@ -103,6 +107,8 @@ class PermissionService:
             raise ValueError("permission_timeout must not be negative")
         self._store = store
         self._clock = clock
+        # Replicas: hands a reply for a request waiting in another process to that process.
+        self.forward_reply: ForwardReply | None = None
         self.timeout_seconds = timeout_seconds
         self.default: DefaultAction = default
         self.policies: list[PolicyHook] = list(policies)
@@ -225,10 +231,16 @@ class PermissionService:
         reply: PermissionReply,
         message: str | None = None,
         user: str = "local",
+        *,
+        forward: bool = True,
     ) -> None:
-        """Answer a waiting request (KERNEL 7.4 step 3). Raises UnknownPermissionRequestError."""
+        """Answer a waiting request (KERNEL 7.4 step 3); one waiting in another replica is handed to
+        it unless `forward` is False. Raises UnknownPermissionRequestError."""
         waiting = self._waiting.get(request_id)
         if waiting is None or waiting.tenant_id != tenant_id:
+            hand_over = self.forward_reply if forward else None
+            if hand_over is not None and await hand_over(tenant_id, request_id, reply, message, user):
+                return
             raise UnknownPermissionRequestError(f"Permission request not found: {request_id}")
         session_id = waiting.info.session_id
         if reply == "reject":

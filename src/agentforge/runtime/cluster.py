@@ -33,8 +33,9 @@ from agentforge.model.events import (
     STREAM_UNAUTHORIZED,
     Event,
 )
+from agentforge.model.permission import PermissionReply
 from agentforge.model.session import StatusIdle
-from agentforge.permission.service import PermissionService
+from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
 from agentforge.session.errors import NotFoundError
 from agentforge.session.events import now_ms
@@ -52,6 +53,8 @@ FAILOVER_INTERVAL: Final = 1.0
 LEASE_POLL: Final = 0.5
 # A queued prompt younger than this is still being started by the replica that accepted it.
 QUEUE_GRACE_MS: Final = 2000
+# How long a replica answering a permission request for another one waits for the decision.
+FORWARD_TIMEOUT: Final = 10.0
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -71,6 +74,7 @@ class Cluster:
         self._fragments: dict[str, list[str]] = {}
         self._ended: dict[str, set[asyncio.Event]] = {}  # who waits for which session's lease
         self._tasks: set[asyncio.Task[None]] = set()
+        self._permissions: PermissionService | None = None
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
 
@@ -91,6 +95,8 @@ class Cluster:
         self._spawn(self._receive_loop(), "cluster-receive")
 
     def start_failover(self, services: SessionServices) -> None:
+        self._permissions = services.permissions
+        services.permissions.forward_reply = self.forward_permission_reply
         self._spawn(self._failover_loop(services), "cluster-failover")
 
     async def close(self) -> None:
@@ -144,6 +150,33 @@ class Cluster:
             waiting.discard(ended)
             if not waiting:
                 self._ended.pop(session_id, None)
+
+    async def forward_permission_reply(
+        self, tenant_id: str, request_id: str, reply: PermissionReply, message: str | None, user: str
+    ) -> bool:
+        """A reply for a request pending on another replica: hand it over, wait until it is decided."""
+        info = await self._store.permission_request(tenant_id, request_id)
+        if info is None or info.status != "pending":
+            return False
+        notice = {"r": self.replica, "k": "permission", "t": tenant_id, "id": request_id, "reply": reply}
+        await self.link.notify([_dumps({**notice, "m": message, "u": user})])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORWARD_TIMEOUT
+        while loop.time() < deadline:
+            info = await self._store.permission_request(tenant_id, request_id)
+            if info is None or info.status != "pending":
+                return True
+            await asyncio.sleep(LEASE_POLL / 5)
+        return False  # nobody waits on it (its replica died: failover expires it)
+
+    async def _reply_here(self, message: dict[str, Any]) -> None:
+        if self._permissions is None:
+            return
+        tenant_id, request_id, reply = message["t"], message["id"], message["reply"]
+        with contextlib.suppress(UnknownPermissionRequestError):  # waiting on another replica
+            await self._permissions.reply(
+                tenant_id, request_id, reply, message["m"], message["u"], forward=False
+            )
 
     async def _tell(self, kind: str, session_id: str) -> None:
         await self.link.notify([_dumps({"r": self.replica, "k": kind, "s": session_id})])
@@ -227,6 +260,8 @@ class Cluster:
                 self._bus.deliver(await self._resolve(item))
         elif kind == "input":
             self._runners.note_input(message["s"])
+        elif kind == "permission":
+            self._spawn(self._reply_here(message), "cluster-permission")
         elif kind == "abort":
             self._spawn(self._abort_here(message["s"]), "cluster-abort")
         elif kind == "ended":
