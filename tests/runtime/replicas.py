@@ -21,7 +21,7 @@ from tests.databases import owner_url_for
 from tests.e2e.harness import fake_provider_config
 from tests.fakes.openai_server import FakeOpenAI
 
-START_TIMEOUT = 60.0
+START_TIMEOUT = 90.0
 
 
 @dataclass
@@ -115,8 +115,8 @@ async def replicas(
 ) -> AsyncIterator[list[Replica]]:
     cluster = Cluster(tmp_path, database_url, fake, config or {})
     try:
-        # One after the other: each start migrates (a no-op at head) and grants the runtime role.
-        yield [await cluster.start(name) for name in names]
+        # Together, as a deployment starts them (their migrations and grants take turns).
+        yield list(await asyncio.gather(*(cluster.start(name) for name in names)))
     finally:
         await cluster.stop()
 

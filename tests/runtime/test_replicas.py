@@ -24,7 +24,8 @@ TENANT = "default"
 LONG_TEXT = "Replicas share one Postgres database and nothing else. " * 4
 
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# Starting a server process imports the whole app: seconds when idle, a minute on a loaded machine.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 shared = pytest_asyncio.fixture(scope="module", loop_scope="module")
 
 
