@@ -37,6 +37,8 @@ from agentforge.runtime.recovery import INTERRUPTED_TURN_MESSAGE, close_interrup
 from agentforge.runtime.runtime import Runtime
 from agentforge.session.tool_part import ABORTED_MESSAGE
 from agentforge.store import Store
+from agentforge.store.store import SecondServerError
+from agentforge.testing import ScriptedModel
 from tests.databases import owner_url_for
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
@@ -357,9 +359,15 @@ async def test_a_second_live_process_leaves_the_owners_turns_alone(
         turn = asyncio.create_task(owner.prompt(session["id"], "talk"))
         await events.wait_for(lambda f: f.type == "message.part.delta")
         # A second process on the same database (like `agentforge run` in-process) must not
-        # mistake the running turn for a crashed one.
-        async with start_live_server(tmp_path / "two", fake_openai, database_url=database_url):
-            pass
+        # mistake the running turn for a crashed one. SQLite serves one server: a second refuses.
+        if database_url.startswith("sqlite"):
+            with pytest.raises(SecondServerError):  # what a second server's start-up runs
+                await Runtime.open(owner.settings, stream=ScriptedModel([]), serving=True)
+            beside = await Runtime.open(owner.settings, stream=ScriptedModel([]))
+            await beside.close()
+        else:
+            async with start_live_server(tmp_path / "two", fake_openai, database_url=database_url):
+                pass
         gate.set()
         reply = (await turn).json()
         await events.stop()

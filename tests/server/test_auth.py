@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 from fastapi import FastAPI
 
 from agentforge.client.sse import aiter_events
@@ -371,6 +372,24 @@ async def test_signed_gateway_headers_are_accepted_once(tmp_path: Path, fake_ope
         listing = gateway_headers("GET", "/session?limit=5")
         titles = [s["title"] for s in (await forge.client.get("/session?limit=5", headers=listing)).json()]
         assert titles == ["via gateway"]
+
+
+async def test_a_signed_request_accepted_by_one_replica_is_refused_by_another(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    if database_url.startswith("sqlite"):
+        pytest.skip("replicas share Postgres; a SQLite database serves one process")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        serve(tmp_path / "a", fake_openai, GATEWAY, database_url) as a,
+        serve(tmp_path / "b", fake_openai, GATEWAY, database_url) as b,
+    ):
+        headers = gateway_headers("POST", "/session", tenant="acme", user="bob")
+        created = await a.client.post("/session", json={"title": "via gateway"}, headers=headers)
+        assert created.status_code == 200, created.text
+        replayed = await b.client.post("/session", json={"title": "again"}, headers=headers)
+        _assert_401(replayed, "replayed gateway request: X-Forge-Nonce was already used")
 
 
 async def test_forged_unsigned_and_stale_gateway_headers_are_refused(

@@ -143,6 +143,13 @@ class Bus:
         for subscription in list(self._subscriptions):
             subscription.offer(event)
 
+    def deliver(self, events: list[Event]) -> None:
+        """Hand events published by another replica to this one's subscribers only: the listeners
+        (plugins, the cluster relay) already saw them where they were published."""
+        for event in events:
+            for subscription in list(self._subscriptions):
+                subscription.offer(event)
+
     def publish_many(self, events: list[Event]) -> None:
         for event in events:
             self.publish(event)

@@ -28,7 +28,13 @@ import httpx2
 from agentforge.config import AuthConfig, Settings
 from agentforge.identity.apikeys import StoredApiKey, is_api_key_token, parse_token, verify_presented
 from agentforge.identity.errors import FORBIDDEN, AuthFailure
-from agentforge.identity.gateway import TENANT_HEADER, UNTRUSTED, GatewayVerifier, has_gateway_headers
+from agentforge.identity.gateway import (
+    NONCE_HEADER,
+    TENANT_HEADER,
+    UNTRUSTED,
+    GatewayVerifier,
+    has_gateway_headers,
+)
 from agentforge.identity.jwt import JwtVerifier
 from agentforge.identity.model import LOCAL_IDENTITY, Identity
 from agentforge.identity.request import RequestFacts
@@ -57,6 +63,10 @@ async def log_failure(failure: AuthFailure, facts: RequestFacts) -> None:
     )
 
 
+# (tenant, nonce, expires_at unix seconds) -> False when the nonce was already claimed.
+NonceClaim = Callable[[str, str, int], Awaitable[bool]]
+
+
 class Authenticator:
     def __init__(
         self,
@@ -67,6 +77,7 @@ class Authenticator:
         on_failure: FailureHook = log_failure,
         jwt: JwtVerifier | None = None,
         gateway: GatewayVerifier | None = None,
+        claim_nonce: NonceClaim | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.enabled = enabled
@@ -75,6 +86,7 @@ class Authenticator:
         self._find_key = find_key
         self._jwt = jwt
         self._gateway = gateway
+        self._claim_nonce = claim_nonce
         self._clock = clock
 
     @classmethod
@@ -85,6 +97,7 @@ class Authenticator:
         find_key: KeyLookup,
         on_failure: FailureHook = log_failure,
         jwks_transport: httpx2.AsyncBaseTransport | None = None,
+        claim_nonce: NonceClaim | None = None,
     ) -> Authenticator:
         auth = settings.config.auth
         return cls(
@@ -94,6 +107,7 @@ class Authenticator:
             on_failure=on_failure,
             jwt=JwtVerifier(auth.jwt, jwks_transport=jwks_transport) if auth.jwt is not None else None,
             gateway=GatewayVerifier(auth.gateway) if auth.gateway is not None else None,
+            claim_nonce=claim_nonce,
         )
 
     async def aclose(self) -> None:
@@ -135,7 +149,9 @@ class Authenticator:
         if has_gateway_headers(facts):
             if self._gateway is None:
                 raise AuthFailure(UNTRUSTED, method="gateway").claiming(facts.header(TENANT_HEADER))
-            return self._gateway.verify(facts)
+            identity = self._gateway.verify(facts)
+            await self._claim_gateway_nonce(identity, facts)
+            return identity
         authorization = facts.header("authorization")
         if authorization is None:
             if self.enabled:
@@ -147,6 +163,16 @@ class Authenticator:
         if self._jwt is not None:
             return await self._jwt.verify(token)
         raise AuthFailure("the bearer token is not an API key, and this server accepts no JWTs")
+
+    async def _claim_gateway_nonce(self, identity: Identity, facts: RequestFacts) -> None:
+        """Replicas: the verifier's window is this process's; the shared store is everyone's."""
+        if self._claim_nonce is None:
+            return
+        nonce = facts.header(NONCE_HEADER) or ""
+        if not await self._claim_nonce(identity.tenant, nonce, int(identity.expires_at or 0)):
+            raise AuthFailure(
+                f"replayed gateway request: {NONCE_HEADER} was already used", method="gateway"
+            ).claiming(identity.tenant)
 
     async def _api_key(self, token: str) -> Identity:
         if not self._accepts_api_keys:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -86,6 +86,10 @@ class _Approvals:
     loaded: bool = False
 
 
+# (tenant, request id, reply, message, user) -> False when no process waits on that request.
+ForwardReply = Callable[[str, str, PermissionReply, str | None, str], Awaitable[bool]]
+
+
 class PermissionService:
     """One per server. All state lives on the event loop; no method blocks it."""
 
@@ -103,6 +107,8 @@ class PermissionService:
             raise ValueError("permission_timeout must not be negative")
         self._store = store
         self._clock = clock
+        # Replicas: hands a reply for a request waiting in another process to that process.
+        self.forward_reply: ForwardReply | None = None
         self.timeout_seconds = timeout_seconds
         self.default: DefaultAction = default
         self.policies: list[PolicyHook] = list(policies)
@@ -225,10 +231,16 @@ class PermissionService:
         reply: PermissionReply,
         message: str | None = None,
         user: str = "local",
+        *,
+        forward: bool = True,
     ) -> None:
-        """Answer a waiting request (KERNEL 7.4 step 3). Raises UnknownPermissionRequestError."""
+        """Answer a waiting request (KERNEL 7.4 step 3); one waiting in another replica is handed to
+        it unless `forward` is False. Raises UnknownPermissionRequestError."""
         waiting = self._waiting.get(request_id)
         if waiting is None or waiting.tenant_id != tenant_id:
+            hand_over = self.forward_reply if forward else None
+            if hand_over is not None and await hand_over(tenant_id, request_id, reply, message, user):
+                return
             raise UnknownPermissionRequestError(f"Permission request not found: {request_id}")
         session_id = waiting.info.session_id
         if reply == "reject":
@@ -332,16 +344,19 @@ class PermissionService:
 
     # --- events ---------------------------------------------------------------------------------
 
-    async def expire_orphans(self) -> int:
+    async def expire_orphans(self, *, sessions: Collection[str] | None = None) -> int:
         """Decide the requests a dead process left pending (nobody can answer them any more): status
-        expired, decided by "restart". Run at start-up by the database's owner, before serving."""
+        expired, decided by "restart". Run at start-up by the database's owner, before serving, and
+        by a replica for the `sessions` of a replica that died."""
         decision = _Decision("reject", "expired", "timeout", by="restart")
         seen: set[str] = set()  # a row the write cannot change must not loop forever
         while True:
             orphans = [
                 (tenant_id, info)
                 for tenant_id, info in await self._store.pending_permission_requests()
-                if info.id not in self._waiting and info.id not in seen
+                if info.id not in self._waiting
+                and info.id not in seen
+                and (sessions is None or info.session_id in sessions)
             ]
             if not orphans:
                 return len(seen)

@@ -26,6 +26,7 @@ from agentforge.model.events import DEFAULT_TENANT, SYSTEM_ACTOR
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
+from agentforge.runtime.cluster import FAILOVER_INTERVAL, Cluster
 from agentforge.runtime.hooks import plugin_policy
 from agentforge.runtime.recovery import close_interrupted_turns
 from agentforge.runtime.sandboxing import command_ledger
@@ -66,6 +67,7 @@ class Runtime:
     # Kills what this process's commands leave should the process die outright (command_ledger.py).
     reaper: Reaper | None = None
     webhooks: WebhookDispatcher | None = None  # the tenants' lifecycle notifications
+    cluster: Cluster | None = None  # Postgres: this replica's part in the cluster (runtime/cluster.py)
     sessions: SessionServices = field(init=False)
 
     def __post_init__(self) -> None:
@@ -85,11 +87,17 @@ class Runtime:
 
     @classmethod
     async def open(
-        cls, settings: Settings, *, stream: StreamFn = provider_stream, clock: Clock = SYSTEM_CLOCK
+        cls,
+        settings: Settings,
+        *,
+        stream: StreamFn = provider_stream,
+        clock: Clock = SYSTEM_CLOCK,
+        serving: bool = False,
     ) -> Runtime:
         """Open the store, build the default tenant's scope, close the turns a previous process left
         running. `stream` makes the model calls and `clock` times back-off and deadlines (a scripted
-        model and a fake clock in tests: agentforge.testing)."""
+        model and a fake clock in tests: agentforge.testing). `serving`: for a server, which is alone on
+        a SQLite database (SecondServerError otherwise)."""
         # The data directory holds every tenant's files (and the SQLite database): 0700 when new.
         await asyncio.to_thread(make_private_dir, settings.data_dir)
         bus = Bus()
@@ -101,7 +109,10 @@ class Runtime:
             settings.database_url, owner_url=settings.database_owner_url, publish=bus.publish_many
         )
         scopes = ScopeCache(settings, plugins)
+        runtime: Runtime | None = None
         try:
+            if serving:
+                await store.claim_server()
             # The default tenant's scope is built before serving: a broken config or agent file
             # stops start-up, and its MCP servers are up before the first request.
             scopes.add(await open_scope(settings, DEFAULT_TENANT, plugins))
@@ -121,7 +132,7 @@ class Runtime:
             )
             runtime.permissions.policies.append(plugin_policy(plugins))
             # Before serving: a turn the last process left running would otherwise stay open forever.
-            closed = await close_interrupted_turns(runtime.sessions, command_ledger(settings))
+            closed = await runtime._recover()
             runtime.reaper = await Reaper.start(command_ledger(settings))
             # Audit: the effective config's digest (never its values: they hold secrets), when changed.
             await store.record_config_loaded(
@@ -131,6 +142,8 @@ class Runtime:
                 actor=SYSTEM_ACTOR,
             )
         except BaseException:
+            if runtime is not None and runtime.cluster is not None:
+                await runtime.cluster.close()
             await scopes.close()
             await store.close()
             raise
@@ -157,12 +170,26 @@ class Runtime:
             return []
         return scope.settings.config.webhooks
 
+    async def _recover(self) -> int:
+        """Close turns nobody runs any more. Postgres: the replicas share the database, so only the
+        turns whose run lease no replica holds, now and every few seconds (failover); SQLite: all
+        of them, when this process is the database's owner."""
+        if self.store.dialect != "postgresql":
+            return await close_interrupted_turns(self.sessions, command_ledger(self.settings))
+        self.cluster = Cluster(self.store, self.bus, self.runners, interval=FAILOVER_INTERVAL)
+        await self.cluster.start()
+        closed = await self.cluster.recover_orphans(self.sessions)
+        self.cluster.start_failover(self.sessions)
+        return closed
+
     async def scope(self, tenant_id: str) -> TenantScope:
         """The tenant's scope, built on its first use (TenantScopeError when it cannot be)."""
         return await self.scopes.get(tenant_id)
 
     async def close(self) -> None:
         await self.runners.cancel_all()
+        if self.cluster is not None:
+            await self.cluster.close()
         tasks = [*self.background, *self.daemons]
         for task in tasks:
             task.cancel()

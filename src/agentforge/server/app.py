@@ -76,7 +76,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings, stream=stream, clock=clock)
+        runtime = await Runtime.open(settings, stream=stream, clock=clock, serving=True)
         app.state.runtime = runtime
         # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
         runtime.spawn_daemon(checkpoint_periodically(settings))
@@ -108,7 +108,15 @@ def create_app(
             await record_auth_failure(runtime, throttle, failure, facts)
 
     # Built here, not in the lifespan, so a broken key in the auth config stops start-up before serving.
-    authenticator = Authenticator.from_settings(settings, find_key=find_key, on_failure=record_failure)
+    async def claim_nonce(tenant_id: str, nonce: str, expires_at: int) -> bool:
+        # In the database, not in this process: a replica must refuse what another one accepted.
+        store = app.state.runtime.store
+        claimed: bool = await store.claim_nonce(tenant_id, nonce, expires_at)
+        return claimed
+
+    authenticator = Authenticator.from_settings(
+        settings, find_key=find_key, on_failure=record_failure, claim_nonce=claim_nonce
+    )
     app.state.authenticator = authenticator
     app.state.sse_heartbeat_seconds = events.HEARTBEAT_SECONDS  # tests shorten it
     app.state.sse_buffer = DEFAULT_BUFFER  # events a slow subscriber may fall behind; tests shrink it

@@ -110,7 +110,7 @@ Object = dict[str, Any]
 # Successful answers the routes send as plain JSON (WireResponse), typed here by operationId.
 RESPONSE_TYPES: dict[str, Any] = {
     "global.health": Health,
-    "global.ready": Object,  # {"ready": true, "version"} or, with 503, {"ready": false, "failed": {check: why}}
+    "global.ready": Object,  # {"ready", "version"}; with 503 {"ready": false, "failed": {check: why}}
     "session.status": dict[str, SessionStatus],
     "session.delete": bool,
     "session.deleteMessage": bool,

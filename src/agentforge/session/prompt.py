@@ -63,15 +63,19 @@ class SessionPrompt:
         user = await self.create_user_message(session, body)
         if body.no_reply:
             return
+        # Queued durably before the 204: should this process die, another replica runs it.
+        await self.services.store.enqueue_prompt(self.tenant_id, session_id, user.info.id)
+        self.services.spawn(self.run_queued(session, user.info.id))
 
-        async def background() -> None:
-            try:
-                await self.run(session, user.info.id)
-            except Exception as exc:
-                log.exception("prompt_async on %s failed", session_id)
-                await self._report_crash(session_id, exc)
-
-        self.services.spawn(background())
+    async def run_queued(self, session: Session, user_id: str) -> None:
+        """Run an accepted `prompt_async` to its end, then take it off the queue (a cancelled run,
+        at shutdown, stays queued for another replica)."""
+        try:
+            await self.run(session, user_id)
+        except Exception as exc:  # failed here: it would fail elsewhere too, so it leaves the queue
+            log.exception("prompt_async on %s failed", session.id)
+            await self._report_crash(session.id, exc)
+        await self.services.store.finish_prompts(self.tenant_id, session.id, user_id)
 
     async def create_user_message(self, session: Session, body: PromptInput) -> WithParts:
         """Validate the agent and model, then persist the user message and its parts (KERNEL 4.2).
@@ -151,6 +155,7 @@ class SessionPrompt:
 
     async def run(self, session: Session, user_id: str) -> WithParts:
         """Run (or join) the session's loop until the user message `user_id` has been handled."""
+        # A second time also when the run was on another replica that ended without seeing it.
         for _ in range(2):
             reply = await self.services.runners.ensure_running(
                 session.id,

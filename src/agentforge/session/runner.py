@@ -8,6 +8,11 @@ the loop reads them from its handle instead of looking itself up in the registry
 A session may instead run a user's shell command (the Shell state). It is only started on an idle
 session; a prompt arriving meanwhile queues its run behind it (ShellThenRun). Aborting a shell sets
 its abort event, so the command is killed and its part still completed.
+
+Across replicas (several servers on one Postgres) a run or shell also holds the session's run lease
+(`RunLeases`, runtime/cluster.py): a prompt arriving where the lease is held elsewhere tells the
+owner about its message and waits for that run to end, like a prompt joining a local run; abort is
+forwarded to the owner; a shell is refused as busy. In one process the leases are always granted.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agentforge.model.message import WithParts
 
@@ -35,6 +40,52 @@ class ShuttingDownError(Exception):
 
     def __init__(self) -> None:
         super().__init__("The server is shutting down and accepts no new turns; retry on another instance")
+
+
+class RunLeases(Protocol):
+    """One run per session cluster-wide (runtime/cluster.py); `LocalLeases` for one process."""
+
+    async def acquire(self, session_id: str) -> bool:
+        """Take the session's lease unless another replica holds it."""
+        ...
+
+    async def release(self, session_id: str) -> None:
+        """Give it back, once the run's writes are durable."""
+        ...
+
+    async def held_elsewhere(self, session_id: str) -> bool: ...
+
+    async def tell_input(self, session_id: str) -> None:
+        """Tell the owner a user message for its run was stored."""
+        ...
+
+    async def tell_abort(self, session_id: str) -> None: ...
+
+    async def wait_released(self, session_id: str, timeout: float | None = None) -> bool:
+        """Wait until no replica holds the lease; False on timeout."""
+        ...
+
+
+class LocalLeases:
+    """One process: the registry alone decides."""
+
+    async def acquire(self, session_id: str) -> bool:
+        return True
+
+    async def release(self, session_id: str) -> None:
+        return None
+
+    async def held_elsewhere(self, session_id: str) -> bool:
+        return False
+
+    async def tell_input(self, session_id: str) -> None:
+        return None
+
+    async def tell_abort(self, session_id: str) -> None:
+        return None
+
+    async def wait_released(self, session_id: str, timeout: float | None = None) -> bool:
+        return True
 
 
 class SessionBusyError(Exception):
@@ -86,10 +137,16 @@ class _Shell:
 
 
 class RunnerRegistry:
-    def __init__(self) -> None:
+    def __init__(self, leases: RunLeases | None = None) -> None:
         self._runs: dict[str, _Run] = {}
         self._shells: dict[str, _Shell] = {}
         self.accepting = True
+        self.leases: RunLeases = leases or LocalLeases()
+        # Sessions whose lease is being taken: a second local caller waits instead of taking it too.
+        self._acquiring: dict[str, asyncio.Future[bool]] = {}
+        self._releasing: set[asyncio.Task[None]] = set()
+        # Awaited before a lease is given back (the store's barrier: the run's writes are durable).
+        self.before_release: Callable[[], Coroutine[Any, Any, None]] | None = None
 
     def admit(self) -> None:
         """Raise ShuttingDownError once the server drains; callers check before storing anything."""
@@ -129,15 +186,56 @@ class RunnerRegistry:
     ) -> WithParts | None:
         """Start the loop unless one is running; either way wait for the running one to end.
 
-        Returns the loop's final assistant message (None when it was cancelled or failed)."""
-        run = self._runs.get(session_id)
-        if run is None:
+        Returns the loop's final assistant message (None when it was cancelled or failed, or when
+        it ran on another replica: the caller then reads the reply from the store)."""
+        while True:
+            run = self._runs.get(session_id)
+            if run is not None:
+                return await asyncio.shield(run.done)
             self.admit()  # a running loop may still take input; a new one may not start
             shell = self._shells.get(session_id)
-            if shell is not None:
-                start = _after(shell.task, start)
-            run = self._start(session_id, start, on_idle, on_crash)
-        return await asyncio.shield(run.done)
+            if shell is not None:  # the run queues behind the shell, with a hold of its own
+                if not await self.leases.acquire(session_id):  # re-entrant: this replica holds it
+                    continue
+                if session_id in self._runs:  # another caller queued one meanwhile: join it
+                    self._give_back(session_id)
+                    continue
+                run = self._start(session_id, _after(shell.task, start), on_idle, on_crash, leased=True)
+                return await asyncio.shield(run.done)
+            taken = await self._take_lease(session_id)
+            if taken is None:
+                continue  # another local caller took it: join what it started
+            if taken:
+                run = self._start(session_id, start, on_idle, on_crash, leased=True)
+                return await asyncio.shield(run.done)
+            # Running on another replica: its loop re-reads history; wait for that run to end.
+            await self.leases.tell_input(session_id)
+            await self.leases.wait_released(session_id)
+            return None
+
+    async def _take_lease(self, session_id: str) -> bool | None:
+        """True: taken; False: held by another replica; None: a local caller was taking it."""
+        pending = self._acquiring.get(session_id)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return None
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._acquiring[session_id] = future
+        taken = False
+        try:
+            taken = await self.leases.acquire(session_id)
+        finally:
+            del self._acquiring[session_id]
+            future.set_result(taken)
+        return taken
+
+    async def is_busy_anywhere(self, session_id: str) -> bool:
+        """Busy here, or running on another replica."""
+        return self.is_busy(session_id) or await self.leases.held_elsewhere(session_id)
+
+    async def assert_idle_anywhere(self, session_id: str) -> None:
+        if await self.is_busy_anywhere(session_id):
+            raise SessionBusyError(session_id)
 
     async def run_shell(self, session_id: str, work: ShellWork[T], *, on_idle: OnIdle) -> T:
         """Run `work(abort)` as the session's shell; refused unless the session is idle.
@@ -145,7 +243,12 @@ class RunnerRegistry:
         `work` must finish promptly once `abort` is set. `on_idle` runs when it ends, unless a run
         was queued behind it meanwhile (that run takes the session over)."""
         self.admit()
-        if self.is_busy(session_id):
+        if self.is_busy(session_id) or self._acquiring.get(session_id) is not None:
+            raise SessionBusyError(session_id)
+        if not await self._take_lease(session_id):
+            raise SessionBusyError(session_id)
+        if self.is_busy(session_id):  # a local run started meanwhile (it holds the lease too)
+            self._give_back(session_id)
             raise SessionBusyError(session_id)
         abort = asyncio.Event()
         task = asyncio.create_task(work(abort), name=f"shell:{session_id}")
@@ -155,6 +258,7 @@ class RunnerRegistry:
         def finished(_task: asyncio.Task[Any]) -> None:
             if self._shells.get(session_id) is shell:
                 del self._shells[session_id]
+            self._give_back(session_id)
             if session_id not in self._runs:
                 try:
                     on_idle()
@@ -165,7 +269,29 @@ class RunnerRegistry:
         result: T = await asyncio.shield(task)
         return result
 
-    def _start(self, session_id: str, start: LoopFactory, on_idle: OnIdle, on_crash: OnCrash) -> _Run:
+    def _give_back(self, session_id: str) -> None:
+        """Release one hold on the lease once what was written before now is durable."""
+
+        async def release() -> None:
+            try:
+                if self.before_release is not None:
+                    await self.before_release()
+            finally:
+                await self.leases.release(session_id)
+
+        task = asyncio.get_running_loop().create_task(release(), name=f"release:{session_id}")
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
+    def _start(
+        self,
+        session_id: str,
+        start: LoopFactory,
+        on_idle: OnIdle,
+        on_crash: OnCrash,
+        *,
+        leased: bool = False,
+    ) -> _Run:
         done: asyncio.Future[WithParts | None] = asyncio.get_running_loop().create_future()
         handle = RunHandle()
 
@@ -183,6 +309,8 @@ class RunnerRegistry:
             # A done-callback, not a `finally`: it also runs for a task cancelled before it started.
             if self._runs.get(session_id) is run:
                 del self._runs[session_id]
+            if leased:
+                self._give_back(session_id)
             try:
                 on_idle()
             except Exception:
@@ -222,9 +350,21 @@ class RunnerRegistry:
         await asyncio.wait(waits)
         return True
 
+    async def abort(self, session_id: str, *, timeout: float = 10.0) -> bool:
+        """Cancel the session's run here, or ask the replica running it and wait for it to end."""
+        if await self.cancel(session_id):
+            return True
+        if not await self.leases.held_elsewhere(session_id):
+            return False
+        await self.leases.tell_abort(session_id)
+        await self.leases.wait_released(session_id, timeout)
+        return True
+
     async def cancel_all(self) -> None:
         sessions = set(self._runs) | set(self._shells)
         await asyncio.gather(*(self.cancel(sid) for sid in sessions))
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
 
 
 def _after(shell: asyncio.Task[Any], start: LoopFactory) -> LoopFactory:

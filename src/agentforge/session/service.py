@@ -119,7 +119,7 @@ class SessionService:
         session = await self.get(session_id)
         for child in await self.services.store.children(self.tenant_id, session_id):
             await self.delete(child.id)
-        await self.services.runners.cancel(session_id)
+        await self.services.runners.abort(session_id)
         await self._write_session(SESSION_DELETED, session)
 
     def session_event(self, kind: str, session: Session) -> Event:
@@ -163,6 +163,6 @@ class SessionService:
 
     async def abort(self, session_id: str) -> bool:
         await self.get(session_id)
-        await self.services.runners.cancel(session_id)
+        await self.services.runners.abort(session_id)
         self.services.status.set(self.tenant_id, session_id, StatusIdle())
         return True

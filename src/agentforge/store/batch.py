@@ -6,6 +6,11 @@ multi-row insert into the event log. If anything in it fails (a late write after
 seq cache), the transaction is rolled back and the batch is redone with one savepoint per event, so
 that a bad event is dropped alone and the rest still commit.
 
+Several writers (replicas on one Postgres database) may write to one session at once. On Postgres
+each transaction therefore first takes a transaction-level advisory lock per session it writes, all
+in one sorted order and before any audit-chain lock (so two writers cannot deadlock), and reads each
+session's last seq under that lock instead of trusting a cache another writer may have outdated.
+
 A batch may hold items of several tenants. On Postgres every statement must run with the tenant
 setting of the rows it touches (row-level security, see `tenancy.py`), so the batch is written as
 runs of consecutive items of one tenant: at each change of tenant the pending projector writes and
@@ -21,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Connection, Insert, bindparam, func, select
+from sqlalchemy import Connection, Insert, bindparam, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
@@ -100,6 +105,19 @@ Item = Event | Mutation | EventGroup
 Outcome = Committed | Applied | Grouped | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
+# One transaction-level lock per session, taken in the order of their keys (the subquery's order).
+_LOCK_SESSIONS = text(
+    "SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
+    " SELECT DISTINCT hashtext('agentforge.seq') AS k1, hashtext(current_schema() || ':' || s) AS k2"
+    " FROM unnest(CAST(:sessions AS text[])) AS s ORDER BY 1, 2) AS keys"
+)
+# Then one per tenant for its `position` counter, likewise ordered (after the sessions, before the
+# audit chains: every writer takes them in that order, so none waits on another in a cycle).
+_LOCK_TENANT_POSITIONS = text(
+    "SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
+    " SELECT DISTINCT hashtext('agentforge.position') AS k1, hashtext(current_schema() || ':' || t) AS k2"
+    " FROM unnest(CAST(:tenants AS text[])) AS t ORDER BY 1, 2) AS keys"
+)
 _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
 _MAX_POSITION = select(func.max(event_table.c.position)).where(
     event_table.c.tenant_id == bindparam("tenant_id")
@@ -172,13 +190,15 @@ class BatchApplier:
     """Writes batches of durable events; remembers the last committed seq of sessions it wrote.
 
     `scoped_by_tenant`: set the transaction's tenant before each tenant's items (Postgres).
+    On Postgres other writers may write the same sessions: lock them, read their seqs under the lock.
     """
 
     def __init__(self, *, scoped_by_tenant: bool, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
         self._scoped = scoped_by_tenant
-        self._last_seq = SeqCache(seq_cache_size)
+        self._shared = scoped_by_tenant  # Postgres: replicas may share the database
+        self._last_seq = SeqCache(0 if self._shared else seq_cache_size)
         # The same bookkeeping per tenant for `position` (keys are tenant ids).
-        self._last_position = SeqCache(seq_cache_size)
+        self._last_position = SeqCache(0 if self._shared else seq_cache_size)
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         """Commit what can be committed; return one outcome per event, in order.
@@ -202,6 +222,7 @@ class BatchApplier:
         positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
         with conn.begin():
+            self._lock_sessions(conn, events)
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped)
             for item in events:
@@ -234,6 +255,7 @@ class BatchApplier:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
         with conn.begin():
+            self._lock_sessions(conn, events)
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped)
             outcomes: list[Outcome] = []
@@ -327,6 +349,16 @@ class BatchApplier:
             log.exception("dropped an event group for session %s", session_of(group.events[0]))
             return GroupWriteError(f"the event group could not be written: {_short(exc)}")
         return grouped
+
+    def _lock_sessions(self, conn: Connection, items: Sequence[Item]) -> None:
+        """Shared database: hold every written session, then each tenant's position counter, until
+        commit (before the chain locks)."""
+        events = [event for item in items for event in events_of(item)]
+        sessions = sorted({session_of(event) for event in events})
+        if self._shared and sessions:
+            conn.execute(_LOCK_SESSIONS, {"sessions": sessions})
+            tenants = sorted({event.tenant_id for event in events})
+            conn.execute(_LOCK_TENANT_POSITIONS, {"tenants": tenants})
 
     def _next_seq(self, conn: Connection, draft: dict[str, int], session_id: str) -> int:
         last = draft.get(session_id)

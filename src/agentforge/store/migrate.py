@@ -48,6 +48,9 @@ def current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
+_MIGRATION_LOCK = text("SELECT pg_advisory_lock(hashtext('agentforge.migrate'), hashtext(:schema))")
+
+
 def upgrade_to_head(url: str, *, runtime_role: str | None = None) -> None:
     """Create or upgrade the tables at `url` to the newest revision (and a missing Postgres schema).
 
@@ -59,6 +62,11 @@ def upgrade_to_head(url: str, *, runtime_role: str | None = None) -> None:
         raise ValueError("A runtime role only applies to Postgres")
 
     def create_and_upgrade(conn: Connection) -> None:
+        if target.dialect == "postgresql":
+            # Replicas starting together migrate and grant one after the other (concurrent GRANTs
+            # on one table fail); the session-level lock ends with this connection.
+            conn.execute(_MIGRATION_LOCK, {"schema": target.schema or "public"})
+            conn.commit()
         if target.schema is not None:
             create_schema_if_missing(conn, target.schema)
         upgrade(conn)

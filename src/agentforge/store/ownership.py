@@ -4,6 +4,10 @@ Start-up recovery cannot tell a crashed turn from one another live process is ru
 sole owner runs it. SQLite: an exclusive `flock` on a file beside the database. Postgres: a
 session-level advisory lock (keyed by schema) held on one connection for the store's lifetime. A
 process that dies releases either at once, so the next one to start takes over.
+
+A SQLite database also serves one server process at most: `agentforge serve` takes a second
+exclusive `flock` (`<database>.server`), so a second server on the same data directory refuses to
+start instead of running turns beside the first (replicas need Postgres).
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ class Ownership(ABC):
 
 
 class FileOwnership(Ownership):
-    def __init__(self, database: Path) -> None:
-        self._path = database.with_name(database.name + ".owner")
+    def __init__(self, database: Path, suffix: str = ".owner") -> None:
+        self._path = database.with_name(database.name + suffix)
         self._fd: int | None = None
 
     async def claim(self) -> bool:

@@ -1,7 +1,7 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0008_webhooks`)
+Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0009_replicas`)
 create exactly this; a test checks that the two never drift apart.
 """
 
@@ -227,4 +227,28 @@ webhook_delivery = Table(
     Column("time_updated", BigInteger, nullable=False),
     Index("ix_webhook_delivery_tenant_created", "tenant_id", "time_created"),
     Index("ix_webhook_delivery_status", "status"),
+)
+
+# Signed gateway requests' nonces, shared by every replica so that a request cannot be replayed
+# once per replica; a row outlives its signature's freshness window (`expires_at`, unix seconds)
+# only until the next claim of its tenant purges it.
+gateway_nonce = Table(
+    "gateway_nonce",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("nonce", Text, primary_key=True),
+    Column("expires_at", BigInteger, nullable=False),
+    Index("ix_gateway_nonce_expiry", "tenant_id", "expires_at"),
+)
+
+# `prompt_async` requests accepted (answered 204) and not yet run to their end: a replica that
+# finds one whose session no replica runs (the accepting one died) runs it.
+prompt_queue = Table(
+    "prompt_queue",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("message_id", Text, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("time_created", BigInteger, nullable=False),
+    Index("ix_prompt_queue_session", "tenant_id", "session_id"),
 )

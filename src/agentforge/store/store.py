@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -17,9 +19,10 @@ from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
 from agentforge.model.webhook import DeliveryStatus, WebhookDelivery
-from agentforge.store import audit, keys, queries, webhooks
+from agentforge.store import audit, keys, nonces, prompt_queue, queries, webhooks
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
+from agentforge.store.cluster import ClusterLink, OnMessage
 from agentforge.store.engine import (
     DatabaseTarget,
     Dialect,
@@ -37,6 +40,10 @@ from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, T
 DEFAULT_READERS: Final = 4
 
 T = TypeVar("T")
+
+
+class SecondServerError(Exception):
+    """A second server process on one SQLite database."""
 
 
 def _publish_nowhere(_events: list[Event]) -> None:
@@ -125,6 +132,8 @@ class Store:
         dispose: Callable[[], Awaitable[None]],
         ownership: Ownership,
         maintenance: Readers | None = None,
+        target: DatabaseTarget | None = None,
+        sqlite_path: Path | None = None,
     ) -> None:
         self._dialect = dialect
         self._writer = writer
@@ -132,6 +141,9 @@ class Store:
         self._maintenance = maintenance or readers
         self._dispose = dispose
         self._ownership = ownership
+        self._target = target
+        self._server_lock: Ownership | None = None
+        self._sqlite_path = sqlite_path or Path()
         self._closed = False
 
     @classmethod
@@ -171,6 +183,7 @@ class Store:
             lambda: _dispose_async(engine, maintenance),
             AdvisoryOwnership(engine),
             maintenance=None if maintenance is None else PoolReaders(maintenance),
+            target=target,
         )
 
     @classmethod
@@ -183,6 +196,7 @@ class Store:
             ThreadReaders(read_engine, threads=readers),
             lambda: asyncio.to_thread(_dispose_all, write_engine, read_engine),
             FileOwnership(target.sqlite_path),
+            sqlite_path=target.sqlite_path,
         )
 
     @property
@@ -217,6 +231,57 @@ class Store:
         """Whether this process is the database's only live owner (see ownership.py); the claim is
         kept until `close`."""
         return await self._ownership.claim()
+
+    async def claim_nonce(self, tenant_id: str, nonce: str, expires_at: int) -> bool:
+        """Record a signed gateway request's nonce; False when any process already did (a replay)."""
+        now = int(time.time())
+
+        def claim(conn: Connection) -> bool:
+            return nonces.claim_nonce(conn, tenant_id, nonce, expires_at, now)
+
+        return await self.mutate(tenant_id, "gateway nonce", claim)
+
+    async def enqueue_prompt(self, tenant_id: str, session_id: str, message_id: str) -> None:
+        """Durably note an accepted `prompt_async` until `finish_prompts` (any replica may run it)."""
+        now = int(time.time() * 1000)
+
+        def add(conn: Connection) -> None:
+            prompt_queue.enqueue(conn, tenant_id, session_id, message_id, now)
+
+        await self.mutate(tenant_id, "queue prompt", add)
+
+    async def finish_prompts(self, tenant_id: str, session_id: str, through: str) -> None:
+        def remove(conn: Connection) -> None:
+            prompt_queue.finish(conn, tenant_id, session_id, through)
+
+        await self.mutate(tenant_id, "finish prompts", remove)
+
+    async def queued_prompts(self, created_before: int, limit: int = 100) -> list[tuple[str, str, str]]:
+        """Maintenance, across tenants: accepted prompts queued before `created_before` (ms)."""
+        return await self._maintenance.run_across_tenants(prompt_queue.queued, created_before, limit)
+
+    async def claim_server(self) -> None:
+        """SQLite: become the one server process of this database, or raise SecondServerError."""
+        if self._target is not None or self._server_lock is not None:
+            return  # Postgres: replicas share the database
+        lock = FileOwnership(self._sqlite_path, ".server")
+        if not await lock.claim():
+            raise SecondServerError(
+                f"Another Agent Forge server is already running on {self._sqlite_path}: a SQLite"
+                " database serves one process. Stop that server, or use Postgres to run several"
+                " replicas (README: Running several replicas)."
+            )
+        self._server_lock = lock
+
+    async def open_cluster_link(self, on_message: OnMessage) -> ClusterLink | None:
+        """Postgres: the connections replicas coordinate through (cluster.py); None on SQLite."""
+        if self._target is None:
+            return None
+        return await ClusterLink.open(self._target, on_message)
+
+    async def barrier(self) -> None:
+        """Wait until everything submitted before this call has been written (or dropped)."""
+        await self.mutate(SYSTEM_ACTOR, "barrier", lambda _conn: None)
 
     def publish_after_writes(self, event: Event) -> None:
         """Publish a broadcast-only event once every durable event submitted before it is published."""
@@ -335,6 +400,8 @@ class Store:
         await self._writer.close()
         await self._readers.close()
         await self._ownership.release()
+        if self._server_lock is not None:
+            await self._server_lock.release()
         await self._dispose()
 
     # --- reads ----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ class MessageEdits:
     async def _writable(self, session_id: str, message_id: str) -> None:
         """The session exists and is idle, and the message is one of its own."""
         await self.sessions.get(session_id)
-        self.services.runners.assert_not_busy(session_id)
+        await self.services.runners.assert_idle_anywhere(session_id)
         await self.sessions.message(session_id, message_id)
 
     async def _existing_part(self, session_id: str, message_id: str, part_id: str) -> Part:

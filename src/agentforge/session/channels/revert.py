@@ -64,7 +64,7 @@ class SessionReverts:
 
     async def revert(self, session_id: str, message_id: str, part_id: str | None) -> Session:
         session = await self.sessions.get(session_id)
-        self.services.runners.assert_not_busy(session_id)
+        await self.services.runners.assert_idle_anywhere(session_id)
         history = await self._history(session_id)
         try:
             point = find_revert_point(history, message_id, part_id)
@@ -92,7 +92,7 @@ class SessionReverts:
 
     async def unrevert(self, session_id: str) -> Session:
         session = await self.sessions.get(session_id)
-        self.services.runners.assert_not_busy(session_id)
+        await self.services.runners.assert_idle_anywhere(session_id)
         reverted = session.revert
         if reverted is None:
             return session

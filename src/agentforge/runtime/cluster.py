@@ -1,0 +1,415 @@
+"""Several replicas on one Postgres database (docs/replicas.md): Postgres is the only shared part.
+
+- One loop per session cluster-wide: a run holds the session's run lease (store/cluster.py). A
+  prompt for a session whose lease another replica holds tells that replica about its message and
+  waits for the run to end (session/runner.py); abort is forwarded the same way.
+- Events cross replicas: every event published here is announced on the channel, durable ones by
+  position (tenant, session, first..last seq: the others read them from the event log), broadcast
+  ones (deltas, status) inline, batched into as few notifications as fit. A replica hands what it
+  hears to its own SSE subscribers, in the order it was announced.
+- Failover: every `interval` seconds each replica looks for open turns whose lease nobody holds (the
+  replica running them died) and closes them like start-up recovery, expiring their pending
+  permission requests; then runs the accepted `prompt_async` requests that nobody runs (their
+  replica died after answering 204).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Final
+
+import orjson
+
+from agentforge.bus import Bus
+from agentforge.model.events import (
+    SERVER_CONNECTED,
+    SERVER_HEARTBEAT,
+    STREAM_LAGGED,
+    STREAM_UNAUTHORIZED,
+    Event,
+)
+from agentforge.model.permission import PermissionReply
+from agentforge.model.session import StatusIdle
+from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
+from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
+from agentforge.session.errors import NotFoundError
+from agentforge.session.events import now_ms
+from agentforge.session.prompt import SessionPrompt
+from agentforge.session.runner import RunnerRegistry
+from agentforge.session.service import SessionService
+from agentforge.session.services import SessionServices
+from agentforge.store.cluster import NOTIFY_LIMIT, ClusterLink
+from agentforge.store.store import Store
+
+log = logging.getLogger(__name__)
+
+FAILOVER_INTERVAL: Final = 1.0
+# How often a waiting replica checks the lease itself (an `ended` notice normally wakes it first).
+LEASE_POLL: Final = 0.5
+# A queued prompt younger than this is still being started by the replica that accepted it.
+QUEUE_GRACE_MS: Final = 2000
+# How long a replica answering a permission request for another one waits for the decision.
+FORWARD_TIMEOUT: Final = 10.0
+_LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
+
+
+class Cluster:
+    """This replica's part in the cluster: the session layer's `RunLeases`, the event relay, failover."""
+
+    def __init__(self, store: Store, bus: Bus, runners: RunnerRegistry, *, interval: float) -> None:
+        self.replica = uuid.uuid4().hex[:12]
+        self._store = store
+        self._bus = bus
+        self._runners = runners
+        self._interval = interval
+        self._link: ClusterLink | None = None
+        self._outbox: deque[Event] = deque()
+        self._outbox_ready = asyncio.Event()
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._fragments: dict[str, list[str]] = {}
+        self._ended: dict[str, set[asyncio.Event]] = {}  # who waits for which session's lease
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._permissions: PermissionService | None = None
+        self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
+        self.recovered = 0  # turns closed for dead replicas, for tests and logs
+
+    @property
+    def link(self) -> ClusterLink:
+        if self._link is None:
+            raise RuntimeError("the cluster is not open")
+        return self._link
+
+    async def start(self) -> None:
+        self._link = await self._store.open_cluster_link(self._heard)
+        if self._link is None:
+            raise RuntimeError("replicas need Postgres")
+        self._bus.listen(self._announce)
+        self._runners.leases = self
+        self._runners.before_release = self._store.barrier
+        self._spawn(self._send_loop(), "cluster-send")
+        self._spawn(self._receive_loop(), "cluster-receive")
+
+    def start_failover(self, services: SessionServices) -> None:
+        self._permissions = services.permissions
+        services.permissions.forward_reply = self.forward_permission_reply
+        self._spawn(self._failover_loop(services), "cluster-failover")
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._link is not None:
+            await self._link.close()
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- RunLeases -------------------------------------------------------------------------------
+
+    async def acquire(self, session_id: str) -> bool:
+        return await self.link.try_lease(session_id)
+
+    async def release(self, session_id: str) -> None:
+        await self.link.release(session_id)
+        await self._tell("ended", session_id)
+
+    async def held_elsewhere(self, session_id: str) -> bool:
+        # The lease is re-entrant on this replica's connection: free or ours both read as free.
+        return not await self.link.lease_free(session_id)
+
+    async def tell_input(self, session_id: str) -> None:
+        await self._tell("input", session_id)
+
+    async def tell_abort(self, session_id: str) -> None:
+        await self._tell("abort", session_id)
+
+    async def wait_released(self, session_id: str, timeout: float | None = None) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        ended = asyncio.Event()
+        waiting = self._ended.setdefault(session_id, set())
+        waiting.add(ended)
+        try:
+            while True:
+                ended.clear()
+                if await self.link.lease_free(session_id):
+                    return True
+                wait = LEASE_POLL if deadline is None else min(LEASE_POLL, deadline - loop.time())
+                if wait <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), wait)
+        finally:
+            waiting.discard(ended)
+            if not waiting:
+                self._ended.pop(session_id, None)
+
+    async def forward_permission_reply(
+        self, tenant_id: str, request_id: str, reply: PermissionReply, message: str | None, user: str
+    ) -> bool:
+        """A reply for a request pending on another replica: hand it over, wait until it is decided."""
+        info = await self._store.permission_request(tenant_id, request_id)
+        if info is None or info.status != "pending":
+            return False
+        notice = {"r": self.replica, "k": "permission", "t": tenant_id, "id": request_id, "reply": reply}
+        await self.link.notify([_dumps({**notice, "m": message, "u": user})])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORWARD_TIMEOUT
+        while loop.time() < deadline:
+            info = await self._store.permission_request(tenant_id, request_id)
+            if info is None or info.status != "pending":
+                return True
+            await asyncio.sleep(LEASE_POLL / 5)
+        return False  # nobody waits on it (its replica died: failover expires it)
+
+    async def _reply_here(self, message: dict[str, Any]) -> None:
+        if self._permissions is None:
+            return
+        tenant_id, request_id, reply = message["t"], message["id"], message["reply"]
+        with contextlib.suppress(UnknownPermissionRequestError):  # waiting on another replica
+            await self._permissions.reply(
+                tenant_id, request_id, reply, message["m"], message["u"], forward=False
+            )
+
+    async def _tell(self, kind: str, session_id: str) -> None:
+        await self.link.notify([_dumps({"r": self.replica, "k": kind, "s": session_id})])
+
+    # --- events out ------------------------------------------------------------------------------
+
+    def _announce(self, event: Event) -> None:
+        """Bus listener: every event published on this replica (remote ones are not re-published)."""
+        if event.type not in _LOCAL_ONLY:
+            self._outbox.append(event)
+            self._outbox_ready.set()
+
+    async def _send_loop(self) -> None:
+        while True:
+            await self._outbox_ready.wait()
+            self._outbox_ready.clear()
+            events = list(self._outbox)
+            self._outbox.clear()
+            try:
+                await self.link.notify(self._payloads(events))
+            except Exception:
+                log.exception("cluster: could not announce %d event(s)", len(events))
+
+    def _payloads(self, events: Sequence[Event]) -> list[str]:
+        payloads: list[str] = []
+        items: list[Any] = []
+        size = 0
+        for item in _items(events):
+            encoded = len(_dumps(item))
+            if items and size + encoded > NOTIFY_LIMIT:
+                payloads.append(self._envelope(items))
+                items, size = [], 0
+            items.append(item)
+            size += encoded + 1
+        if items:
+            payloads.append(self._envelope(items))
+        return [piece for payload in payloads for piece in self._fragment(payload)]
+
+    def _envelope(self, items: list[Any]) -> str:
+        return _dumps({"r": self.replica, "k": "events", "items": items})
+
+    def _fragment(self, payload: str) -> list[str]:
+        """A payload too big for one notification (one large delta) goes as numbered pieces."""
+        if len(payload.encode()) <= NOTIFY_LIMIT:
+            return [payload]
+        step = NOTIFY_LIMIT // 4  # characters: at most 4 bytes each in UTF-8
+        pieces = [payload[i : i + step] for i in range(0, len(payload), step)]
+        return [
+            _dumps({"r": self.replica, "k": "piece", "i": index, "n": len(pieces), "d": piece})
+            for index, piece in enumerate(pieces)
+        ]
+
+    # --- events in -------------------------------------------------------------------------------
+
+    def _heard(self, payload: str) -> None:
+        """asyncpg's listener callback: queue what other replicas said, in the order heard."""
+        try:
+            message = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            log.warning("cluster: ignoring a malformed notification")
+            return
+        if message.get("r") != self.replica:
+            self._inbox.put_nowait(message)
+
+    async def _receive_loop(self) -> None:
+        while True:
+            message = await self._inbox.get()
+            try:
+                await self._handle(message)
+            except Exception:
+                log.exception("cluster: could not handle a %r notification", message.get("k"))
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        kind = message.get("k")
+        if kind == "piece":
+            whole = self._assemble(message)
+            if whole is not None:
+                await self._handle(orjson.loads(whole))
+        elif kind == "events":
+            for item in message["items"]:
+                self._bus.deliver(await self._resolve(item))
+        elif kind == "input":
+            self._runners.note_input(message["s"])
+        elif kind == "permission":
+            self._spawn(self._reply_here(message), "cluster-permission")
+        elif kind == "abort":
+            self._spawn(self._abort_here(message["s"]), "cluster-abort")
+        elif kind == "ended":
+            for ended in self._ended.get(message["s"], ()):
+                ended.set()
+
+    def _assemble(self, message: dict[str, Any]) -> str | None:
+        pieces = self._fragments.setdefault(message["r"], [])
+        if message["i"] == 0:
+            pieces.clear()
+        pieces.append(message["d"])
+        if len(pieces) < message["n"]:
+            return None
+        del self._fragments[message["r"]]
+        return "".join(pieces)
+
+    async def _resolve(self, item: Any) -> list[Event]:
+        """A position range read back from the event log, or an inline broadcast event."""
+        if isinstance(item, list):
+            tenant_id, session_id, first, last = item
+            events = await self._store.events_after(tenant_id, session_id, first - 1, limit=last - first + 1)
+            return [event for event in events if event.seq is not None and event.seq <= last]
+        return [
+            Event(
+                type=item["type"],
+                properties=item["properties"],
+                session_id=item.get("session"),
+                tenant_id=item["tenant"],
+                id=item["id"],
+            )
+        ]
+
+    async def _abort_here(self, session_id: str) -> None:
+        await self._runners.cancel(session_id)
+
+    # --- failover --------------------------------------------------------------------------------
+
+    async def _failover_loop(self, services: SessionServices) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.recover_orphans(services)
+                await self.resume_queued(services)
+            except Exception:
+                log.exception("cluster: failover pass failed")
+
+    async def recover_orphans(self, services: SessionServices) -> int:
+        """Close the open turns whose lease no replica holds (their replica died); returns how many."""
+        candidates = {
+            item.info.session_id
+            for _tenant, item in await self._store.open_assistant_messages(RECOVERY_BATCH)
+            if not self._runners.is_busy(item.info.session_id)
+        }
+        held: set[str] = set()
+        try:
+            for session_id in sorted(candidates):
+                if await self.link.try_lease(session_id):
+                    held.add(session_id)
+                    if self._runners.is_busy(session_id):  # a local run began meanwhile: its turn
+                        held.discard(session_id)
+                        await self.link.release(session_id)
+            return await self._close_turns(services, held) if held else 0
+        finally:
+            for session_id in held:
+                await self.link.release(session_id)
+
+    async def resume_queued(self, services: SessionServices) -> int:
+        """Run the accepted prompts whose session no replica runs; returns how many it started."""
+        started = 0
+        for tenant_id, session_id, message_id in await self._store.queued_prompts(now_ms() - QUEUE_GRACE_MS):
+            if session_id in self._resuming or self._runners.is_busy(session_id):
+                continue
+            if await self.held_elsewhere(session_id):
+                continue
+            self._resuming.add(session_id)
+            self._spawn(self._resume(services, tenant_id, session_id, message_id), f"resume:{session_id}")
+            started += 1
+        return started
+
+    async def _resume(
+        self, services: SessionServices, tenant_id: str, session_id: str, message_id: str
+    ) -> None:
+        try:
+            prompt = SessionPrompt(SessionService(services, tenant_id))
+            try:
+                session = await prompt.sessions.get(session_id)
+            except NotFoundError:
+                await self._store.finish_prompts(tenant_id, session_id, message_id)
+                return
+            log.warning("cluster: running session %s's accepted prompt %s", session_id, message_id)
+            await prompt.run_queued(session, message_id)
+        finally:
+            self._resuming.discard(session_id)
+
+    async def _close_turns(self, services: SessionServices, sessions: set[str]) -> int:
+        # Read again under the leases: a run that ended meanwhile completed its own message.
+        orphans = [
+            (tenant_id, item)
+            for tenant_id, item in await self._store.open_assistant_messages(RECOVERY_BATCH)
+            if item.info.session_id in sessions
+        ]
+        await _expire_permissions(services.permissions, sessions)
+        now = now_ms()
+        writes: list[asyncio.Future[Event]] = []
+        for tenant_id, item in orphans:
+            writes.extend(close_turn(services.events(tenant_id), item, now))
+        await asyncio.gather(*writes)
+        for tenant_id, item in orphans:
+            services.status.set(tenant_id, item.info.session_id, StatusIdle())
+        if orphans:
+            log.warning("cluster: closed %d turn(s) of a replica that stopped", len(orphans))
+        self.recovered += len(orphans)
+        return len(orphans)
+
+
+async def _expire_permissions(permissions: PermissionService, sessions: set[str]) -> None:
+    expired = await permissions.expire_orphans(sessions=sessions)
+    if expired:
+        log.warning("cluster: expired %d permission request(s) of a replica that stopped", expired)
+
+
+def _items(events: Sequence[Event]) -> list[Any]:
+    """Consecutive durable events of one session as one position range; the rest inline."""
+    items: list[Any] = []
+    for event in events:
+        if event.seq is not None and event.session_id is not None:
+            last = items[-1] if items else None
+            if (
+                isinstance(last, list)
+                and last[0] == event.tenant_id
+                and last[1] == event.session_id
+                and last[3] + 1 == event.seq
+            ):
+                last[3] = event.seq
+                continue
+            items.append([event.tenant_id, event.session_id, event.seq, event.seq])
+        else:
+            items.append(
+                {
+                    "type": event.type,
+                    "properties": event.properties,
+                    "session": event.session_id,
+                    "tenant": event.tenant_id,
+                    "id": event.id,
+                }
+            )
+    return items
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()

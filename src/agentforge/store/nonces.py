@@ -1,0 +1,20 @@
+"""Gateway nonces shared by every process on the database: a signed request is accepted once."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, delete
+from sqlalchemy.dialects import postgresql, sqlite
+
+from agentforge.store.schema import gateway_nonce
+
+
+def claim_nonce(conn: Connection, tenant_id: str, nonce: str, expires_at: int, now: int) -> bool:
+    """Record the nonce; False when it was already recorded (a replay). Purges the tenant's
+    expired nonces first: their requests are refused as stale before they reach this."""
+    conn.execute(
+        delete(gateway_nonce).where(gateway_nonce.c.tenant_id == tenant_id, gateway_nonce.c.expires_at < now)
+    )
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    row = {"tenant_id": tenant_id, "nonce": nonce, "expires_at": expires_at}
+    statement = insert(gateway_nonce).values(row).on_conflict_do_nothing().returning(gateway_nonce.c.nonce)
+    return conn.execute(statement).first() is not None

@@ -1,0 +1,35 @@
+"""Accepted `prompt_async` requests until their run ends (see schema.prompt_queue)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, delete, insert, select
+
+from agentforge.store.schema import prompt_queue
+
+
+def enqueue(conn: Connection, tenant_id: str, session_id: str, message_id: str, now: int) -> None:
+    row = {"tenant_id": tenant_id, "session_id": session_id, "message_id": message_id, "time_created": now}
+    conn.execute(insert(prompt_queue).values(row))
+
+
+def finish(conn: Connection, tenant_id: str, session_id: str, through: str) -> None:
+    """Forget the session's queued prompts up to message `through` (ids ascend with time): a run
+    that handled it handled the earlier ones."""
+    conn.execute(
+        delete(prompt_queue).where(
+            prompt_queue.c.tenant_id == tenant_id,
+            prompt_queue.c.session_id == session_id,
+            prompt_queue.c.message_id <= through,
+        )
+    )
+
+
+def queued(conn: Connection, created_before: int, limit: int) -> list[tuple[str, str, str]]:
+    """Across tenants (maintenance): (tenant, session, message) queued before `created_before`."""
+    rows = conn.execute(
+        select(prompt_queue.c.tenant_id, prompt_queue.c.session_id, prompt_queue.c.message_id)
+        .where(prompt_queue.c.time_created < created_before)
+        .order_by(prompt_queue.c.time_created)
+        .limit(limit)
+    )
+    return [(row.tenant_id, row.session_id, row.message_id) for row in rows]

@@ -1,0 +1,290 @@
+"""Several `agentforge serve` processes on one Postgres database (docs/replicas.md): any request on
+any replica, one loop per session, events across replicas, abort from anywhere, failover after
+kill -9. Real server subprocesses on a fresh schema, driven over HTTP against the wire-level fake
+provider: the module shares one pair (a server takes seconds to import), the kill test starts its own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from agentforge.model.events import Event
+from agentforge.store import Store, parse_database_url
+from agentforge.store.cluster import ClusterLink
+from tests.databases import _postgres_schema, owner_url_for
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
+from tests.runtime.replicas import Replica, Stream, replicas
+
+TENANT = "default"
+LONG_TEXT = "Replicas share one Postgres database and nothing else. " * 4
+
+
+# Starting a server process imports the whole app: seconds when idle, a minute on a loaded machine.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
+shared = pytest_asyncio.fixture(scope="module", loop_scope="module")
+
+
+@shared
+async def postgres_url() -> AsyncIterator[str]:
+    async with _postgres_schema(migrated=True) as url:
+        yield url
+
+
+@shared
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as started:
+        yield started
+
+
+@shared
+async def pair(
+    tmp_path_factory: pytest.TempPathFactory, postgres_url: str, fake: FakeOpenAI
+) -> AsyncIterator[tuple[Replica, Replica]]:
+    directory = tmp_path_factory.mktemp("pair")
+    asking = {"permission": {"bash": "ask"}}
+    async with replicas(directory, postgres_url, fake, "a", "b", config=asking) as (a, b):
+        yield a, b
+
+
+@shared
+async def log_store(postgres_url: str) -> AsyncIterator[Store]:
+    """The stored truth, read beside the replicas."""
+    store = await Store.open(postgres_url, owner_url=owner_url_for(postgres_url))
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def _session(replica: Replica) -> str:
+    response = await replica.client.post("/session", json={})
+    response.raise_for_status()
+    session_id: str = response.json()["id"]
+    return session_id
+
+
+async def _until(predicate: Any, timeout: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.05)
+
+
+def _assert_log_whole(logged: list[Event]) -> None:
+    assert [e.seq for e in logged] == list(range(1, len(logged) + 1))
+    assert len({e.id for e in logged}) == len(logged)
+
+
+async def _messages(replica: Replica, session_id: str) -> list[dict[str, Any]]:
+    response = await replica.client.get(f"/session/{session_id}/message")
+    response.raise_for_status()
+    messages: list[dict[str, Any]] = response.json()
+    return messages
+
+
+def _assistants(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if m["info"]["role"] == "assistant"]
+
+
+async def test_prompts_to_one_session_via_both_replicas_share_one_loop(
+    pair: tuple[Replica, Replica], fake: FakeOpenAI, log_store: Store
+) -> None:
+    gate = asyncio.Event()
+    first = Script().text("first answer").pause(gate).usage(5, 5).finish()
+    fake.enqueue(first, reply("second answer"))
+    calls = len(fake.requests)
+    a, b = pair
+    session_id = await _session(a)
+    on_a = asyncio.create_task(a.prompt(session_id, "via a"))
+    await _until(lambda: _true(len(fake.requests) == calls + 1), 15, "A's loop called the model")
+    on_b = asyncio.create_task(b.prompt(session_id, "via b"))
+
+    async def b_stored() -> bool:
+        users = [m for m in await _messages(a, session_id) if m["info"]["role"] == "user"]
+        return len(users) == 2
+
+    await _until(b_stored, 15, "B stored its user message")
+    gate.set()
+    answer_a, answer_b = await asyncio.gather(on_a, on_b)
+
+    assert answer_a.status_code == 200 and answer_b.status_code == 200
+    # One loop ran: the second model call is its next step, answering B's message in the same run.
+    assert len(fake.requests) == calls + 2
+    texts = [p.get("text") for p in answer_b.json()["parts"] if p["type"] == "text"]
+    assert texts == ["second answer"]
+    assistants = _assistants(await _messages(b, session_id))
+    assert len(assistants) == 2
+    assert all(m["info"]["time"].get("completed") and m["parts"] for m in assistants)
+    _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_sse_on_b_for_a_turn_on_a_equals_the_stored_log(
+    pair: tuple[Replica, Replica], fake: FakeOpenAI, log_store: Store
+) -> None:
+    fake.enqueue(reply(LONG_TEXT))
+    a, b = pair
+    session_id = await _session(a)
+    on_a, on_b = await Stream.open(a.client, session_id), await Stream.open(b.client, session_id)
+    try:
+        answer = await a.prompt(session_id, "stream this")
+        assert answer.status_code == 200
+
+        async def same_events() -> bool:
+            return [e.id for e in on_b.of_session()] == [e.id for e in on_a.of_session()]
+
+        await _until(same_events, 10, "B's stream caught up with A's")
+        seen_on_b = on_b.of_session()
+    finally:
+        await on_a.close()
+        await on_b.close()
+
+    deltas = [e for e in seen_on_b if e.type == "message.part.delta"]
+    assert "".join(e.properties["delta"] for e in deltas) == LONG_TEXT.strip() or len(deltas) > 10
+    durable = [(e.seq, e.id, e.type) for e in seen_on_b if e.seq is not None]
+    logged = await log_store.events_after(TENANT, session_id, 0)
+    _assert_log_whole(logged)
+    first = durable[0][0]
+    assert first is not None and first <= 2  # only session.created came before the stream opened
+    assert durable == [(e.seq, e.id, e.type) for e in logged[first - 1 :]]
+
+
+async def test_abort_via_b_stops_the_turn_on_a(pair: tuple[Replica, Replica], fake: FakeOpenAI) -> None:
+    gate = asyncio.Event()
+    fake.enqueue(Script().text("thinking").pause(gate).finish())
+    calls = len(fake.requests)
+    a, b = pair
+    session_id = await _session(a)
+    on_a = asyncio.create_task(a.prompt(session_id, "long task"))
+    await _until(lambda: _true(len(fake.requests) == calls + 1), 15, "A's loop called the model")
+
+    aborted = await b.client.post(f"/session/{session_id}/abort")
+    assert aborted.status_code == 200 and aborted.json() is True
+    answer = await asyncio.wait_for(on_a, 10)  # A's turn ended without the gate opening
+    assert answer.status_code == 200
+    assert answer.json()["info"]["error"]["name"] == "MessageAbortedError"
+    gate.set()
+    # Nothing runs any more: a busy route answers on either replica.
+    assert (await b.client.post(f"/session/{session_id}/abort")).json() is True
+
+
+async def test_a_permission_reply_via_b_releases_the_call_waiting_on_a(
+    pair: tuple[Replica, Replica], fake: FakeOpenAI
+) -> None:
+    a, b = pair
+    session_id = await _session(a)
+    fake.enqueue(call("bash", {"command": "echo approved-run", "description": "Run"}), reply("It ran."))
+    on_a = asyncio.create_task(a.prompt(session_id, "run it"))
+
+    async def asked() -> bool:
+        return bool((await a.client.get("/permission")).json())
+
+    await _until(asked, 15, "A's tool call asked for permission")
+    [request] = (await a.client.get("/permission")).json()
+    answered = await b.client.post(f"/permission/{request['id']}/reply", json={"reply": "once"})
+    assert answered.status_code == 200 and answered.json() is True
+    result = (await asyncio.wait_for(on_a, 15)).json()
+    assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["It ran."]
+    parts = [p for m in _assistants(await _messages(b, session_id)) for p in m["parts"]]
+    [tool] = [p for p in parts if p["type"] == "tool"]
+    assert tool["state"]["status"] == "completed" and "approved-run" in tool["state"]["output"]
+    unknown = await b.client.post("/permission/per_unknown/reply", json={"reply": "once"})
+    assert unknown.status_code == 404
+
+
+async def test_kill_9_of_a_mid_turn_and_b_closes_it_then_serves_the_session(
+    tmp_path: Path, postgres_url: str, fake: FakeOpenAI, log_store: Store
+) -> None:
+    gate = asyncio.Event()
+    fake.enqueue(Script().text("half an answer").pause(gate).finish(), reply("after failover"))
+    calls = len(fake.requests)
+    async with replicas(tmp_path, postgres_url, fake, "doomed", "survivor") as (a, b):
+        session_id = await _session(a)
+        on_a = asyncio.create_task(a.prompt(session_id, "doomed"))
+        await _until(lambda: _true(len(fake.requests) == calls + 1), 15, "A's loop called the model")
+
+        async def text_stored() -> bool:
+            parts = [p for m in _assistants(await _messages(b, session_id)) for p in m["parts"]]
+            return any(p["type"] == "text" for p in parts)
+
+        await _until(text_stored, 10, "A stored part of its answer")
+        a.kill()
+        killed_at = asyncio.get_running_loop().time()
+        with pytest.raises(Exception):  # noqa: B017 - the connection dies with the process
+            await on_a
+
+        async def closed_by_b() -> bool:
+            [turn] = _assistants(await _messages(b, session_id))
+            return bool(turn["info"]["time"].get("completed"))
+
+        await _until(closed_by_b, 10, "B closed the dead replica's turn")
+        assert asyncio.get_running_loop().time() - killed_at < 10
+        [turn] = _assistants(await _messages(b, session_id))
+        assert turn["info"]["error"]["name"] == "MessageAbortedError"
+        gate.set()
+
+        answer = await b.prompt(session_id, "again")
+        assert answer.status_code == 200
+        assert [p["text"] for p in answer.json()["parts"] if p["type"] == "text"] == ["after failover"]
+        _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
+
+
+async def test_fifty_sessions_over_both_replicas_lose_nothing(
+    pair: tuple[Replica, Replica], fake: FakeOpenAI, log_store: Store
+) -> None:
+    count = 50
+    fake.enqueue(*(reply(f"answer {n}") for n in range(count)))
+    calls = len(fake.requests)
+    sessions = [await _session(pair[n % 2]) for n in range(count)]
+    answers = await asyncio.gather(
+        *(pair[(n + 1) % 2].prompt(session_id, f"question {n}") for n, session_id in enumerate(sessions))
+    )
+    assert [r.status_code for r in answers] == [200] * count
+    assert len(fake.requests) == calls + count
+    for n, session_id in enumerate(sessions):
+        messages = await _messages(pair[n % 2], session_id)
+        assert [m["info"]["role"] for m in messages] == ["user", "assistant"]
+        assert messages[1]["info"]["time"].get("completed")
+        assert any(p["type"] == "text" for p in messages[1]["parts"])
+        _assert_log_whole(await log_store.events_after(TENANT, session_id, 0))
+
+
+async def test_an_accepted_prompt_async_runs_after_its_replica_dies(
+    tmp_path: Path, postgres_url: str, fake: FakeOpenAI
+) -> None:
+    fake.enqueue(reply("ran anyway"))
+    calls = len(fake.requests)
+    # Holding the session's run lease from here keeps the accepting replica from starting the turn
+    # before it dies: exactly "answered 204, then died".
+    holder = await ClusterLink.open(parse_database_url(postgres_url), lambda _payload: None)
+    try:
+        async with replicas(tmp_path, postgres_url, fake, "accepting", "other") as (a, b):
+            session_id = await _session(a)
+            assert await holder.try_lease(session_id)
+            body = {"parts": [{"type": "text", "text": "run me"}]}
+            accepted = await a.client.post(f"/session/{session_id}/prompt_async", json=body)
+            assert accepted.status_code == 204
+            a.kill()
+            await a.process.wait()
+            assert len(fake.requests) == calls
+            await holder.release(session_id)
+
+            async def answered() -> bool:
+                assistants = _assistants(await _messages(b, session_id))
+                return bool(assistants) and bool(assistants[-1]["info"]["time"].get("completed"))
+
+            await _until(answered, 15, "another replica ran the accepted prompt")
+            [turn] = _assistants(await _messages(b, session_id))
+            assert [p["text"] for p in turn["parts"] if p["type"] == "text"] == ["ran anyway"]
+            assert len(fake.requests) == calls + 1
+    finally:
+        await holder.close()
