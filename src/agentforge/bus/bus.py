@@ -44,6 +44,8 @@ class Subscription:
         self.lagged = True
         self._closed = True
         self._bus.unsubscribe(self)
+        if self._bus.on_lag is not None:
+            self._bus.on_lag(event)
         self._buffer.append(
             Event(
                 type=STREAM_LAGGED,
@@ -98,6 +100,8 @@ class Bus:
     def __init__(self) -> None:
         self._subscriptions: set[Subscription] = set()
         self._listeners: list[Callable[[Event], None]] = []
+        # Told of each subscriber cut off for lagging (telemetry), with the event it could not take.
+        self.on_lag: Callable[[Event], None] | None = None
 
     def subscribe(self, accept: EventFilter | None = None, *, buffer: int = DEFAULT_BUFFER) -> Subscription:
         subscription = Subscription(self, accept, buffer)

@@ -107,6 +107,13 @@ class DatabaseConfig(_Section):
     owner_url: str | None = None
 
 
+class TelemetryConfig(_Section):
+    """What the server's logs, metrics and traces may carry. `log_content`: message content (replies,
+    tool inputs) in the logs and spans, off unless set: it is the users' data."""
+
+    log_content: bool = False
+
+
 class Config(_Section):
     """The merged config file. Unknown top-level keys (permission, agent, mcp, ...) are kept."""
 
@@ -123,6 +130,7 @@ class Config(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     shell_env: dict[str, str] = Field(default_factory=dict)  # added to tool processes' environment
 
     @field_validator("shell_env")

@@ -37,6 +37,7 @@ from agentforge.session.status import StatusTracker
 from agentforge.store.audit import digest
 from agentforge.store.private import make_private_dir
 from agentforge.store.store import Store
+from agentforge.telemetry.observer import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Runtime:
     # "background work settling".
     daemons: set[asyncio.Task[None]] = field(default_factory=set)
     clients: ClientLease | None = None  # this runtime's hold on the loop's pooled provider clients
+    telemetry: Telemetry = field(default_factory=Telemetry)
     sessions: SessionServices = field(init=False)
 
     def __post_init__(self) -> None:
@@ -74,25 +76,37 @@ class Runtime:
             clock=self.clock,
             spawn=self.spawn,
             scope_of=self.scope,
+            observer=self.telemetry,
         )
 
     @classmethod
     async def open(
-        cls, settings: Settings, *, stream: StreamFn = provider_stream, clock: Clock = SYSTEM_CLOCK
+        cls,
+        settings: Settings,
+        *,
+        stream: StreamFn = provider_stream,
+        clock: Clock = SYSTEM_CLOCK,
+        telemetry: Telemetry | None = None,
     ) -> Runtime:
         """Open the store, build the default tenant's scope, close the turns a previous process left
         running. `stream` makes the model calls and `clock` times back-off and deadlines (a scripted
-        model and a fake clock in tests: agentforge.testing)."""
+        model and a fake clock in tests: agentforge.testing); `telemetry` gets the logs, metrics and
+        spans (one of its own unless given)."""
+        if telemetry is None:
+            telemetry = Telemetry(log_content=settings.config.telemetry.log_content)
         # The data directory holds every tenant's files (and the SQLite database): 0700 when new.
         await asyncio.to_thread(make_private_dir, settings.data_dir)
         bus = Bus()
         # Importing plugin modules runs their code: off the event loop.
         plugins = await asyncio.to_thread(create_plugin_manager, settings)
         bus.listen(plugins.observe_event)
+        bus.listen(telemetry.on_event)
+        bus.on_lag = telemetry.lagged
         check_configured_overlays(settings)
         store = await Store.open(
             settings.database_url, owner_url=settings.database_owner_url, publish=bus.publish_many
         )
+        store.observe(telemetry)
         scopes = ScopeCache(settings, plugins)
         try:
             # The default tenant's scope is built before serving: a broken config or agent file
@@ -109,6 +123,7 @@ class Runtime:
                 scopes=scopes,
                 stream=stream,
                 clock=clock,
+                telemetry=telemetry,
             )
             runtime.permissions.policies.append(plugin_policy(plugins))
             # Before serving: a turn the last process left running would otherwise stay open forever.
@@ -129,6 +144,12 @@ class Runtime:
         else:
             log.info("No turn was left running when the server last stopped")
         runtime.clients = acquire_clients()
+        telemetry.metrics.watch(
+            active_sessions=lambda: runtime.runners.running,
+            sse_subscribers=lambda: bus.subscriber_count,
+            writer_queue_depth=lambda: store.writer_queue_depth,
+            permissions_pending=lambda: runtime.permissions.waiting_count,
+        )
         return runtime
 
     async def scope(self, tenant_id: str) -> TenantScope:

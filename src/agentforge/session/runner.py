@@ -83,6 +83,11 @@ class RunnerRegistry:
         self._runs: dict[str, _Run] = {}
         self._shells: dict[str, _Shell] = {}
 
+    @property
+    def running(self) -> int:
+        """Sessions running a loop or a shell command now."""
+        return len(self._runs.keys() | self._shells.keys())
+
     def is_busy(self, session_id: str) -> bool:
         return session_id in self._runs or session_id in self._shells
 

@@ -11,9 +11,10 @@ from typing import Any
 from agentforge.llm import events as ev
 from agentforge.model import ids
 from agentforge.model.message import AssistantMessage
-from agentforge.model.part import REFUSED_BY, FilePart, ToolPart, ToolStatePending
+from agentforge.model.part import REFUSED_BY, FilePart, ToolPart, ToolStateError, ToolStatePending
 from agentforge.plugins.calls import run_tool_with_hooks
 from agentforge.session.events import SessionEvents
+from agentforge.session.observer import NULL_OBSERVER, SessionObserver
 from agentforge.session.tool_part import ToolPartLifecycle
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, is_doom_loop
 from agentforge.tools.base import (
@@ -36,8 +37,11 @@ class ToolCallRunner:
         message: AssistantMessage,
         tools: TurnTools,
         limits: TruncationLimits,
+        *,
+        observer: SessionObserver = NULL_OBSERVER,
     ) -> None:
         self._events = events
+        self._observer = observer
         self._message = message
         self._tools = tools
         self._limits = limits
@@ -90,6 +94,23 @@ class ToolCallRunner:
         )
 
     async def _execute(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> None:
+        part = call.part
+        with self._observer.tool_call(
+            part.session_id, part.message_id, part.call_id, part.tool, tool_input
+        ) as observed:
+            try:
+                await self._run(call, tool_input)
+            except asyncio.CancelledError:
+                observed.finish("interrupted")
+                raise
+            state = call.part.state
+            if isinstance(state, ToolStateError):
+                refused = (state.metadata or {}).get(REFUSED_BY)
+                observed.finish(state.status, refused_by=refused, error=state.error)
+            else:
+                observed.finish(state.status)
+
+    async def _run(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> None:
         part = call.part
         tool = self._tools.tools.get(part.tool)
         ctx = self._context(call)

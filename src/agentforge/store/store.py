@@ -30,7 +30,14 @@ from agentforge.store.migrate import MigrationError, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.privileges import current_role
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
-from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
+from agentforge.store.writer import (
+    DEFAULT_BATCH_CAP,
+    OrderedWriter,
+    Publish,
+    TaskWriter,
+    ThreadWriter,
+    WriterObserver,
+)
 
 DEFAULT_READERS: Final = 4
 
@@ -186,6 +193,14 @@ class Store:
     @property
     def dialect(self) -> Dialect:
         return self._dialect
+
+    def observe(self, observer: WriterObserver) -> None:
+        """Report each batch the writer commits to `observer` (telemetry)."""
+        self._writer.observer = observer
+
+    @property
+    def writer_queue_depth(self) -> int:
+        return self._writer.queue_depth
 
     @property
     def committed_batches(self) -> int:
