@@ -14,7 +14,7 @@ from agentforge.cli.nondumpable import make_non_dumpable
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
 from agentforge.config import Settings, is_loopback
 from agentforge.server.serve import ForgeServer
-from agentforge.telemetry.logs import configure_logging
+from agentforge.telemetry.logs import LEVELS, LogFormat, configure_logging
 
 __all__ = ["is_loopback", "serve"]
 
@@ -58,7 +58,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the Agent Forge server."""
-    _configure_logging(log_format, log_level)
+    logs = _log_options(log_format, log_level)
     settings = build_settings(
         Target(config_path=config, data_dir=data_dir, database_url=db), host=host, port=port
     )
@@ -76,18 +76,19 @@ def serve(
     make_non_dumpable()
     from agentforge.server.app import create_app
 
-    _run_server(create_app(settings), settings.host, settings.port, log_level.lower())
+    # Only now: the process is serving, every logger of it goes through the structured handler.
+    configure_logging(*logs)
+    _run_server(create_app(settings), settings.host, settings.port, logs[1])
 
 
-def _configure_logging(log_format: str, log_level: str) -> None:
+def _log_options(log_format: str, log_level: str) -> tuple[LogFormat, str]:
     if log_format not in ("text", "json"):
         typer.echo(f"error: --log-format must be text or json, got {log_format!r}", err=True)
         raise typer.Exit(2)
-    try:
-        configure_logging("json" if log_format == "json" else "text", log_level)
-    except ValueError as exc:
-        typer.echo(f"error: --log-level: {exc}", err=True)
-        raise typer.Exit(2) from None
+    if log_level.lower() not in LEVELS:
+        typer.echo(f"error: --log-level must be one of {', '.join(LEVELS)}, got {log_level!r}", err=True)
+        raise typer.Exit(2)
+    return ("json" if log_format == "json" else "text"), log_level.lower()
 
 
 def _require_production_checks(settings: Settings) -> None:
