@@ -3,6 +3,7 @@ wire-level fake provider."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -18,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentforge.model.events import Event
 from agentforge.telemetry.logs import configure_logging
 from agentforge.telemetry.observer import Telemetry
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
@@ -58,7 +60,7 @@ def json_logs() -> Iterator[io.StringIO]:
 
 
 async def _observed(
-    tmp_path: Path, fake: FakeOpenAI, logs: io.StringIO, *, log_content: bool = False
+    tmp_path: Path, fake: FakeOpenAI, logs: io.StringIO, *, log_content: bool = False, **extra: Any
 ) -> AsyncIterator[Observed]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -66,6 +68,7 @@ async def _observed(
     config = fake_provider_config(fake)
     config["provider"]["fake"]["options"]["apiKey"] = API_KEY
     config["telemetry"] = {"log_content": log_content}
+    config.update(extra)
     telemetry = Telemetry(provider=provider, log_content=log_content)
     async with start_live_server(tmp_path, fake, config, telemetry=telemetry) as live:
         yield Observed(live, exporter, logs)
@@ -231,3 +234,55 @@ async def test_a_request_without_traceparent_starts_its_own_trace(observed: Obse
     assert len(response.headers["x-request-id"]) == 32
     (span,) = _by_name(observed.finished(), "GET /session")
     assert span.parent is None
+
+
+async def _scrape(live: LiveServer) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    response = await live.client.get("/metrics")
+    assert response.status_code == 200
+    return _samples(response.text)
+
+
+async def test_permission_requests_and_refusals_are_counted_and_logged(
+    tmp_path: Path, fake_openai: FakeOpenAI, json_logs: io.StringIO
+) -> None:
+    async for observed in _observed(tmp_path, fake_openai, json_logs, permission={"bash": "ask"}):
+        live = observed.live
+        session = await live.create_session()
+        live.fake.enqueue(
+            call("bash", {"command": "echo hi", "description": "Say hi"}),
+            Script().text("Understood.").finish("stop"),
+        )
+        turn = asyncio.create_task(live.prompt(session["id"], "Say hi in the shell."))
+        deadline = asyncio.get_running_loop().time() + 20
+        while not (pending := (await live.client.get("/permission")).json()):
+            assert asyncio.get_running_loop().time() < deadline, "no permission request"
+            await asyncio.sleep(0.02)
+        assert (await _scrape(live))[("agentforge_permission_requests_pending", frozenset())] == 1
+        reply = await live.client.post(f"/permission/{pending[0]['id']}/reply", json={"reply": "reject"})
+        assert reply.status_code == 200, reply.text
+        assert (await turn).status_code == 200
+        samples = await _scrape(live)
+        assert samples[("agentforge_permission_requests_pending", frozenset())] == 0
+        assert samples[("agentforge_permission_decisions_total", frozenset({("decision", "reject")}))] == 1
+        refusals = frozenset({("tool", "bash"), ("by", "user")})
+        assert samples[("agentforge_tool_refusals_total", refusals)] == 1
+
+        lines = observed.lines()
+        asked = [line for line in lines if line["message"] == "permission asked"]
+        decided = [line for line in lines if line["message"] == "permission decided"]
+        assert asked[0]["permission"] == "bash" and asked[0]["session_id"] == session["id"]
+        assert decided[0]["decision"] == "reject" and decided[0]["tenant"] == "default"
+        (tool,) = [line for line in lines if line["message"] == "tool call finished"]
+        assert tool["status"] == "error" and tool["refused_by"] == "user" and tool["level"] == "warning"
+
+
+async def test_a_lagging_subscriber_is_counted_and_logged(observed: Observed) -> None:
+    bus = observed.live.runtime.bus
+    subscription = bus.subscribe(buffer=1)
+    for _ in range(2):
+        bus.publish(Event(type="session.idle", properties={}, session_id="ses_x", tenant_id="default"))
+    assert subscription.lagged
+    samples = await _scrape(observed.live)
+    assert samples[("agentforge_bus_lagged_subscribers_total", frozenset())] == 1
+    (line,) = [line for line in observed.lines() if line["logger"] == "agentforge.bus"]
+    assert line["level"] == "warning" and line["session_id"] == "ses_x"
