@@ -20,10 +20,14 @@ _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP
 
 
 def tracer_provider() -> TracerProvider:
+    exporting = any(os.environ.get(name) for name in _ENDPOINT_VARIABLES)
     provider = TracerProvider(
-        resource=Resource.create({"service.name": "agentforge", "service.version": __version__})
+        resource=Resource.create({"service.name": "agentforge", "service.version": __version__}),
+        # Flushing at exit matters only with an exporter; without one, tests' many apps would each
+        # leave an exit hook behind.
+        shutdown_on_exit=exporting,
     )
-    if any(os.environ.get(name) for name in _ENDPOINT_VARIABLES):
+    if exporting:
         _add_otlp(provider)
     return provider
 
