@@ -17,13 +17,14 @@ import pytest_asyncio
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentforge.model.events import Event
 from agentforge.telemetry.logs import configure_logging
 from agentforge.telemetry.observer import Telemetry
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
-from tests.fakes.faults import rate_limited
+from tests.fakes.faults import invalid_api_key, rate_limited
 from tests.fakes.openai_server import FakeOpenAI, Script, call
 
 API_KEY = "sk-live-DO-NOT-LOG-4f9a2c"
@@ -286,3 +287,27 @@ async def test_a_lagging_subscriber_is_counted_and_logged(observed: Observed) ->
     assert samples[("agentforge_bus_lagged_subscribers_total", frozenset())] == 1
     (line,) = [line for line in observed.lines() if line["logger"] == "agentforge.bus"]
     assert line["level"] == "warning" and line["session_id"] == "ses_x"
+
+
+async def test_a_failed_model_call_ends_the_turn_as_an_error_everywhere(observed: Observed) -> None:
+    live = observed.live
+    session = await live.create_session()
+    live.fake.enqueue(invalid_api_key())
+    response = await live.prompt(session["id"], "hello")
+    assert response.status_code == 200 and response.json()["info"]["error"]["name"] == "ProviderAuthError"
+
+    samples = await _scrape(live)
+    assert samples[("agentforge_turns_finished_total", frozenset({("outcome", "error")}))] == 1
+    labels = frozenset({("provider", "fake"), ("model", "test-model"), ("outcome", "ProviderAuthError")})
+    assert samples[("agentforge_model_call_duration_seconds_count", labels)] == 1
+
+    lines = observed.lines()
+    (turn,) = [line for line in lines if line["message"] == "turn finished"]
+    assert turn["outcome"] == "error" and turn["level"] == "warning"
+    (model,) = [line for line in lines if line["message"] == "model call finished"]
+    assert model["error"] == "ProviderAuthError" and model["level"] == "warning"
+    assert API_KEY not in observed.logs.getvalue()
+
+    (chat,) = _by_name(observed.finished(), "chat test-model")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert dict(chat.attributes or {})["error.type"] == "ProviderAuthError"
