@@ -95,7 +95,7 @@ def formatter(log_format: LogFormat) -> structlog.stdlib.ProcessorFormatter:
     if log_format == "json":
         renderer = structlog.processors.JSONRenderer()
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False, sort_keys=False)
+        renderer = structlog.dev.ConsoleRenderer(colors=False, sort_keys=False, timestamp_key="time")
     final: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
     if log_format == "json":
         # Tracebacks as text inside the one JSON line; the console renderer prints its own.
