@@ -6,6 +6,7 @@ with the kernel's reason, only when bwrap exists but the kernel refuses it its n
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,12 @@ KERNEL_REFUSES = probe(BWRAP)
 requires_sandbox = pytest.mark.skipif(
     KERNEL_REFUSES is not None, reason=f"the kernel refuses the sandbox's namespaces: {KERNEL_REFUSES}"
 )
+
+
+def python_readable() -> dict[str, list[str]]:
+    """A `sandbox` config section letting confined tenants' commands run this interpreter and the
+    test suite's scripts (stdio MCP servers written in Python): the venv, its base installation and
+    the tests directory."""
+    tests_dir = Path(__file__).resolve().parent
+    paths = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)} | {str(tests_dir)}
+    return {"readable": sorted(paths)}

@@ -13,6 +13,7 @@ from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, call, reply
+from tests.sandboxing import python_readable
 
 ECHO_SERVER = Path(__file__).resolve().parents[1] / "tools" / "mcp_servers" / "echo_server.py"
 
@@ -22,6 +23,7 @@ def mcp_config(fake: FakeOpenAI) -> dict[str, Any]:
         **fake_provider_config(fake),
         "mcp": {"echo": {"type": "local", "command": [sys.executable, str(ECHO_SERVER)]}},
         "permission": {"echo_*": "allow"},
+        "sandbox": python_readable(),  # with auth on, the default tenant's commands are confined
     }
 
 

@@ -28,6 +28,7 @@ from agentforge.identity.model import ADMIN, MEMBER
 from agentforge.model.ids import Prefix, ascending, descending
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, call, reply
+from tests.sandboxing import python_readable
 
 TENANT_A = "acme"
 TENANT_B = "globex"
@@ -132,6 +133,7 @@ async def two_tenants(
     if b_may_reach is not None:
         tenancy["external_directories"] = {TENANT_B: [str(b_may_reach)]}
     config["tenancy"] = tenancy
+    config["sandbox"] = python_readable()  # A's MCP server is a Python script
     async with (
         start_live_server(tmp_path, fake, config, database_url=database_url) as live,
         contextlib.AsyncExitStack() as stack,
