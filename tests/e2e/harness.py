@@ -19,6 +19,7 @@ from agentforge.config import Settings, load_settings
 from agentforge.runtime.runtime import Runtime
 from agentforge.server.app import create_app
 from agentforge.server.serve import ForgeServer
+from agentforge.telemetry.observer import Telemetry
 from tests.databases import owner_url_for
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -87,6 +88,7 @@ async def start_live_server(
     database_url: str | None = None,
     directory: Path | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    telemetry: Telemetry | None = None,
 ) -> AsyncIterator[LiveServer]:
     """`directory`: the server's own directory (the default tenant's workspace), `tmp_path/workspace`
     unless given; the data directory is `tmp_path/data` either way."""
@@ -100,7 +102,7 @@ async def start_live_server(
         directory=workspace,
         config_override=config or fake_provider_config(fake),
     )
-    app = create_app(settings, clock=clock)
+    app = create_app(settings, clock=clock, telemetry=telemetry)
     server = ForgeServer(app, host="127.0.0.1", port=0, log_level="warning")
     task = asyncio.create_task(server.serve())
     while not server.started:

@@ -414,3 +414,17 @@ async def test_gateway_headers_from_an_untrusted_address_are_refused(
     async with serve(tmp_path, fake_openai, untrusted) as forge:
         response = await forge.client.get("/session", headers=gateway_headers("GET", "/session"))
         _assert_401(response, "identity headers are only accepted from a trusted gateway")
+
+
+async def test_metrics_need_a_credential_when_auth_is_on(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    async with serve(tmp_path, fake_openai, {"required": True, "api_keys": True}) as forge:
+        _assert_401(
+            await forge.client.get("/metrics"),
+            "missing bearer token: send Authorization: Bearer <API key or JWT>",
+        )
+        # They count every tenant's work: an operator's (admin) reading, not any member's.
+        member = await forge.new_key("acme")
+        assert (await forge.client.get("/metrics", headers=_bearer(member.token))).status_code == 403
+        admin = await forge.new_key("acme", ADMIN)
+        response = await forge.client.get("/metrics", headers=_bearer(admin.token))
+        assert response.status_code == 200 and "agentforge_turns_started_total" in response.text

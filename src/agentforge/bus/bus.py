@@ -45,6 +45,8 @@ class Subscription:
         self.lagged = True
         self._closed = True
         self._bus.unsubscribe(self)
+        if self._bus.on_lag is not None:
+            self._bus.on_lag(event)
         self._buffer.append(
             Event(
                 type=STREAM_LAGGED,
@@ -104,6 +106,8 @@ class Bus:
         self._listeners: list[Callable[[Event], None]] = []
         self.inflight = InflightParts()
         self._positions: dict[str, int] = {}  # tenant -> position of its last published durable event
+        # Told of each subscriber cut off for lagging (telemetry), with the event it could not take.
+        self.on_lag: Callable[[Event], None] | None = None
 
     def published_position(self, tenant_id: str) -> int | None:
         """The tenant position of the last durable event published (None: none since start-up).

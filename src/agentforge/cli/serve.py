@@ -14,6 +14,7 @@ from agentforge.cli.nondumpable import make_non_dumpable
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
 from agentforge.config import Settings, is_loopback
 from agentforge.server.serve import ForgeServer
+from agentforge.telemetry.logs import LEVELS, LogFormat, configure_logging
 
 __all__ = ["is_loopback", "serve"]
 
@@ -41,7 +42,14 @@ def serve(
     config: ConfigPath = None,
     data_dir: DataDir = None,
     db: DatabaseUrl = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "warning",
+    log_level: Annotated[
+        str,
+        typer.Option("--log-level", help="Log level of the whole server: debug, info, warning, error."),
+    ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option("--log-format", help="Log lines as `text` or `json` (one object a line)."),
+    ] = "text",
     production: Annotated[
         bool,
         typer.Option(
@@ -51,6 +59,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the Agent Forge server."""
+    logs = _log_options(log_format, log_level)
     settings = build_settings(
         Target(config_path=config, data_dir=data_dir, database_url=db), host=host, port=port
     )
@@ -68,7 +77,19 @@ def serve(
     make_non_dumpable()
     from agentforge.server.app import create_app
 
-    _run_server(create_app(settings), settings.host, settings.port, log_level)
+    # Only now: the process is serving, every logger of it goes through the structured handler.
+    configure_logging(*logs)
+    _run_server(create_app(settings), settings.host, settings.port, logs[1])
+
+
+def _log_options(log_format: str, log_level: str) -> tuple[LogFormat, str]:
+    if log_format not in ("text", "json"):
+        typer.echo(f"error: --log-format must be text or json, got {log_format!r}", err=True)
+        raise typer.Exit(2)
+    if log_level.lower() not in LEVELS:
+        typer.echo(f"error: --log-level must be one of {', '.join(LEVELS)}, got {log_level!r}", err=True)
+        raise typer.Exit(2)
+    return ("json" if log_format == "json" else "text"), log_level.lower()
 
 
 def _require_production_checks(settings: Settings) -> None:

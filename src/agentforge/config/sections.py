@@ -132,6 +132,13 @@ class DatabaseConfig(_Section):
     owner_url: str | None = None
 
 
+class TelemetryConfig(_Section):
+    """What the server's logs, metrics and traces may carry. `log_content`: message content (replies,
+    tool inputs) in the logs and spans, off unless set: it is the users' data."""
+
+    log_content: bool = False
+
+
 class Config(_Section):
     """The merged config file. Unknown top-level keys (permission, agent, mcp, ...) are kept."""
 
@@ -150,6 +157,7 @@ class Config(_Section):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     webhooks: list[WebhookEndpoint] = Field(default_factory=list)  # the tenant's (config/webhooks.py)
     webhook_delivery: WebhookDeliveryConfig = Field(default_factory=WebhookDeliveryConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     shell_env: dict[str, str] = Field(default_factory=dict)  # added to tool processes' environment
 
     @field_validator("shell_env")

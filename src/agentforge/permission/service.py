@@ -315,6 +315,11 @@ class PermissionService:
 
     # --- reading --------------------------------------------------------------------------------
 
+    @property
+    def waiting_count(self) -> int:
+        """Requests of every tenant waiting for a person now."""
+        return len(self._waiting)
+
     def pending(self, tenant_id: str) -> list[PermissionRequestInfo]:
         """Requests of the tenant waiting for an answer, oldest first."""
         found = [w.info for w in self._waiting.values() if w.tenant_id == tenant_id]

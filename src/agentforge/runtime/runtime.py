@@ -40,6 +40,7 @@ from agentforge.session.status import StatusTracker
 from agentforge.store.audit import digest
 from agentforge.store.private import make_private_dir
 from agentforge.store.store import Store
+from agentforge.telemetry.observer import Telemetry
 from agentforge.tools.command_ledger import Reaper
 from agentforge.webhooks.dispatcher import WebhookDispatcher
 
@@ -68,6 +69,7 @@ class Runtime:
     reaper: Reaper | None = None
     webhooks: WebhookDispatcher | None = None  # the tenants' lifecycle notifications
     cluster: Cluster | None = None  # Postgres: this replica's part in the cluster (runtime/cluster.py)
+    telemetry: Telemetry = field(default_factory=Telemetry)
     sessions: SessionServices = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +85,7 @@ class Runtime:
             clock=self.clock,
             spawn=self.spawn,
             scope_of=self.scope,
+            observer=self.telemetry,
         )
 
     @classmethod
@@ -93,21 +96,28 @@ class Runtime:
         stream: StreamFn = provider_stream,
         clock: Clock = SYSTEM_CLOCK,
         serving: bool = False,
+        telemetry: Telemetry | None = None,
     ) -> Runtime:
         """Open the store, build the default tenant's scope, close the turns a previous process left
         running. `stream` makes the model calls and `clock` times back-off and deadlines (a scripted
         model and a fake clock in tests: agentforge.testing). `serving`: for a server, which is alone on
-        a SQLite database (SecondServerError otherwise)."""
+        a SQLite database (SecondServerError otherwise). `telemetry` gets the logs, metrics and spans
+        (one of its own unless given)."""
+        if telemetry is None:
+            telemetry = Telemetry(log_content=settings.config.telemetry.log_content)
         # The data directory holds every tenant's files (and the SQLite database): 0700 when new.
         await asyncio.to_thread(make_private_dir, settings.data_dir)
         bus = Bus()
         # Importing plugin modules runs their code: off the event loop.
         plugins = await asyncio.to_thread(create_plugin_manager, settings)
         bus.listen(plugins.observe_event)
+        bus.listen(telemetry.on_event)
+        bus.on_lag = telemetry.lagged
         check_configured_overlays(settings)
         store = await Store.open(
             settings.database_url, owner_url=settings.database_owner_url, publish=bus.publish_many
         )
+        store.observe(telemetry)
         scopes = ScopeCache(settings, plugins)
         runtime: Runtime | None = None
         try:
@@ -129,6 +139,7 @@ class Runtime:
                 scopes=scopes,
                 stream=stream,
                 clock=clock,
+                telemetry=telemetry,
             )
             runtime.permissions.policies.append(plugin_policy(plugins))
             # Before serving: a turn the last process left running would otherwise stay open forever.
@@ -153,6 +164,12 @@ class Runtime:
             log.info("No turn was left running when the server last stopped")
         runtime.clients = acquire_clients()
         runtime.start_webhooks()
+        telemetry.metrics.watch(
+            active_sessions=lambda: runtime.runners.running,
+            sse_subscribers=lambda: bus.subscriber_count,
+            writer_queue_depth=lambda: store.writer_queue_depth,
+            permissions_pending=lambda: runtime.permissions.waiting_count,
+        )
         return runtime
 
     def start_webhooks(self) -> None:

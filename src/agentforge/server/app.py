@@ -38,6 +38,7 @@ from agentforge.server.routes import (
     instance,
     location,
     mcp,
+    metrics,
     permission,
     project,
     provider,
@@ -53,8 +54,10 @@ from agentforge.server.routes import (
     tooling,
     webhook,
 )
+from agentforge.server.telemetry import TelemetryMiddleware
 from agentforge.session.processor import StreamFn
 from agentforge.store.audit import AUTH_FAILED
+from agentforge.telemetry.observer import Telemetry
 from agentforge.terminal.registry import Terminals
 
 log = logging.getLogger(__name__)
@@ -67,16 +70,20 @@ def create_app(
     failure_throttle: FailureThrottle | None = None,
     stream: StreamFn = provider_stream,
     clock: Clock = SYSTEM_CLOCK,
+    telemetry: Telemetry | None = None,
 ) -> FastAPI:
     """The app. `on_auth_failure` hears of every refused request (401/403) before it is answered;
     `failure_throttle` decides which of them become audit rows (a fresh one by default). `stream`
     (the model calls) and `clock` (back-off and deadlines) are the runtime's seams for tests
-    (agentforge.testing: a scripted model, a fake clock)."""
+    (agentforge.testing: a scripted model, a fake clock). `telemetry` gets the app's logs, metrics
+    and spans (tests pass one with an in-memory span exporter)."""
     throttle = FailureThrottle() if failure_throttle is None else failure_throttle
+    if telemetry is None:
+        telemetry = Telemetry(log_content=settings.config.telemetry.log_content)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings, stream=stream, clock=clock, serving=True)
+        runtime = await Runtime.open(settings, stream=stream, clock=clock, serving=True, telemetry=telemetry)
         app.state.runtime = runtime
         # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
         runtime.spawn_daemon(checkpoint_periodically(settings))
@@ -123,6 +130,7 @@ def create_app(
     errors.install(app)
     # Size, 64-bit integers, NUL and lone surrogates: checked before any route runs (input_guard.py).
     app.add_middleware(InputGuard, max_body_bytes=settings.config.server.max_body_bytes)
+    app.add_middleware(TelemetryMiddleware, tracer=telemetry.tracer)
     # Health stays open (load balancers probe it); so do /docs and /openapi.json. Everything else
     # needs an identity, resolved once per request and before any response (SSE included) starts.
     app.include_router(global_.router)
@@ -156,6 +164,7 @@ def create_app(
         session_extras,
         pty,
         webhook,
+        metrics,
     )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)

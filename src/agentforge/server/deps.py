@@ -19,6 +19,7 @@ from agentforge.runtime.runtime import Runtime
 from agentforge.server.errors import ApiError
 from agentforge.session.prompt import SessionPrompt
 from agentforge.session.service import SessionService
+from agentforge.telemetry import context
 
 
 async def runtime(request: Request) -> Runtime:
@@ -61,6 +62,7 @@ async def identity(request: Request) -> Identity:
         request.state.identity = cached
     # Events this request (and the turns it starts) writes are attributed to this user.
     CURRENT_ACTOR.set(cached.user)
+    context.bind(tenant=cached.tenant)  # and its log lines name the tenant
     return cached
 
 

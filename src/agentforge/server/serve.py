@@ -30,6 +30,8 @@ class ForgeServer(uvicorn.Server):
                 host=host,
                 port=port,
                 log_level=log_level,
+                # Our logging (telemetry/logs.py) renders uvicorn's lines too: no handlers of its own.
+                log_config=None,
                 lifespan="on",
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
             )

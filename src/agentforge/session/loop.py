@@ -7,6 +7,7 @@ from the store's read API and every write goes through the session's write inten
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -107,6 +108,20 @@ class TurnLoop:
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
         turn was already over, and the caller reads the newest reply from the store)."""
+        with self.services.observer.turn(self.tenant_id, self.session.id) as observed:
+            outcome = "failed"
+            try:
+                final = await self._run()
+                failed = final is not None and getattr(final.info, "error", None) is not None
+                outcome = "error" if failed else "completed"
+                return final
+            except asyncio.CancelledError:
+                outcome = "aborted"
+                raise
+            finally:
+                observed.finish(outcome)
+
+    async def _run(self) -> WithParts | None:
         self.handle.take_new_input()  # this first read sees everything so far
         while True:
             self.services.status.set(self.tenant_id, self.session.id, StatusBusy())
@@ -316,6 +331,7 @@ class TurnLoop:
             limits=self.scope.limits,
             data_dir=self.scope.settings.data_dir,
             max_retries=self.scope.max_retries,
+            observer=self.services.observer,
             compaction=self.compactor.config.auto,
             overflow=self.compactor.overflows,
         )

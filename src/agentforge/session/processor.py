@@ -25,6 +25,7 @@ from agentforge.llm.retry import retry_delay_ms, retryable_message
 from agentforge.llm.usage import step_usage
 from agentforge.model import ids
 from agentforge.model.errors import (
+    APIError,
     ContentFilterError,
     ContextOverflowError,
     MessageAbortedError,
@@ -46,6 +47,12 @@ from agentforge.model.part import (
 from agentforge.model.session import StatusBusy, StatusIdle, StatusRetry
 from agentforge.session.checkpoint import PartCheckpoints
 from agentforge.session.events import SessionEvents, now_ms
+from agentforge.session.observer import (
+    NULL_OBSERVER,
+    CalledModel,
+    ModelCallObservation,
+    SessionObserver,
+)
 from agentforge.session.status import StatusTracker
 from agentforge.session.tool_calls import ToolCallRunner
 from agentforge.session.turn_tools import TurnTools
@@ -70,6 +77,7 @@ class ProcessorDeps:
     # Checked after every finish-step of a non-summary message: True stops the stream with "compact".
     overflow: OverflowFn | None = None
     clock: Clock = SYSTEM_CLOCK  # what retry back-off reads and sleeps on
+    observer: SessionObserver = NULL_OBSERVER
 
 
 class Processor:
@@ -87,11 +95,13 @@ class Processor:
         self.aborted = False
         self._text: dict[str, TextPart] = {}
         self._reasoning: dict[str, ReasoningPart] = {}
-        self._calls = ToolCallRunner(deps.events, message, tools, deps.limits)
+        self._calls = ToolCallRunner(deps.events, message, tools, deps.limits, observer=deps.observer)
         self._written: dict[str, Part] = {}
         self._checkpoints = PartCheckpoints(deps.events, deps.clock)
         # What the current attempt streamed (text, reasoning, step starts): removed if it fails.
         self._attempt: list[Part] = []
+        self._observed: ModelCallObservation | None = None
+        self._streamed = False  # whether content has arrived yet (time to first token)
 
     @property
     def blocked(self) -> bool:
@@ -113,15 +123,22 @@ class Processor:
         self.deps.events.submit_part(part)
 
     async def process(self, request: ModelRequest) -> Outcome:
-        try:
-            await self._run_attempts(request)
-        except asyncio.CancelledError:
-            self.aborted = True
-            if self.message.error is None:
-                await self._halt(aborted_error())
-            raise
-        finally:
-            await self._cleanup()
+        message, observer = self.message, self.deps.observer
+        model = CalledModel(self.model.provider_id, self.model.model_id, self.model.api)
+        tenant_id = self.deps.events.tenant_id
+        with observer.model_call(tenant_id, message.session_id, message.id, model) as self._observed:
+            try:
+                await self._run_attempts(request)
+            except asyncio.CancelledError:
+                self.aborted = True
+                if self.message.error is None:
+                    await self._halt(aborted_error())
+                raise
+            finally:
+                await self._cleanup()
+                self._observed.finish(
+                    _error_name(message.error), self._content() if observer.wants_content else None
+                )
         if self.needs_compaction:
             return "compact"
         if self.blocked or self.message.error is not None:
@@ -149,6 +166,8 @@ class Processor:
             return False
         clock = self.deps.clock
         delay = retry_delay_ms(attempt, error, now=clock.time)
+        if self._observed is not None:
+            self._observed.retry(_retry_reason(error), attempt)
         self.deps.status.set(
             self.deps.events.tenant_id,
             self.message.session_id,
@@ -183,6 +202,10 @@ class Processor:
                     await close()
 
     async def _handle(self, event: ev.StreamEvent) -> None:
+        if not self._streamed and isinstance(event, _CONTENT_EVENTS):
+            self._streamed = True
+            if self._observed is not None:
+                self._observed.first_token()
         match event:
             case ev.StreamStart():
                 self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusBusy())
@@ -282,6 +305,8 @@ class Processor:
         await self._calls.settle()
         await self._close_open_blocks()
         tokens, cost = step_usage(self.model, event.usage)
+        if self._observed is not None:
+            self._observed.usage(tokens.input, tokens.output, cost, event.finish_reason)
         self.message.finish = event.finish_reason
         self.message.cost += cost
         self.message.tokens = tokens
@@ -315,12 +340,31 @@ class Processor:
         if not isinstance(error, MessageAbortedError):
             self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusIdle())
 
+    def _content(self) -> str:
+        """The reply's text (reported only with the content opt-in)."""
+        return "".join(p.text for p in self._written.values() if isinstance(p, TextPart))
+
     async def _cleanup(self) -> None:
         """Runs exactly once: closes open parts, fails unfinished tool calls, completes the message."""
         await self._close_open_blocks()
         await self._calls.abandon()
         self.message.time.completed = now_ms()
         await self.deps.events.update_message(self.message)
+
+
+# What counts as the model's first token: any streamed content, text, reasoning or a tool call.
+_CONTENT_EVENTS = (ev.TextDelta, ev.ReasoningDelta, ev.ToolInputStart, ev.ToolCall)
+
+
+def _error_name(error: NamedError | None) -> str | None:
+    return None if error is None else error.name
+
+
+def _retry_reason(error: NamedError) -> str:
+    """A bounded label: the error's name, with the HTTP status for provider API errors."""
+    if isinstance(error, APIError) and error.data.status_code is not None:
+        return f"http_{error.data.status_code}"
+    return error.name
 
 
 def _stopped_by_provider(reason: str) -> MessageOutputLengthError | ContentFilterError | None:

@@ -157,10 +157,6 @@ class RunnerRegistry:
         """Start draining: running loops and shells go on, new ones are refused."""
         self.accepting = False
 
-    @property
-    def running(self) -> int:
-        return len(self._runs) + len(self._shells)
-
     async def wait_idle(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for every run and shell to end; whether they all did."""
         loop = asyncio.get_running_loop()
@@ -173,6 +169,11 @@ class RunnerRegistry:
             waits += [shell.task for shell in self._shells.values()]
             await asyncio.wait(waits, timeout=left)
         return True
+
+    @property
+    def running(self) -> int:
+        """Sessions running a loop or a shell command now."""
+        return len(self._runs.keys() | self._shells.keys())
 
     def is_busy(self, session_id: str) -> bool:
         return session_id in self._runs or session_id in self._shells

@@ -18,6 +18,7 @@ from agentforge.permission.service import PermissionService
 from agentforge.plugins.manager import PluginManager
 from agentforge.session.channels.questions import QuestionService
 from agentforge.session.events import SessionEvents
+from agentforge.session.observer import NULL_OBSERVER, SessionObserver
 from agentforge.session.processor import StreamFn
 from agentforge.session.runner import RunnerRegistry
 from agentforge.session.scope import TenantScope
@@ -43,6 +44,7 @@ class SessionServices:
     clock: Clock  # what back-off and deadlines read and sleep on
     spawn: Spawn
     scope_of: ScopeOf
+    observer: SessionObserver = NULL_OBSERVER  # logs, metrics and traces of turns (telemetry/)
 
     def events(self, tenant_id: str) -> SessionEvents:
         return SessionEvents(self.store, self.bus, tenant_id)

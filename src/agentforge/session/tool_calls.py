@@ -11,9 +11,11 @@ from typing import Any
 from agentforge.llm import events as ev
 from agentforge.model import ids
 from agentforge.model.message import AssistantMessage
-from agentforge.model.part import REFUSED_BY, FilePart, ToolPart, ToolStatePending
+from agentforge.model.part import REFUSED_BY, FilePart, ToolPart, ToolStateError, ToolStatePending
+from agentforge.permission.errors import ExpiredError, RejectedError
 from agentforge.plugins.calls import run_tool_with_hooks
 from agentforge.session.events import SessionEvents
+from agentforge.session.observer import NULL_OBSERVER, SessionObserver
 from agentforge.session.tool_part import ToolPartLifecycle
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, is_doom_loop
 from agentforge.tools.base import (
@@ -29,6 +31,18 @@ from agentforge.tools.truncation import TruncationLimits
 ABANDON_GRACE_SECONDS = 5.0
 
 
+def refused_by(error: PermissionDeniedError) -> str:
+    """Who refused a call, for telemetry: a rule, the fence or the workspace without asking; else the
+    person asked (`user`), the deadline (`timeout`) or a policy."""
+    if error.refused_by:
+        return error.refused_by
+    if isinstance(error, ExpiredError):
+        return "timeout"
+    if isinstance(error, RejectedError):
+        return "user"
+    return "policy"
+
+
 class ToolCallRunner:
     def __init__(
         self,
@@ -36,8 +50,11 @@ class ToolCallRunner:
         message: AssistantMessage,
         tools: TurnTools,
         limits: TruncationLimits,
+        *,
+        observer: SessionObserver = NULL_OBSERVER,
     ) -> None:
         self._events = events
+        self._observer = observer
         self._message = message
         self._tools = tools
         self._limits = limits
@@ -91,6 +108,21 @@ class ToolCallRunner:
 
     async def _execute(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> None:
         part = call.part
+        with self._observer.tool_call(
+            part.session_id, part.message_id, part.call_id, part.tool, tool_input
+        ) as observed:
+            try:
+                refused = await self._run(call, tool_input)
+            except asyncio.CancelledError:
+                observed.finish("interrupted")
+                raise
+            state = call.part.state
+            error = state.error if isinstance(state, ToolStateError) else None
+            observed.finish(state.status, refused_by=refused, error=error)
+
+    async def _run(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> str | None:
+        """Run the call to its final state; returns who refused it, if it was refused."""
+        part = call.part
         tool = self._tools.tools.get(part.tool)
         ctx = self._context(call)
         try:
@@ -115,13 +147,14 @@ class ToolCallRunner:
                 self.blocked = self.blocked or exc.blocks_loop
                 refused = {REFUSED_BY: exc.refused_by} if exc.refused_by else None
             call.fail(str(exc), refused)
-        else:
-            call.complete(
-                result.output,
-                title=result.title,
-                metadata=result.metadata,
-                attachments=self._attachments(part, result),
-            )
+            return refused_by(exc) if isinstance(exc, PermissionDeniedError) else None
+        call.complete(
+            result.output,
+            title=result.title,
+            metadata=result.metadata,
+            attachments=self._attachments(part, result),
+        )
+        return None
 
     def _loops(self, part: ToolPart) -> bool:
         """KERNEL 5.7: this call repeats the turn's previous calls (same tool, same input) enough

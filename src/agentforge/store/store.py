@@ -35,7 +35,14 @@ from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownersh
 from agentforge.store.privileges import current_role
 from agentforge.store.projector import checkpoint_part
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
-from agentforge.store.writer import DEFAULT_BATCH_CAP, OrderedWriter, Publish, TaskWriter, ThreadWriter
+from agentforge.store.writer import (
+    DEFAULT_BATCH_CAP,
+    OrderedWriter,
+    Publish,
+    TaskWriter,
+    ThreadWriter,
+    WriterObserver,
+)
 
 DEFAULT_READERS: Final = 4
 
@@ -202,6 +209,14 @@ class Store:
     @property
     def dialect(self) -> Dialect:
         return self._dialect
+
+    def observe(self, observer: WriterObserver) -> None:
+        """Report each batch the writer commits to `observer` (telemetry)."""
+        self._writer.observer = observer
+
+    @property
+    def writer_queue_depth(self) -> int:
+        return self._writer.queue_depth
 
     @property
     def committed_batches(self) -> int:

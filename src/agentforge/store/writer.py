@@ -17,11 +17,12 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Protocol
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -46,10 +47,20 @@ DEFAULT_BATCH_CAP: Final = 256
 Publish = Callable[[list[Event]], None]
 
 
+class WriterObserver(Protocol):
+    """What telemetry learns of the writer: each batch once delivered, and the submitter's trace
+    context (`capture`, called on the loop at submit) so a batch's span joins the request it serves."""
+
+    def capture(self) -> object: ...
+
+    def batch(self, size: int, started_ns: int, ended_ns: int, committed: bool, origin: object) -> None: ...
+
+
 @dataclass(slots=True)
 class _Pending:
     event: Item
     future: asyncio.Future[Any]
+    origin: object = None
 
 
 # Marks the end of the queue: everything submitted before close() is written, then the writer stops.
@@ -78,6 +89,12 @@ class OrderedWriter(ABC):
         self._submitted = 0
         self._delivered = 0
         self._trailing: deque[tuple[int, Event]] = deque()
+        self.observer: WriterObserver | None = None
+
+    @property
+    def queue_depth(self) -> int:
+        """Items submitted and not yet delivered."""
+        return self._submitted - self._delivered
 
     def submit(self, event: Event) -> asyncio.Future[Event]:
         """Queue a durable event; the future resolves with it (seq set) once it has committed."""
@@ -106,7 +123,8 @@ class OrderedWriter(ABC):
         return self._queue_item(mutation)
 
     def _queue_item(self, item: Item) -> asyncio.Future[Any]:
-        pending = _Pending(item, self._loop.create_future())
+        origin = None if self.observer is None else self.observer.capture()
+        pending = _Pending(item, self._loop.create_future(), origin)
         self._submitted += 1
         self._enqueue(pending)
         return pending.future
@@ -154,10 +172,14 @@ class OrderedWriter(ABC):
     def _write(self, conn: Connection, batch: Sequence[_Pending]) -> list[Outcome]:
         return self._applier.write_batch(conn, [pending.event for pending in batch])
 
-    def _deliver(self, batch: Sequence[_Pending], outcomes: Sequence[Outcome], committed: bool) -> None:
+    def _deliver(
+        self, batch: Sequence[_Pending], outcomes: Sequence[Outcome], committed: bool, timing: tuple[int, int]
+    ) -> None:
         """On the loop: set seqs, publish what committed (in order), then resolve the futures."""
         if committed:
             self.committed_batches += 1
+        if self.observer is not None:
+            self.observer.batch(len(batch), *timing, committed, batch[0].origin)
         # Committed events in order, each followed by the broadcast events queued right behind it.
         ordered: list[Event] = []
         for pending, outcome in zip(batch, outcomes, strict=True):
@@ -238,8 +260,10 @@ class ThreadWriter(OrderedWriter):
             batch, stop = self._take_batch(self._queue.get(), self._queue.get_nowait)
             if not batch:
                 continue
+            started = time.time_ns()
             conn, outcomes, committed = self._write_on(conn, batch)
-            if not self._call_on_loop(self._deliver, batch, outcomes, committed):
+            timing = (started, time.time_ns())
+            if not self._call_on_loop(self._deliver, batch, outcomes, committed, timing):
                 break
         if conn is not None:
             conn.close()
@@ -296,8 +320,9 @@ class TaskWriter(OrderedWriter):
             while not stop:
                 batch, stop = self._take_batch(await self._queue.get(), self._queue.get_nowait)
                 if batch:
+                    started = time.time_ns()
                     conn, outcomes, committed = await self._write_on(conn, batch)
-                    self._deliver(batch, outcomes, committed)
+                    self._deliver(batch, outcomes, committed, (started, time.time_ns()))
         finally:
             if conn is not None:
                 await conn.close()

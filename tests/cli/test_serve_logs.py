@@ -1,0 +1,61 @@
+"""`agentforge serve --log-format/--log-level`: the whole process logs structured lines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import httpx2
+
+from tests.cli.conftest import Cli
+
+
+async def test_serve_writes_json_lines_for_the_whole_app(cli: Cli, tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentforge.cli",
+        "serve",
+        "--port",
+        "0",
+        "--log-format",
+        "json",
+        "--log-level",
+        "info",
+        *cli.local,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cli.workspace,
+    )
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        url = line.split()[-1]
+        async with httpx2.AsyncClient(base_url=url) as client:
+            response = await client.get("/session", headers={"X-Request-ID": "cli-req-1"})
+            assert response.status_code == 200
+            metrics = await client.get("/metrics")
+            assert "agentforge_turns_started_total 0.0" in metrics.text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    lines = [json.loads(text) for text in stderr.decode().splitlines() if text.strip()]
+    assert lines, "the server logged nothing"
+    assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in lines)
+    loggers = {entry["logger"] for entry in lines}
+    assert "agentforge.runtime.runtime" in loggers  # ours, not only uvicorn's
+    access = [entry for entry in lines if entry["logger"] == "uvicorn.access"]
+    assert any(entry.get("request_id") == "cli-req-1" for entry in access), access
+
+
+async def test_serve_refuses_an_unknown_log_format_or_level(cli: Cli) -> None:
+    result = await cli.invoke("serve", "--log-format", "xml", *cli.local)
+    assert result.exit_code == 2 and "--log-format" in result.stderr
+    result = await cli.invoke("serve", "--log-level", "loud", *cli.local)
+    assert result.exit_code == 2 and "--log-level" in result.stderr

@@ -1,0 +1,117 @@
+"""The log format itself: structured lines from any stdlib logger, credentials masked wherever they
+appear, ids bound in context, levels and formats validated."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentforge.telemetry import context
+from agentforge.telemetry.logs import REDACTED, configure_logging, mask
+from tests.e2e.harness import start_live_server
+from tests.fakes.openai_server import FakeOpenAI
+
+SECRET = "sk-proj-Zx81mNq0TTa9"
+
+
+@pytest.fixture
+def restore_root() -> Iterator[list[logging.Handler]]:
+    root = logging.getLogger()
+    level, installed = root.level, list[logging.Handler]()
+    yield installed
+    for handler in installed:
+        root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def _configure(restore_root: list[logging.Handler], log_format: str = "json") -> io.StringIO:
+    stream = io.StringIO()
+    restore_root.append(configure_logging("json" if log_format == "json" else "text", "debug", stream=stream))
+    return stream
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_credentials_are_masked_in_messages_fields_and_tracebacks(
+    restore_root: list[logging.Handler],
+) -> None:
+    stream = _configure(restore_root)
+    log = logging.getLogger("agentforge.test")
+    log.info("calling with Authorization: Bearer %s", SECRET)
+    log.info("headers", extra={"headers": {"Authorization": f"Bearer {SECRET}", "x-api-key": SECRET}})
+    log.info("config", extra={"apiKey": SECRET, "provider": {"options": {"api_key": SECRET}}})
+    log.info('127.0.0.1 - "GET /pty/p1/connect?ticket=%s&x=1 HTTP/1.1" 101', SECRET)
+    try:
+        raise RuntimeError(f"provider said: invalid key {SECRET}")
+    except RuntimeError:
+        log.exception("model call failed")
+    text = stream.getvalue()
+    assert SECRET not in text
+    lines = _lines(stream)
+    assert lines[0]["message"] == f"calling with Authorization: Bearer {REDACTED}"
+    assert lines[1]["headers"] == {"Authorization": REDACTED, "x-api-key": REDACTED}
+    assert lines[2]["apiKey"] == REDACTED and lines[2]["provider"]["options"]["api_key"] == REDACTED
+    assert f"ticket={REDACTED}&x=1" in lines[3]["message"]
+    assert "RuntimeError" in lines[4]["exception"]
+
+
+def test_token_counts_are_not_mistaken_for_tokens(restore_root: list[logging.Handler]) -> None:
+    stream = _configure(restore_root)
+    logging.getLogger("agentforge.test").info("usage", extra={"input_tokens": 12, "output_tokens": 3})
+    (line,) = _lines(stream)
+    assert line["input_tokens"] == 12 and line["output_tokens"] == 3
+
+
+def test_mask_keeps_ordinary_text() -> None:
+    assert mask("read notes.txt: 12 lines, task done") == "read notes.txt: 12 lines, task done"
+    assert mask("Bearer abc.def") == f"Bearer {REDACTED}"
+
+
+def test_bound_ids_appear_on_every_line_inside_the_block(restore_root: list[logging.Handler]) -> None:
+    stream = _configure(restore_root)
+    log = logging.getLogger("agentforge.test")
+    with context.bound(session_id="ses_1", message_id="msg_1", tenant=None):
+        log.warning("inside")
+    log.warning("outside")
+    inside, outside = _lines(stream)
+    assert inside["session_id"] == "ses_1" and inside["message_id"] == "msg_1" and "tenant" not in inside
+    assert inside["level"] == "warning" and inside["logger"] == "agentforge.test" and inside["time"]
+    assert "session_id" not in outside
+
+
+def test_text_format_is_one_readable_line(restore_root: list[logging.Handler]) -> None:
+    stream = _configure(restore_root, "text")
+    logging.getLogger("agentforge.test").info("turn finished", extra={"outcome": "completed"})
+    line = stream.getvalue().strip()
+    assert "turn finished" in line and "outcome=completed" in line and "[info" in line
+
+
+def test_level_and_format_are_checked() -> None:
+    with pytest.raises(ValueError, match="log level"):
+        configure_logging("json", "loud")
+    with pytest.raises(ValueError, match="log format"):
+        configure_logging("xml", "info")  # type: ignore[arg-type]
+
+
+async def test_access_log_lines_keep_no_query_credential(
+    tmp_path: Path, fake_openai: FakeOpenAI, restore_root: list[logging.Handler]
+) -> None:
+    stream = _configure(restore_root)
+    access_log = logging.getLogger("uvicorn.access")
+    async with start_live_server(tmp_path, fake_openai) as live:
+        level = access_log.level
+        access_log.setLevel(logging.INFO)  # the harness serves at warning
+        response = await live.client.get(f"/session?token={SECRET}", headers={"X-Request-ID": "rq-7"})
+        assert response.status_code == 200
+        access_log.setLevel(level)
+    assert SECRET not in stream.getvalue()
+    access = [line for line in _lines(stream) if line["logger"] == "uvicorn.access"]
+    assert any(f"token={REDACTED}" in line["message"] for line in access), access
