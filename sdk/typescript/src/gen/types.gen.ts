@@ -7220,3 +7220,36 @@ export type WebhookDeliveryResponses = {
 };
 
 export type WebhookDeliveryResponse = WebhookDeliveryResponses[keyof WebhookDeliveryResponses];
+
+export type MetricsGetData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/metrics';
+};
+
+export type MetricsGetErrors = {
+    /**
+     * Bad request: a field is missing or invalid (the message names it)
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential (API key or token)
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this (role, tenant or workspace boundary)
+     */
+    403: ErrorBody;
+};
+
+export type MetricsGetError = MetricsGetErrors[keyof MetricsGetErrors];
+
+export type MetricsGetResponses = {
+    /**
+     * Successful Response
+     */
+    200: string;
+};
+
+export type MetricsGetResponse = MetricsGetResponses[keyof MetricsGetResponses];

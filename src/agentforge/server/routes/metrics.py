@@ -11,6 +11,12 @@ from agentforge.telemetry.metrics import CONTENT_TYPE
 router = APIRouter(tags=["global"])
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    operation_id="metrics.get",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics(rt: RuntimeDep, _caller: AdminDep) -> Response:
     return Response(rt.telemetry.metrics.render(), media_type=CONTENT_TYPE)
