@@ -18,6 +18,7 @@ import pytest_asyncio
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
 from agentforge.runtime.scope import TMP_DIR
+from agentforge.tools.command_ledger import TOKEN_VARIABLE
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 
@@ -104,7 +105,9 @@ async def test_a_tenants_bash_gets_a_clean_environment_and_so_does_default_with_
     assert acme["HOME"] == str(forge.workspace(ACME))
     assert acme["TMPDIR"] == str(forge.tmp_path / "data" / "tenants" / ACME / TMP_DIR)
     assert acme["ACME_REGION"] == "eu-1"
-    assert not any(name.startswith("AGENTFORGE_") for name in acme)
+    # Nothing of the server's environment; only the token that marks the command's own processes
+    # for the reaper (command_ledger.py).
+    assert not any(name.startswith("AGENTFORGE_") for name in acme if name != TOKEN_VARIABLE)
 
     # Authentication is on: whoever holds a `default` key is a tenant, not the server's local user.
     default = await bash_env(forge, "default")
