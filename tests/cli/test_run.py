@@ -12,6 +12,8 @@ from rich.console import Console
 from agentforge.cli.render import TurnPrinter
 from agentforge.cli.run import run_turn
 from agentforge.client import AsyncAgentForge
+from agentforge.config import load_settings
+from agentforge.runtime.runtime import Runtime
 from tests.cli.conftest import Cli
 from tests.e2e.harness import LiveServer
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
@@ -27,6 +29,20 @@ async def test_run_prints_the_answer_and_exits_0(cli: Cli, fake_openai: FakeOpen
     assert result.stdout == "Hello from the [bold]fake[/bold] model\n"
     assert SESSION_LINE.search(result.stderr)
     assert fake_openai.requests[0]["messages"][-1] == {"role": "user", "content": "Say hello"}
+
+
+async def test_run_in_process_works_beside_a_server_on_the_same_database(
+    cli: Cli, fake_openai: FakeOpenAI
+) -> None:
+    # The server holds the SQLite database as its sole server; the CLI's in-process app is no server.
+    server = await Runtime.open(load_settings(data_dir=cli.data_dir, directory=cli.workspace), serving=True)
+    try:
+        fake_openai.enqueue(reply("beside"))
+        result = await cli.run_local("run", "Say hello")
+        assert result.exit_code == 0, result.output
+        assert result.stdout == "beside\n"
+    finally:
+        await server.close()
 
 
 async def test_run_shows_tool_calls_and_their_results(cli: Cli, fake_openai: FakeOpenAI) -> None:

@@ -40,6 +40,9 @@ async def test_the_openapi_documents_readiness_and_the_shutdown_event(live: Live
     assert "`server.shutdown`" in route["description"]
     assert "text/event-stream" in route["responses"]["200"]["content"]
     # One model per event type: the shutdown notice is one of them.
-    assert spec["components"]["schemas"]["EventServerShutdown"]["properties"]["type"]["const"] == "server.shutdown"
+    assert (
+        spec["components"]["schemas"]["EventServerShutdown"]["properties"]["type"]["const"]
+        == "server.shutdown"
+    )
     assert "503" in spec["paths"]["/global/ready"]["get"]["responses"]
     assert "/webhook/delivery" in spec["paths"]

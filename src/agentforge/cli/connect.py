@@ -78,7 +78,7 @@ async def connect(target: Target) -> AsyncIterator[AsyncAgentForge]:
     await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True, mode=0o700)
     with logging_to_file(path, verbose=target.verbose):
         # Like a real server, the app's own failures become 500 answers rather than tracebacks here.
-        transport = StreamingASGITransport(create_app(settings), raise_app_exceptions=False)
+        transport = StreamingASGITransport(create_app(settings, serving=False), raise_app_exceptions=False)
         try:
             async with transport.lifespan(), AsyncAgentForge(IN_PROCESS_URL, transport=transport) as client:
                 yield client
@@ -104,7 +104,7 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
         typer.echo(f"error: {exc.message} ({exc.name})", err=True)
         code = exits.ERROR
     except LifespanError as exc:
-        typer.echo(f"error: the in-process server failed to start or stop: {_one_line(exc)}", err=True)
+        typer.echo(f"error: the in-process server failed to start or stop: {_last_line(exc)}", err=True)
         code = exits.ERROR
     except ConfigError as exc:
         typer.echo(f"error: {exc} (fix the config file)", err=True)
@@ -120,6 +120,12 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
         typer.echo(f"error: {type(exc).__name__}: {_one_line(exc)}{hint}", err=True)
         code = exits.ERROR
     raise typer.Exit(code)
+
+
+def _last_line(exc: BaseException) -> str:
+    """What ended a failure whose message carries its traceback (the lifespan's): its last line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _one_line(exc: BaseException) -> str:

@@ -71,9 +71,11 @@ def create_app(
     stream: StreamFn = provider_stream,
     clock: Clock = SYSTEM_CLOCK,
     telemetry: Telemetry | None = None,
+    serving: bool = True,
 ) -> FastAPI:
-    """The app. `on_auth_failure` hears of every refused request (401/403) before it is answered;
-    `failure_throttle` decides which of them become audit rows (a fresh one by default). `stream`
+    """The app. `serving`: a server, alone on a SQLite database (False for the CLI's in-process app,
+    which may run beside one). `on_auth_failure` hears of every refused request (401/403) before it
+    is answered; `failure_throttle` decides which of them become audit rows (a fresh one by default). `stream`
     (the model calls) and `clock` (back-off and deadlines) are the runtime's seams for tests
     (agentforge.testing: a scripted model, a fake clock). `telemetry` gets the app's logs, metrics
     and spans (tests pass one with an in-memory span exporter)."""
@@ -83,7 +85,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings, stream=stream, clock=clock, serving=True, telemetry=telemetry)
+        runtime = await Runtime.open(
+            settings, stream=stream, clock=clock, serving=serving, telemetry=telemetry
+        )
         app.state.runtime = runtime
         # Signed heads of the audit chains, kept outside the database (runtime/checkpoints.py).
         runtime.spawn_daemon(checkpoint_periodically(settings))
