@@ -1,5 +1,5 @@
 // The prompt box: Enter sends, Shift+Enter is a newline, files attach as data URLs, and a leading
-// `/name` runs one of the server's commands.
+// `/name` runs one of the server's commands (Tab completes the first one listed).
 import { useRef, useState } from "preact/hooks";
 import type { PromptBody } from "./api";
 import type { Command } from "./types";
@@ -19,9 +19,16 @@ export function Composer({ busy, commands, onSend, onCommand, onStop }: Props) {
   const [files, setFiles] = useState<FilePart[]>([]);
   const [error, setError] = useState<string | null>(null);
   const picker = useRef<HTMLInputElement>(null);
+  const box = useRef<HTMLTextAreaElement>(null);
 
   const slash = text.startsWith("/") && !text.includes(" ") ? text.slice(1) : null;
   const suggestions = slash === null ? [] : commands.filter((c) => c.name.startsWith(slash)).slice(0, 8);
+
+  // The focus stays in the box, so the arguments are typed straight after the chosen command.
+  const choose = (name: string) => {
+    setText(`/${name} `);
+    box.current?.focus();
+  };
 
   const send = async () => {
     const value = text.trim();
@@ -65,7 +72,7 @@ export function Composer({ busy, commands, onSend, onCommand, onStop }: Props) {
         <ul class="suggestions" aria-label="Commands">
           {suggestions.map((c) => (
             <li key={c.name}>
-              <button type="button" class="link" onClick={() => setText(`/${c.name} `)}>
+              <button type="button" class="link" onClick={() => choose(c.name)}>
                 /{c.name} <small>{c.description}</small>
               </button>
             </li>
@@ -86,13 +93,17 @@ export function Composer({ busy, commands, onSend, onCommand, onStop }: Props) {
       )}
       <div class="composer-row">
         <textarea
+          ref={box}
           aria-label="Message"
           placeholder="Message (Enter sends, Shift+Enter for a new line, / for commands)"
           rows={2}
           value={text}
           onInput={(e) => setText(e.currentTarget.value)}
           onKeyDown={(e) => {
-            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+            if (e.key === "Tab" && !e.shiftKey && suggestions.length > 0) {
+              e.preventDefault();
+              choose(suggestions[0].name);
+            } else if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
               e.preventDefault();
               void send();
             }

@@ -2,6 +2,8 @@
 
 Every page records what would mean the console is broken or unsafe: uncaught errors, console
 errors (CSP violations among them) and dialogs opened by script (an `alert` from an XSS payload).
+A test expecting a `confirm()` names its message and answer in `Watched.answers`; any other dialog
+is dismissed and recorded.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class Watched:
     page: Page
     errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    # confirm() messages the test expects, with the answer to give (True accepts); each is used once.
+    answers: dict[str, bool] = field(default_factory=dict)
+    answered: list[str] = field(default_factory=list)
 
 
 @contextlib.asynccontextmanager
@@ -70,6 +75,11 @@ async def open_page(
     page.on("console", on_console)
 
     async def on_dialog(dialog: Dialog) -> None:
+        if dialog.type == "confirm" and dialog.message in watched.answers:
+            watched.answered.append(dialog.message)
+            accept = watched.answers.pop(dialog.message)
+            await (dialog.accept() if accept else dialog.dismiss())
+            return
         watched.dialogs.append(dialog.message)
         await dialog.dismiss()
 

@@ -398,3 +398,168 @@ async def test_model_and_tool_output_cannot_run_script(tmp_path: Path, fake_open
         blocked = "violates the following Content Security Policy directive"
         assert [e for e in watched.errors if blocked not in e] == []
         watched.errors.clear()
+
+
+async def test_a_rejection_with_a_message_reaches_the_model(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = fake_provider_config(fake_openai)
+    config["permission"] = {"edit": "ask"}
+    fake_openai.enqueue(
+        call("write", {"filePath": "hello.txt", "content": "hello\n"}),
+        reply("Understood, no file."),
+    )
+    async with console(tmp_path, fake_openai, config) as (live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Write hello.txt")
+        await page.get_by_label("Message with a rejection (optional)").fill("Use notes.md instead")
+        await page.get_by_role("button", name="Reject").click()
+        tool = transcript(page).locator(".tool")
+        await expect(tool.locator(".badge-error")).to_have_text("error")
+        await expect(tool.locator("pre.error")).to_contain_text(
+            "with the following feedback: Use notes.md instead"
+        )
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        assert not (live.workspace / "hello.txt").exists()
+        # A rejection stops the loop after its step; the model hears the feedback on the next turn.
+        assert len(fake_openai.requests) == 1
+        await send(page, "Go on")
+        await expect(transcript(page).get_by_text("Understood, no file.")).to_be_visible()
+        tool_results = [m for m in fake_openai.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "Use notes.md instead" in str(tool_results)
+
+
+async def test_slash_commands_are_listed_and_run(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = fake_provider_config(fake_openai)
+    config["command"] = {
+        "review": {"template": "Review $ARGUMENTS with care", "description": "Review some files"},
+        "explain": {"template": "Explain $1 simply", "description": "Explain a concept"},
+    }
+    fake_openai.enqueue(reply("Reviewed main.py."))
+    async with console(tmp_path, fake_openai, config) as (live, watched):
+        page = watched.page
+        await new_session(page)
+        box = page.get_by_role("textbox", name="Message")
+        await box.press_sequentially("/ex")
+        await box.press("Tab")  # completes the first command listed, the focus stays
+        await expect(box).to_have_value("/explain ")
+        await expect(box).to_be_focused()
+        await box.fill("")
+        await box.press_sequentially("/")
+        commands = page.get_by_role("list", name="Commands")
+        await expect(commands.get_by_role("button", name="/review")).to_contain_text("Review some files")
+        await expect(commands.get_by_role("button", name="/explain")).to_be_visible()
+        await box.press_sequentially("rev")  # narrows the list as the name is typed
+        await expect(commands.get_by_role("button")).to_have_count(1)
+        await commands.get_by_role("button", name="/review").click()
+        await expect(box).to_have_value("/review ")
+        await expect(commands).to_have_count(0)
+        # Chosen, the command leaves the focus in the box: the arguments are typed straight on.
+        await expect(box).to_be_focused()
+        await page.keyboard.type("main.py")
+        await page.keyboard.press("Enter")
+        await expect(transcript(page).get_by_text("Reviewed main.py.")).to_be_visible()
+        await expect(box).to_have_value("")
+        assert "Review main.py with care" in str(fake_openai.requests[-1]["messages"][-1])
+        (session,) = (await live.client.get("/session")).json()
+        messages = (await live.client.get(f"/session/{session['id']}/message")).json()
+        texts = [
+            p["text"]
+            for m in messages
+            if m["info"]["role"] == "user"
+            for p in m["parts"]
+            if p["type"] == "text"
+        ]
+        assert texts == ["Review main.py with care"]
+
+
+async def test_an_attached_file_is_sent_with_the_prompt(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(reply("I read your notes."))
+    async with console(tmp_path, fake_openai) as (live, watched):
+        page = watched.page
+        await new_session(page)
+        async with page.expect_file_chooser() as chosen:
+            await page.get_by_role("button", name="Attach").click()
+        chooser = await chosen.value
+        await chooser.set_files(
+            {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"remember the milk\n"}
+        )
+        attachments = page.get_by_role("list", name="Attachments")
+        await expect(attachments).to_contain_text("notes.txt")
+        await expect(attachments.get_by_role("button", name="Remove notes.txt")).to_be_visible()
+        await send(page, "Read my notes")
+        await expect(transcript(page).get_by_text("I read your notes.")).to_be_visible()
+        await expect(attachments).to_have_count(0)  # cleared once sent
+        (session,) = (await live.client.get("/session")).json()
+        messages = (await live.client.get(f"/session/{session['id']}/message")).json()
+        (user,) = [m for m in messages if m["info"]["role"] == "user"]
+        files = [p for p in user["parts"] if p["type"] == "file"]
+        assert [(f["filename"], f["mime"]) for f in files] == [("notes.txt", "text/plain")]
+        assert files[0]["url"].startswith("data:text/plain;base64,")
+        assert "remember the milk" in str(fake_openai.requests[-1]["messages"])
+
+
+async def test_deleting_a_session_asks_first(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    async with console(tmp_path, fake_openai) as (live, watched):
+        doomed = await live.create_session(title="Doomed work")
+        await live.create_session(title="Kept work")
+        page = watched.page
+        await page.goto("/")
+        sessions = page.get_by_role("complementary", name="Sessions")
+        await sessions.get_by_role("button", name=re.compile("Doomed work")).click()
+        await expect(page.get_by_role("heading", name="Doomed work")).to_be_visible()
+        question = 'Delete "Doomed work"?'
+        watched.answers[question] = False  # cancelled: nothing happens
+        await page.get_by_role("button", name="Delete").click()
+        assert watched.answered == [question]
+        await expect(page.get_by_role("heading", name="Doomed work")).to_be_visible()
+        assert (await live.client.get(f"/session/{doomed['id']}")).status_code == 200
+        watched.answers[question] = True
+        await page.get_by_role("button", name="Delete").click()
+        await expect(sessions.get_by_role("button", name=re.compile("Doomed work"))).to_have_count(0)
+        await expect(page.get_by_role("heading", name="Doomed work")).to_have_count(0)
+        await expect(sessions.get_by_role("button", name=re.compile("Kept work"))).to_be_visible()
+        assert watched.answered == [question, question]
+        assert (await live.client.get(f"/session/{doomed['id']}")).status_code == 404
+        assert [s["title"] for s in (await live.client.get("/session")).json()] == ["Kept work"]
+
+
+async def tab_to(page: Page, target: Any, *, limit: int = 40) -> None:
+    """Moves the focus with Tab alone until it is on `target`, as a keyboard user would."""
+    for _ in range(limit):
+        if await target.evaluate("el => el === document.activeElement"):
+            return
+        await page.keyboard.press("Tab")
+    raise AssertionError(f"{target} cannot be reached with Tab")
+
+
+async def test_a_prompt_and_an_approval_by_keyboard_alone(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = fake_provider_config(fake_openai)
+    config["permission"] = {"edit": "ask"}
+    fake_openai.enqueue(
+        call("write", {"filePath": "typed.txt", "content": "typed, not clicked\n"}),
+        reply("Done by keyboard."),
+    )
+    async with console(tmp_path, fake_openai, config) as (live, watched):
+        page = watched.page
+        await page.goto("/")
+        await tab_to(page, page.get_by_role("button", name="New session", exact=True))
+        await page.keyboard.press("Enter")
+        await tab_to(page, page.get_by_role("button", name="Create"))
+        await page.keyboard.press("Enter")
+        box = page.get_by_role("textbox", name="Message")
+        await tab_to(page, box)
+        await page.keyboard.type("Write typed.txt")
+        await page.keyboard.press("Enter")
+        # The names the issue lists, with the turn waiting for the approval.
+        await expect(page.get_by_role("button", name="Stop")).to_be_visible()
+        await expect(page.get_by_role("button", name="Send")).to_be_visible()
+        await expect(page.get_by_role("button", name="New session", exact=True)).to_be_visible()
+        await expect(page.get_by_role("button", name="Allow always")).to_be_visible()
+        await expect(page.get_by_role("button", name="Reject")).to_be_visible()
+        allow = page.get_by_role("button", name="Allow once")
+        await tab_to(page, allow)
+        await page.keyboard.press("Enter")
+        await expect(transcript(page).get_by_text("Done by keyboard.")).to_be_visible()
+        await expect(allow).to_have_count(0)
+        assert (live.workspace / "typed.txt").read_text() == "typed, not clicked\n"
+        assert watched.answered == []
