@@ -1,7 +1,8 @@
 """Configuration: the JSON config file (discovery, merge, substitution) and the settings the server runs with.
 
 Config files are merged, later winning (deep merge of objects): the user config dir's
-`agentforge.json`, then `./agentforge.json` in the working directory, then the file named by
+`agentforge.json`, then every `agentforge.json` from the repository root down to the working
+directory (outside a repository only the working directory's), then the file named by
 `AGENTFORGE_CONFIG`, then an explicit path (`--config`). String values may contain `{env:NAME}`
 (missing variable → "") and `{file:path}` (relative to the config file, `~` expanded, stripped).
 
