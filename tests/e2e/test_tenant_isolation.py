@@ -129,7 +129,9 @@ async def two_tenants(
     tenancy: dict[str, Any] = {"shell": "*"}  # the probes run bash, the shell route and terminals
     # A has an MCP server of its own, whose name B probes the MCP routes with.
     echo = {"type": "local", "command": [sys.executable, str(ECHO_SERVER)]}
-    tenancy["overlays"] = {TENANT_A: {"mcp": {A_MCP_SERVER: echo}}}
+    # And a webhook: its delivery (refused: a loopback receiver) is an id B probes the log routes with.
+    hook = {"url": "http://127.0.0.1:9/hook", "secret": "whsec_" + "A" * 32, "events": ["session.created"]}
+    tenancy["overlays"] = {TENANT_A: {"mcp": {A_MCP_SERVER: echo}, "webhooks": [hook]}}
     if b_may_reach is not None:
         tenancy["external_directories"] = {TENANT_B: [str(b_may_reach)]}
     config["tenancy"] = tenancy
@@ -167,6 +169,7 @@ class AState:
     waiting_part: tuple[str, str, str]  # the bash call waiting on the permission
     project: str
     pty: str  # a terminal of A's, its shell running
+    delivery: str  # a webhook delivery of A's
     events: EventCollector = field(default_factory=EventCollector)
 
     def ids(self) -> set[str]:
@@ -178,6 +181,7 @@ class AState:
             self.question,
             self.project,
             self.pty,
+            self.delivery,
         }
 
     def markers(self) -> list[bytes]:
@@ -210,6 +214,17 @@ async def _turn_waiting_on_question(forge: Forge, events: EventCollector) -> tup
     return sid, asked.properties["id"]
 
 
+async def _a_delivery(forge: Forge) -> str:
+    """The id of A's first webhook delivery (written in the background once A created a session)."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        deliveries = (await forge.a.client.get("/webhook/delivery")).json()
+        if deliveries:
+            return str(deliveries[0]["id"])
+        assert asyncio.get_running_loop().time() < deadline, "A's webhook delivery was never logged"
+        await asyncio.sleep(0.02)
+
+
 async def set_up_tenant_a(forge: Forge) -> AState:
     events = EventCollector()
     await events.start(forge.live.client, "/event", **forge.a.headers)
@@ -240,6 +255,7 @@ async def set_up_tenant_a(forge: Forge) -> AState:
         waiting[0],
         project,
         terminal.json()["id"],
+        await _a_delivery(forge),
         events,
     )
     assert state.file.read_text() == A_SECRET
@@ -271,6 +287,7 @@ ID_PREFIXES: dict[str, Prefix] = {
     "permission": "per",
     "question": "que",
     "pty": "pty",
+    "webhook_delivery": "whd",
 }
 # Kinds whose ids are not prefixed ids: a project's is 40 hex digits, an MCP server's its name.
 ID_KINDS = [*ID_PREFIXES, "project", "mcp"]
@@ -283,6 +300,7 @@ NAMED_PARAMS = {
     "permission_id": "permission",
     "pty_id": "pty",
     "project_id": "project",
+    "delivery_id": "webhook_delivery",
 }
 
 
@@ -380,6 +398,7 @@ def _a_ids_for(state: AState) -> dict[str, str]:
         "pty": state.pty,
         "project": state.project,
         "mcp": A_MCP_SERVER,
+        "webhook_delivery": state.delivery,
     }
 
 

@@ -39,9 +39,10 @@ def _slow_reply(round_no: int) -> Script:
 
 @dataclass
 class Seen:
-    """What the client saw before the kill: durable frames' ids by session, and finished replies."""
+    """What the client saw before the kill: the last durable frame's id (the tenant stream's ids are
+    tenant positions) by session, and finished replies."""
 
-    max_seq: dict[str, int] = field(default_factory=dict)
+    max_position: dict[str, int] = field(default_factory=dict)
     parts: dict[str, set[str]] = field(default_factory=dict)  # session -> part ids
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # session -> 200 reply
 
@@ -50,7 +51,7 @@ class Seen:
             session = frame.properties.get("sessionID") or frame.properties.get("part", {}).get("sessionID")
             if frame.id is None or session is None:
                 continue
-            self.max_seq[session] = max(self.max_seq.get(session, 0), int(frame.id))
+            self.max_position[session] = max(self.max_position.get(session, 0), int(frame.id))
             if frame.type == "message.part.updated":
                 self.parts.setdefault(session, set()).add(frame.properties["part"]["id"])
 
@@ -88,7 +89,7 @@ async def _turn_after(server: ServerProcess, session: str, delay: float) -> Any:
 
 async def _check(server: ServerProcess, seen: Seen) -> None:
     assert (await server.client.get("/session/status")).json() == {}, "a session is still busy"
-    for session in seen.max_seq.keys() | seen.replies.keys():
+    for session in seen.max_position.keys() | seen.replies.keys():
         messages = (await server.client.get(f"/session/{session}/message")).json()
         for message in messages:
             if message["info"]["role"] == "assistant":
@@ -99,17 +100,18 @@ async def _check(server: ServerProcess, seen: Seen) -> None:
             reply = seen.replies[session]
             [stored] = [m for m in messages if m["info"]["id"] == reply["info"]["id"]]
             assert stored["parts"] == reply["parts"], "a finished reply changed after the restart"
-        if session in seen.max_seq:
-            await _assert_replays_up_to(server, session, seen.max_seq[session])
+        if session in seen.max_position:
+            await _assert_replays_up_to(server, seen.max_position[session])
 
 
-async def _assert_replays_up_to(server: ServerProcess, session: str, seq: int) -> None:
-    """The store's event log holds the last event the client saw: a resume just before it gets it."""
+async def _assert_replays_up_to(server: ServerProcess, position: int) -> None:
+    """The store's event log holds the last event the client saw: a resume of the tenant stream just
+    before it gets it."""
     events = EventCollector()
-    await events.start(server.client, f"/event?sessionID={session}&after={seq - 1}")
+    await events.start(server.client, f"/event?after={position - 1}")
     frame = await events.wait_for(lambda f: f.id is not None, timeout=10)
     await events.stop()
-    assert int(frame.id or 0) == seq
+    assert int(frame.id or 0) == position
 
 
 async def test_kill_nine_at_random_points_loses_nothing_a_client_saw(
@@ -130,4 +132,4 @@ async def test_kill_nine_at_random_points_loses_nothing_a_client_saw(
             await _check(server, seen)
     except AssertionError as exc:
         raise AssertionError(f"{exc} (replay with AGENTFORGE_KILL9_SEED={seed})") from exc
-    assert seen.max_seq, "no round got as far as a durable event: the loop proved nothing"
+    assert seen.max_position, "no round got as far as a durable event: the loop proved nothing"
