@@ -35,14 +35,17 @@ from agentforge.model.permission import PermissionRequestInfo, PermissionRequest
 from agentforge.model.session import Session
 from agentforge.runtime.recovery import INTERRUPTED_TURN_MESSAGE, close_interrupted_turns
 from agentforge.runtime.runtime import Runtime
+from agentforge.runtime.sandboxing import command_ledger
 from agentforge.session.tool_part import ABORTED_MESSAGE
 from agentforge.store import Store
 from agentforge.store.store import SecondServerError
 from agentforge.testing import ScriptedModel
+from agentforge.tools.command_ledger import TOKEN_VARIABLE, CommandLedger
 from tests.databases import owner_url_for
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.store.builders import new_session, now_ms, session_created
+from tests.tools.test_command_ledger import dead_instance_entry, exited, start_group
 
 STARTED = 1_700_000_000_000
 OUTPUT_PREVIEW = "Downloading 1/3\n"
@@ -414,3 +417,26 @@ async def test_restart_expires_permission_requests_a_crash_left_pending(
         await store.close()
     assert stored is not None
     assert (stored.status, stored.decision, stored.decided_by) == ("expired", "timeout", "restart")
+
+
+async def test_runtime_open_kills_only_dead_instances_leftover_commands(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    """SQLite and Postgres alike: a dead instance's leftover command is killed at start-up, the
+    running command of another live server sharing the data dir is left alone."""
+    settings = _settings(tmp_path, fake_openai, database_url)
+    directory = command_ledger(settings).directory
+    neighbour = CommandLedger(directory, "feedface0001")  # a live server on the same data dir
+    running = await start_group({TOKEN_VARIABLE: await neighbour.open_entry()})
+    left = await start_group({TOKEN_VARIABLE: await dead_instance_entry(directory, "deadbeef0001")})
+    try:
+        runtime = await Runtime.open(settings)
+        await runtime.close()
+
+        assert await exited(left)
+        assert running.returncode is None
+    finally:
+        for process in (running, left):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

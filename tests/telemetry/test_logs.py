@@ -115,3 +115,43 @@ async def test_access_log_lines_keep_no_query_credential(
     assert SECRET not in stream.getvalue()
     access = [line for line in _lines(stream) if line["logger"] == "uvicorn.access"]
     assert any(f"token={REDACTED}" in line["message"] for line in access), access
+
+
+def test_text_format_masks_exceptions_and_prints_no_locals(restore_root: list[logging.Handler]) -> None:
+    stream = _configure(restore_root, "text")
+    log = logging.getLogger("agentforge.test")
+    request_body = f"api_key={SECRET} plain-local-value-7f3"  # a local of the failing frame
+    try:
+        raise RuntimeError(f"provider refused Bearer {SECRET} for {request_body.split()[0]}")
+    except RuntimeError:
+        log.exception("model call failed")
+    text = stream.getvalue()
+    assert "RuntimeError: provider refused Bearer" in text
+    assert SECRET not in text
+    assert "plain-local-value-7f3" not in text  # frames' locals are not shown
+
+
+@pytest.mark.parametrize(
+    ("secret_text", "masked"),
+    [
+        ("key afk.acme.key_01HZX3.Q2hhbmdlTWUtc2VjcmV0LXZhbHVl", f"key afk.acme.key_01HZX3.{REDACTED}"),
+        ("signing with whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", f"signing with {REDACTED}"),
+        (
+            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+            f"jwt {REDACTED}",
+        ),
+        ("unsigned eyJhbGciOiJub25lIn0.eyJzdWIiOiJib2IifQ.", f"unsigned {REDACTED}"),
+        (
+            "connect postgresql://app:s3cr3t-Pw@db.internal:5432/forge",
+            f"connect postgresql://app:{REDACTED}@db.internal:5432/forge",
+        ),
+        ("proxy https://:hunter2@proxy.example/", f"proxy https://:{REDACTED}@proxy.example/"),
+    ],
+)
+def test_more_credential_shapes_are_masked(secret_text: str, masked: str) -> None:
+    assert mask(secret_text) == masked
+
+
+def test_urls_without_credentials_are_kept() -> None:
+    text = "fetched https://example.com:8443/a/b?x=1 and http://user@host/path"
+    assert mask(text) == text

@@ -16,7 +16,8 @@ from typing import Any, Literal, Protocol
 from rich.console import Console
 from rich.text import Text
 
-from agentforge.cli.render import short_input, shorten
+from agentforge.cli.render import short_input
+from agentforge.cli.visible import visible
 from agentforge.client import AgentForgeError, AsyncAgentForge, ServerEvent
 from agentforge.model.permission import PermissionReply
 
@@ -149,11 +150,11 @@ class Answerer:
         try:
             await self._client.permissions.reply(request_id, reply, message)
         except AgentForgeError as exc:
-            self._note([Text(f"could not answer {request_id}: {exc.message}", style="red")])
+            self._note([Text(visible(f"could not answer {request_id}: {exc.message}"), style="red")])
 
     async def _ask_permission(self, request: Mapping[str, Any]) -> tuple[PermissionReply, str | None]:
         assert self._prompter is not None
-        always = ", ".join(str(p) for p in request.get("always") or [])
+        always = ", ".join(visible(p) for p in request.get("always") or [])
         hint = f" (always allows {always})" if always else ""
         while True:
             line = await self._prompter.ask(f"Allow? [o]nce, [a]lways{hint}, [r]eject: ")
@@ -174,7 +175,7 @@ class Answerer:
         status, by = props.get("status"), props.get("decidedBy")
         if request_id not in self._answered:
             # Decided elsewhere: another terminal, the deadline, an abort.
-            self._note([Text(f"[permission] {request_id} {status} by {by}", style="yellow")])
+            self._note([Text(visible(f"[permission] {request_id} {status} by {by}"), style="yellow")])
         if status in ("denied", "expired"):
             self._refused.setdefault(request_id, f"permission {request_id} {status}")
 
@@ -193,7 +194,7 @@ class Answerer:
             answers = await self._ask_questions(questions)
         elif self._approve == "all":
             answers = [first_option(q) for q in questions]
-            self._note([Text(f"--approve all: answered {answers}", style="yellow")])
+            self._note([Text(visible(f"--approve all: answered {answers}"), style="yellow")])
         else:
             answers = None
             self._note([Text("--approve none: question dismissed", style="yellow")])
@@ -203,7 +204,7 @@ class Answerer:
             else:
                 await self._client.questions.reply(request_id, answers)
         except AgentForgeError as exc:
-            self._note([Text(f"could not answer {request_id}: {exc.message}", style="red")])
+            self._note([Text(visible(f"could not answer {request_id}: {exc.message}"), style="red")])
 
     async def _ask_questions(self, questions: Sequence[Mapping[str, Any]]) -> list[list[str]] | None:
         assert self._prompter is not None
@@ -239,12 +240,12 @@ def _session_of(event: ServerEvent) -> str | None:
 def permission_lines(request: Mapping[str, Any], tool: tuple[str, Mapping[str, Any]] | None) -> list[Text]:
     head = Text("[permission] ", style="bold yellow")
     if tool is not None:
-        head.append(tool[0], style="bold").append(" wants ")
-    head.append(str(request.get("permission", "?")), style="bold")
+        head.append(visible(tool[0]), style="bold").append(" wants ")
+    head.append(visible(request.get("permission", "?")), style="bold")
     lines = [head]
-    patterns = [str(p) for p in request.get("patterns") or []]
-    if patterns:
-        lines.append(Text("    " + shorten(", ".join(patterns), 200)))
+    # What is being approved, whole: every pattern on its own line, escaped, never cut.
+    for pattern in request.get("patterns") or []:
+        lines.append(Text("    " + visible(pattern)))
     if tool is not None and tool[1]:
         lines.append(Text("    " + short_input(tool[1], 200), style="dim"))
     return lines
@@ -256,11 +257,11 @@ def question_lines(questions: Sequence[Mapping[str, Any]]) -> list[Text]:
         head = Text("[question] ", style="bold yellow")
         if len(questions) > 1:
             head.append(f"{number}. ")
-        lines.append(head.append(str(question.get("question", "")), style="bold"))
+        lines.append(head.append(visible(question.get("question", "")), style="bold"))
         for index, option in enumerate(question.get("options") or [], 1):
-            line = Text(f"    {index}) {option.get('label', '')}")
+            line = Text(f"    {index}) {visible(option.get('label', ''))}")
             if option.get("description"):
-                line.append(f" - {option['description']}", style="dim")
+                line.append(f" - {visible(option['description'])}", style="dim")
             lines.append(line)
     return lines
 

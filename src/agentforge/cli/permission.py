@@ -14,6 +14,7 @@ from agentforge.cli import exits
 from agentforge.cli.connect import Target, connect, run_command
 from agentforge.cli.options import DEFAULT_SERVER_URL, HELP_MARKUP, Json, ServerUrl
 from agentforge.cli.render import format_time
+from agentforge.cli.visible import visible
 
 permission_app = typer.Typer(
     help="List and answer permission requests waiting on a server.",
@@ -45,11 +46,11 @@ async def _list(target: Target, *, as_json: bool) -> int:
         return exits.OK
     console = Console(highlight=False, soft_wrap=True)
     for request in requests:
-        line = Text(request.id, style="bold").append(f"  {request.permission}  ")
-        console.print(line.append(", ".join(request.patterns)))
-        details = f"    session {request.session_id} · deadline {format_time(request.time.deadline)}"
+        line = Text(visible(request.id), style="bold").append(f"  {visible(request.permission)}  ")
+        console.print(line.append(", ".join(visible(pattern) for pattern in request.patterns)))
+        details = f"    session {visible(request.session_id)} · deadline {format_time(request.time.deadline)}"
         if request.always:
-            details += f" · always would allow {', '.join(request.always)}"
+            details += f" · always would allow {', '.join(visible(p) for p in request.always)}"
         console.print(Text(details, style="dim"))
     return exits.OK
 

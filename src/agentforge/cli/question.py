@@ -12,6 +12,7 @@ from agentforge.cli import exits
 from agentforge.cli.connect import Target, connect, run_command
 from agentforge.cli.humans import parse_answer, question_lines
 from agentforge.cli.options import DEFAULT_SERVER_URL, HELP_MARKUP, Json, ServerUrl
+from agentforge.cli.visible import visible
 from agentforge.client import AgentForgeError, AsyncAgentForge
 
 question_app = typer.Typer(
@@ -38,7 +39,8 @@ async def _list(target: Target, *, as_json: bool) -> int:
         return exits.OK
     console = Console(highlight=False)
     for request in pending:
-        console.print(f"{request.get('id')} (session {request.get('sessionID')})", style="bold", markup=False)
+        head = visible(f"{request.get('id')} (session {request.get('sessionID')})")
+        console.print(head, style="bold", markup=False)
         for line in question_lines(request.get("questions") or []):
             console.print(line)
     return exits.OK

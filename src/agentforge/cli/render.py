@@ -17,6 +17,7 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from agentforge.cli.visible import clip, visible
 from agentforge.client import ServerEvent
 from agentforge.model.message import WithParts
 from agentforge.model.session import Session
@@ -26,9 +27,8 @@ OUTPUT_PREVIEW_LINES = 3
 
 
 def shorten(text: str, limit: int) -> str:
-    """One line, at most `limit` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)] + "…"
+    """One line, control characters escaped, at most `limit` characters plus what says how many more."""
+    return clip(" ".join(visible(text).split()), limit)
 
 
 def short_input(tool_input: Mapping[str, Any], limit: int = INPUT_PREVIEW_CHARS) -> str:
@@ -41,16 +41,16 @@ def short_input(tool_input: Mapping[str, Any], limit: int = INPUT_PREVIEW_CHARS)
 
 def error_text(error: Mapping[str, Any]) -> str:
     """`{name, data: {message}}` → "message (name)"."""
-    name = str(error.get("name", "Error"))
+    name = visible(error.get("name", "Error"))
     data = error.get("data")
     message = data.get("message") if isinstance(data, Mapping) else None
-    return f"{message} ({name})" if message else name
+    return f"{visible(message)} ({name})" if message else name
 
 
 def tool_call_line(part: Mapping[str, Any]) -> Text:
     state = part.get("state") or {}
     line = Text("[tool] ", style="cyan")
-    line.append(str(part.get("tool", "?")), style="bold")
+    line.append(visible(part.get("tool", "?")), style="bold")
     shown = short_input(state.get("input") or {})
     if shown:
         line.append(" " + shown, style="dim")
@@ -59,7 +59,7 @@ def tool_call_line(part: Mapping[str, Any]) -> Text:
 
 def tool_result_line(part: Mapping[str, Any]) -> Text:
     state = part.get("state") or {}
-    tool = str(part.get("tool", "?"))
+    tool = visible(part.get("tool", "?"))
     if state.get("status") == "error":
         line = Text("[fail] ", style="red")
         return line.append(f"{tool}: {shorten(str(state.get('error', '')), 200)}")
@@ -217,7 +217,7 @@ class TurnPrinter:
         if not text or part_id in self._reasoning_shown or not (part.get("time") or {}).get("end"):
             return
         self._reasoning_shown.add(part_id)
-        self._note(Text("[thinking] ", style="magenta").append(text, style="dim italic"))
+        self._note(Text("[thinking] ", style="magenta").append(visible(text), style="dim italic"))
 
     def _catch_up_text(self, part_id: str, text: str) -> None:
         # A full update repeats what the deltas already printed; only a longer text adds anything.
@@ -239,7 +239,7 @@ class TurnPrinter:
         if part_id not in self._announced:
             self._announced.add(part_id)
             self._note(tool_call_line(part))
-            self._spinner.start(f"running {part.get('tool', 'a tool')}")
+            self._spinner.start(f"running {visible(part.get('tool', 'a tool'))}")
         if status in ("completed", "error"):
             self._finished_tools.add(part_id)
             self._note(tool_result_line(part))
@@ -264,7 +264,7 @@ class TurnPrinter:
 
     def _write(self, text: str) -> None:
         self._spinner.stop()
-        self._out.write(text)
+        self._out.write(visible(text))
         self._out.flush()
         self._at_line_start = text.endswith("\n")
 
@@ -288,13 +288,16 @@ def sessions_table(sessions: Sequence[Session]) -> Table:
     table.add_column("TITLE", overflow="fold")
     table.add_column("UPDATED", no_wrap=True)
     for session in sessions:
-        table.add_row(Text(session.id), Text(session.title), Text(format_time(session.time.updated)))
+        table.add_row(
+            Text(visible(session.id)), Text(visible(session.title)), Text(format_time(session.time.updated))
+        )
     return table
 
 
 def print_conversation(console: Console, session: Session, messages: Sequence[WithParts]) -> None:
-    console.print(Text(session.title, style="bold"))
-    details = f"{session.id} · {session.directory} · updated {format_time(session.time.updated)}"
+    console.print(Text(visible(session.title), style="bold"))
+    place = f"{visible(session.id)} · {visible(session.directory)}"
+    details = f"{place} · updated {format_time(session.time.updated)}"
     console.print(Text(details, style="dim"))
     for message in messages:
         console.print()
@@ -312,10 +315,10 @@ def print_message(console: Console, message: Mapping[str, Any]) -> None:
 
 
 def _message_header(info: Mapping[str, Any]) -> Text:
-    role = str(info.get("role", "?"))
+    role = visible(info.get("role", "?"))
     header = Text(f"── {role}", style="bold magenta" if role == "user" else "bold blue")
     if role == "assistant":
-        header.append(f" · {info.get('providerID')}/{info.get('modelID')}", style="dim")
+        header.append(f" · {visible(info.get('providerID'))}/{visible(info.get('modelID'))}", style="dim")
     created = (info.get("time") or {}).get("created")
     return header.append(f" · {format_time(created)}", style="dim")
 
@@ -323,11 +326,12 @@ def _message_header(info: Mapping[str, Any]) -> Text:
 def _part_lines(part: Mapping[str, Any]) -> list[Text]:
     kind = part.get("type")
     if kind == "text" and not part.get("synthetic"):
-        return [Text(str(part.get("text", "")))]
+        return [Text(visible(part.get("text", "")))]
     if kind == "reasoning":
-        return [Text(str(part.get("text", "")), style="dim italic")]
+        return [Text(visible(part.get("text", "")), style="dim italic")]
     if kind == "file":
-        return [Text(f"[file] {part.get('filename') or part.get('url')} ({part.get('mime')})", style="cyan")]
+        name = visible(part.get("filename") or part.get("url"))
+        return [Text(f"[file] {name} ({visible(part.get('mime'))})", style="cyan")]
     if kind == "tool":
         return _tool_lines(part)
     return []

@@ -24,6 +24,7 @@ from agentforge.cli.connect import Target, connect, run_command
 from agentforge.cli.humans import Answerer, Approve, TerminalPrompter
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir, Url, Verbose
 from agentforge.cli.render import JsonLinesPrinter, TurnPrinter
+from agentforge.cli.visible import visible
 from agentforge.client import (
     AgentForgeConnectionError,
     AgentForgeError,
@@ -165,7 +166,7 @@ async def _run(
         error = printer.finish(final)
         printer.footer()
     if answerer.refused:
-        err.print(Text("[refused] " + "; ".join(answerer.refused), style="bold yellow"))
+        err.print(Text(visible("[refused] " + "; ".join(answerer.refused)), style="bold yellow"))
         return exits.REFUSED
     return exits.ERROR if error is not None else exits.OK
 

@@ -40,6 +40,7 @@ async def close_interrupted_turns(services: SessionServices, ledger: CommandLedg
         return 0
     if ledger is not None:
         # First: a command of the crashed run must not complete after its turn is marked aborted.
+        # Only dead instances' (command_ledger.py): another live server may share the data dir.
         await asyncio.to_thread(ledger.kill_leftovers)
     expired = await services.permissions.expire_orphans()
     if expired:

@@ -193,6 +193,8 @@ class Runtime:
         of them, when this process is the database's owner."""
         if self.store.dialect != "postgresql":
             return await close_interrupted_turns(self.sessions, command_ledger(self.settings))
+        # Only dead instances' commands: a live replica sharing the data dir holds its instance lock.
+        await asyncio.to_thread(command_ledger(self.settings).kill_leftovers)
         self.cluster = Cluster(self.store, self.bus, self.runners, interval=FAILOVER_INTERVAL)
         await self.cluster.start()
         closed = await self.cluster.recover_orphans(self.sessions)

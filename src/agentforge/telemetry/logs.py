@@ -28,10 +28,16 @@ _SECRET_KEY = re.compile(
     r"(^|[_-])(authorization|api[_-]?key|apikey|token|secret|password|passwd|cookie|credentials?|ticket)$",
     re.I,
 )
-# Credentials inside free text: bearer/basic tokens, provider keys, credential query parameters.
+# Credentials inside free text: bearer/basic tokens, provider keys, our API keys
+# (`afk.<tenant>.<id>.<secret>`: the secret goes), webhook secrets, JWTs, credential query parameters
+# and URL userinfo passwords (`scheme://user:pass@`).
 _SECRET_TEXT = re.compile(
     r"(?P<scheme>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+"
     r"|\b(?:sk|pk|rk|afk|xai|gsk)-[A-Za-z0-9_-]{6,}"
+    r"|(?P<apikey>\bafk\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.)[A-Za-z0-9_-]+"
+    r"|\bwhsec_[A-Za-z0-9+/=_-]{6,}"
+    r"|\beyJ[A-Za-z0-9_-]*\.eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*"
+    r"|(?P<userinfo>\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^@\s]+(?=@)"
     r"|(?P<param>\b(?:api[_-]?key|apikey|access_token|token|ticket|key|secret|password)=)[^&\s\"']+",
     re.I,
 )
@@ -43,7 +49,8 @@ def mask(text: str) -> str:
     """`text` with every credential it contains replaced."""
 
     def replace(found: re.Match[str]) -> str:
-        prefix = found.group("scheme") or found.group("param") or ""
+        kept = ("scheme", "apikey", "userinfo", "param")
+        prefix = next((found.group(name) for name in kept if found.group(name)), "")
         return prefix + REDACTED
 
     return _SECRET_TEXT.sub(replace, text)
@@ -95,11 +102,20 @@ def formatter(log_format: LogFormat) -> structlog.stdlib.ProcessorFormatter:
     if log_format == "json":
         renderer = structlog.processors.JSONRenderer()
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False, sort_keys=False, timestamp_key="time")
-    final: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
+        # Plain tracebacks: rich's would print every frame's locals (request bodies, keys).
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=False,
+            sort_keys=False,
+            timestamp_key="time",
+            exception_formatter=structlog.dev.plain_traceback,
+        )
+    # Tracebacks rendered to text first, in both formats, so redaction sees them.
+    final: list[Processor] = [
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+        structlog.processors.format_exc_info,
+    ]
     if log_format == "json":
-        # Tracebacks as text inside the one JSON line; the console renderer prints its own.
-        final += [structlog.processors.format_exc_info, structlog.processors.EventRenamer("message")]
+        final.append(structlog.processors.EventRenamer("message"))
     final += [_redact_fields, renderer]
     return structlog.stdlib.ProcessorFormatter(foreign_pre_chain=_shared_processors(), processors=final)
 
