@@ -150,3 +150,55 @@ async def test_property_random_part_id_reuse_is_refused_and_history_is_unchanged
         assert len(live.fake.requests) == calls
     else:
         assert response.status_code == 200, response.text
+
+
+async def _answered(live: LiveServer) -> tuple[str, dict[str, Any]]:
+    """A session with one exchange; its assistant message (with parts) as listed."""
+    sid = (await live.create_session())["id"]
+    live.fake.enqueue(reply("the answer"))
+    assert (await send(live.client, sid, body(("question", None)))).status_code == 200
+    messages = (await live.client.get(f"/session/{sid}/message")).json()
+    (assistant,) = [m for m in messages if m["info"]["role"] == "assistant"]
+    return sid, assistant
+
+
+async def test_a_message_id_of_this_sessions_assistant_message_is_refused(live: LiveServer) -> None:
+    sid, assistant = await _answered(live)
+    before = await history(live.client, sid)
+
+    # The message and its own part's ids: before, this replaced the assistant's answer in place.
+    taken = assistant["info"]["id"]
+    sent = {"noReply": True, **body(("overwrite", assistant["parts"][-1]["id"]), message_id=taken)}
+    refused = await send(live.client, sid, sent)
+
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["data"]["message"] == f"messageID {taken} cannot be used: send a new msg_ id"
+    assert await history(live.client, sid) == before
+
+
+async def test_a_message_id_of_this_sessions_user_message_is_refused(live: LiveServer) -> None:
+    sid, assistant = await _answered(live)
+    before = await history(live.client, sid)
+
+    taken = assistant["info"]["parentID"]
+    refused = await send(live.client, sid, {"noReply": True, **body(("again", None), message_id=taken)})
+
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["data"]["message"].startswith("messageID ")
+    assert await history(live.client, sid) == before
+
+
+async def test_a_part_id_of_this_sessions_assistant_part_is_refused(live: LiveServer) -> None:
+    # Refused before too (the part's message differs); kept as the other half of the guarantee.
+    sid, assistant = await _answered(live)
+    before = await history(live.client, sid)
+
+    taken = assistant["parts"][-1]["id"]
+    refused = await send(live.client, sid, {"noReply": True, **body(("overwrite", taken))})
+
+    assert refused.status_code == 400, refused.text
+    assert (
+        refused.json()["data"]["message"]
+        == f"parts[0].id: part id {taken} cannot be used: send a new prt_ id"
+    )
+    assert await history(live.client, sid) == before

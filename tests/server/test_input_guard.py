@@ -5,13 +5,14 @@ answer 413, chunked ones too."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentforge.server.input_guard import json_problem
+from agentforge.server.input_guard import MAX_DEPTH, MAX_KEY_SHOWN, document_problem, json_problem
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -175,3 +176,39 @@ def test_json_problem_names_the_first_value_and_passes_what_fits() -> None:
     assert json_problem(b'{"a": NaN}') == "a: numbers must be finite"
     assert json_problem(b"not json") is None  # left to the route's own validation
     assert json_problem(b'"\\u0000"') == "body: must not contain NUL characters"
+
+
+async def test_a_long_key_over_deep_nesting_answers_400_naming_where_it_got_too_deep(
+    live: LiveServer,
+) -> None:
+    sid = (await live.create_session())["id"]
+    key = "k" * 200_000
+    body = ('{"' + key + '": ' + "[" * 500 + "]" * 500 + "}").encode()
+
+    status, message = await post_raw(live, f"/session/{sid}/message", body)
+
+    assert status == 400, message
+    assert message.startswith("k" * MAX_KEY_SHOWN + "...[0][0]"), message[:300]
+    assert message.endswith(f": nesting is deeper than {MAX_DEPTH} levels")
+    assert len(message) < 2 * MAX_KEY_SHOWN + 8 * MAX_DEPTH
+    assert (await live.client.get(f"/session/{sid}/message")).json() == []
+
+
+def test_nesting_the_parser_itself_cannot_follow_answers_400_too() -> None:
+    assert json_problem(b"[" * 100_000 + b"]" * 100_000) == f"body: nesting is deeper than {MAX_DEPTH} levels"
+
+
+def test_the_walk_does_not_copy_the_path_per_level() -> None:
+    key = "k" * 1_000_000
+    document = json.loads('{"' + key + '": ' + "[" * (MAX_DEPTH - 1) + "1" + "]" * (MAX_DEPTH - 1) + "}")
+
+    tracemalloc.start()
+    try:
+        assert document_problem(document) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    # Spelling the path at every level held one copy of the key per level (63 MB here); checking
+    # the key's encoding makes the one transient copy left.
+    assert peak < 2 * len(key), peak

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, delete
 
-from agentforge.model.events import DEFAULT_TENANT, SESSION_UPDATED, Event
+from agentforge.model.events import DEFAULT_TENANT, PART_UPDATED, SESSION_UPDATED, Event
 from agentforge.store.schema import event as event_table
 from tests.e2e.harness import EventCollector, Frame, LiveServer
 
@@ -237,3 +237,22 @@ async def test_random_disconnects_then_resumes_receive_exactly_the_stored_log(li
 
     # Hypothesis drives the examples from a thread; each runs on the server's loop.
     await asyncio.to_thread(resumes_lose_nothing)
+
+
+async def test_a_users_part_claiming_a_start_time_is_not_streamed_to_new_subscribers(
+    live: LiveServer,
+) -> None:
+    sid = (await live.create_session())["id"]
+    part = {"type": "text", "text": "u" * 1000, "time": {"start": 1}}
+    sent = await live.client.post(f"/session/{sid}/message", json={"noReply": True, "parts": [part]})
+    assert sent.status_code == 200, sent.text
+    (message,) = (await live.client.get(f"/session/{sid}/message")).json()
+    assert "time" not in message["parts"][0]
+
+    collector = EventCollector()
+    await collector.start(live.client, f"/event?sessionID={sid}")
+    await live.client.patch(f"/session/{sid}", json={"title": "marker"})
+    await collector.wait_for(lambda f: f.type == SESSION_UPDATED, timeout=30)
+    await collector.stop()
+
+    assert collector.of_type(PART_UPDATED) == []

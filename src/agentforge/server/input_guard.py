@@ -4,14 +4,16 @@ A pure ASGI middleware: the body is counted as it arrives, chunked or not, and a
 `server.max_body_bytes` answers 413 without being read further. A JSON body is then walked once: an
 integer no store column holds (outside 64 bits), a non-finite number, or a string (value or key) with
 a NUL (Postgres text cannot hold it) or a lone surrogate (no UTF-8 encodes it) answers 400 naming the
-field. So do a NUL in the path or a query value. Everything else is the routes' own validation.
+field, and so does nesting deeper than 64 levels (the walk is bounded; large bodies are parsed
+and walked on a worker thread). So do a NUL in the path or a query value. Everything else is the
+routes' own validation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
-from collections.abc import Iterator
 from typing import Any, Final
 from urllib.parse import parse_qsl
 
@@ -23,6 +25,11 @@ from agentforge.server.responses import error_body
 DEFAULT_MAX_BODY_BYTES: Final = 10 * 1024 * 1024
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
+# Deeper JSON than any route takes; refused before the walk so it stays bounded.
+MAX_DEPTH: Final = 64
+MAX_KEY_SHOWN: Final = 200
+# Bodies from this size on are parsed and walked on a worker thread, off the event loop.
+OFF_LOOP_BYTES: Final = 64 * 1024
 
 
 class InputGuard:
@@ -46,7 +53,7 @@ class InputGuard:
             await _answer(send, 413, "PayloadTooLargeError", self._too_large())
             return
         if body and _is_json(scope):
-            problem = json_problem(bytes(body))
+            problem = await _json_problem_of(bytes(body))
             if problem is not None:
                 await _answer(send, 400, "BadRequestError", problem)
                 return
@@ -67,6 +74,12 @@ class InputGuard:
 
     def _too_large(self) -> str:
         return f"body: the request body is larger than server.max_body_bytes ({self.max_body_bytes} bytes)"
+
+
+async def _json_problem_of(body: bytes) -> str | None:
+    if len(body) < OFF_LOOP_BYTES:
+        return json_problem(body)
+    return await asyncio.to_thread(json_problem, body)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -117,31 +130,71 @@ def json_problem(body: bytes) -> str | None:
         # The standard parser, not orjson: it keeps integers of any size, NaN and lone surrogates
         # so the walk sees exactly what was sent and can name it.
         document = json.loads(body)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return f"body: nesting is deeper than {MAX_DEPTH} levels"
+    except ValueError:
         return None
-    return next(_problems(document, ""), None)
+    return document_problem(document)
 
 
-def _problems(value: Any, path: str) -> Iterator[str]:
+def document_problem(document: Any) -> str | None:
+    """The first problem of a parsed JSON document, named by its path."""
+    return _problem(document, [], 0)
+
+
+def _problem(value: Any, path: list[str | int], depth: int) -> str | None:
+    # One shared list of segments, pushed and popped: a path is only spelled out when reported, so a
+    # long key over deep nesting is never copied once per level.
+    if depth > MAX_DEPTH:
+        return f"{_spell(path)}: nesting is deeper than {MAX_DEPTH} levels"
     if isinstance(value, dict):
         for key, item in value.items():
-            child = f"{path}.{key}" if path else str(key)
-            if (problem := _string_problem(key)) is not None:
-                yield f"{_printable(child)}: the key {problem}"
-            yield from _problems(item, child)
+            path.append(key)
+            found = _key_problem(key, path) or _problem(item, path, depth + 1)
+            path.pop()
+            if found is not None:
+                return found
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _problems(item, f"{path}[{index}]")
-    elif isinstance(value, str):
-        if (problem := _string_problem(value)) is not None:
-            yield f"{_printable(path) or 'body'}: {problem}"
-    elif isinstance(value, bool):
-        return
-    elif isinstance(value, int):
-        if not INT64_MIN <= value <= INT64_MAX:
-            yield f"{_printable(path) or 'body'}: {value} is out of range (-2^63 to 2^63-1)"
-    elif isinstance(value, float) and not math.isfinite(value):
-        yield f"{_printable(path) or 'body'}: numbers must be finite"
+            path.append(index)
+            found = _problem(item, path, depth + 1)
+            path.pop()
+            if found is not None:
+                return found
+    else:
+        problem = _scalar_problem(value)
+        if problem is not None:
+            return f"{_spell(path)}: {problem}"
+    return None
+
+
+def _key_problem(key: str, path: list[str | int]) -> str | None:
+    problem = _string_problem(key)
+    return None if problem is None else f"{_spell(path)}: the key {problem}"
+
+
+def _scalar_problem(value: Any) -> str | None:
+    if isinstance(value, str):
+        return _string_problem(value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return f"{value} is out of range (-2^63 to 2^63-1)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "numbers must be finite"
+    return None
+
+
+def _spell(path: list[str | int]) -> str:
+    """`a.b[0].c`, or `body` for the document itself; a key is cut to a readable length."""
+    spelled: list[str] = []
+    for segment in path:
+        if isinstance(segment, int):
+            spelled.append(f"[{segment}]")
+        else:
+            key = segment if len(segment) <= MAX_KEY_SHOWN else segment[:MAX_KEY_SHOWN] + "..."
+            spelled.append(f".{key}" if spelled else key)
+    return _printable("".join(spelled)) or "body"
 
 
 def _string_problem(text: str) -> str | None:

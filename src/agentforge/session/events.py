@@ -81,8 +81,8 @@ class SessionEvents:
     ) -> None:
         """Write a user message with all its parts in one transaction, or nothing.
 
-        A client may have chosen the message's id (`chosen_id`) and its parts' ids: one another
-        session holds (message) or another message holds (part), in any tenant, refuses the whole
+        A client may have chosen the message's id (`chosen_id`) and its parts' ids: they must be new.
+        One any row holds (this session's own messages and parts too, in any tenant) refuses the whole
         message with MessageIdTakenError or PartIdTakenError (the same answer whoever holds it, so it
         reveals nothing of other tenants).
         """

@@ -105,7 +105,9 @@ async def _resolve_one(ctx: PartContext, part: PartInput) -> list[Part]:
 def _text(ctx: PartContext, part: TextPartInput) -> TextPart:
     return TextPart.model_validate(
         {
-            **part.model_dump(by_alias=True, exclude_none=True),
+            # A client's `time` is not kept: only the processor's parts have a span (and a started,
+            # unended one is what the in-flight view streams).
+            **part.model_dump(by_alias=True, exclude_none=True, exclude={"time"}),
             "id": part.id or ids.ascending("prt"),
             "sessionID": ctx.session_id,
             "messageID": ctx.message_id,

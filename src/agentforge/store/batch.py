@@ -76,8 +76,8 @@ class Applied:
 class EventGroup:
     """Events of one tenant written all together or not at all (a user message with its parts).
 
-    Their ids may be a client's choice, so each row must be new or its own: a part whose id another
-    message holds (in any session or tenant) fails the group instead of overwriting or vanishing.
+    Their ids may be a client's choice, so each row must be new: a message or part id any row holds
+    (this session's too, in any tenant) fails the group instead of overwriting or vanishing.
     """
 
     tenant_id: str

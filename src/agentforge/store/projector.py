@@ -53,8 +53,8 @@ class Writes:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        # Set while writing an event group (batch.py): a part then runs at once and fails when its id
-        # is another message's, instead of being batched and silently left out.
+        # Set while writing an event group (batch.py): its message and parts are new rows, inserted
+        # at once, so an id any row holds fails instead of overwriting it or being silently left out.
         self.strict = False
         self._statement: Executable | None = None
         self._rows: list[dict[str, Any]] = []
@@ -105,6 +105,8 @@ _ADD_TO_TOTALS: Update = (
         tokens_cache_write=session.c.tokens_cache_write + bindparam("b_cache_write"),
     )
 )
+_INSERT_MESSAGE: Insert = message.insert()
+_INSERT_PART: Insert = part.insert()
 _DELETE_MESSAGE: Delete = delete(message).where(
     message.c.id == bindparam("b_id"), message.c.tenant_id == bindparam("b_tenant_id")
 )
@@ -212,8 +214,11 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
         writes.defer(_upsert(writes, message), row)
         return
     # A client may choose a user message's id: run now, not batched, so an id already taken elsewhere
-    # fails this event rather than vanish.
-    if writes.run(_upsert(writes, message), row).rowcount == 0:
+    # fails this event rather than vanish. Written with its parts (strict), the message is new: a
+    # plain INSERT, so an id any row holds, in this session too, fails rather than overwrite it.
+    if writes.strict:
+        writes.run(_INSERT_MESSAGE, row)
+    elif writes.run(_upsert(writes, message), row).rowcount == 0:
         raise MissingRowError(f"message id {info['id']} is taken by another session")
 
 
@@ -265,8 +270,8 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
         "data": dumps(new),
     }
     if writes.strict:
-        if writes.run(_upsert(writes, part), row).rowcount == 0:
-            raise MissingRowError(f"part id {new['id']} is taken by another message")
+        # A part of a new user message (its id maybe a client's): new too, never an upsert.
+        writes.run(_INSERT_PART, row)
     else:
         writes.defer(_upsert(writes, part), row)
     if counts:
