@@ -37,6 +37,7 @@ from agentforge.model.permission import PermissionReply
 from agentforge.model.session import StatusIdle
 from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
+from agentforge.session.channels.questions import QuestionService
 from agentforge.session.errors import NotFoundError
 from agentforge.session.events import now_ms
 from agentforge.session.prompt import SessionPrompt
@@ -55,6 +56,9 @@ LEASE_POLL: Final = 0.5
 QUEUE_GRACE_MS: Final = 2000
 # How long a replica answering a permission request for another one waits for the decision.
 FORWARD_TIMEOUT: Final = 10.0
+# Questions are not stored: only the replica holding one answers a forwarded reply, so an id no
+# replica holds is known unknown after this long without an answer.
+QUESTION_FORWARD_TIMEOUT: Final = 3.0
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -75,6 +79,8 @@ class Cluster:
         self._ended: dict[str, set[asyncio.Event]] = {}  # who waits for which session's lease
         self._tasks: set[asyncio.Task[None]] = set()
         self._permissions: PermissionService | None = None
+        self._questions: QuestionService | None = None
+        self._answered: dict[str, asyncio.Future[None]] = {}  # forwarded question replies, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
 
@@ -97,6 +103,8 @@ class Cluster:
     def start_failover(self, services: SessionServices) -> None:
         self._permissions = services.permissions
         services.permissions.forward_reply = self.forward_permission_reply
+        self._questions = services.questions
+        services.questions.forward = self.forward_question_reply
         self._spawn(self._failover_loop(services), "cluster-failover")
 
     async def close(self) -> None:
@@ -177,6 +185,34 @@ class Cluster:
             await self._permissions.reply(
                 tenant_id, request_id, reply, message["m"], message["u"], forward=False
             )
+
+    async def forward_question_reply(
+        self, tenant_id: str, request_id: str, answers: list[list[str]] | None
+    ) -> bool:
+        """Answers (None: dismiss) for a question waiting on another replica: True once it took them."""
+        ticket = uuid.uuid4().hex
+        taken = asyncio.get_running_loop().create_future()
+        self._answered[ticket] = taken
+        notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
+        try:
+            await self.link.notify([_dumps({**notice, "a": answers})])
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(taken, QUESTION_FORWARD_TIMEOUT)
+                return True
+            return False
+        finally:
+            self._answered.pop(ticket, None)
+
+    async def _answer_here(self, message: dict[str, Any]) -> None:
+        if self._questions is None:
+            return
+        tenant_id, request_id, answers = message["t"], message["id"], message["a"]
+        if answers is None:
+            taken = self._questions.reject(tenant_id, request_id)
+        else:
+            taken = self._questions.reply(tenant_id, request_id, answers)
+        if taken:  # only the replica holding the question answers: the others stay silent
+            await self.link.notify([_dumps({"r": self.replica, "k": "question-taken", "q": message["q"]})])
 
     async def _tell(self, kind: str, session_id: str) -> None:
         await self.link.notify([_dumps({"r": self.replica, "k": kind, "s": session_id})])
@@ -262,6 +298,12 @@ class Cluster:
             self._runners.note_input(message["s"])
         elif kind == "permission":
             self._spawn(self._reply_here(message), "cluster-permission")
+        elif kind == "question":
+            self._spawn(self._answer_here(message), "cluster-question")
+        elif kind == "question-taken":
+            taken = self._answered.get(message["q"])
+            if taken is not None and not taken.done():
+                taken.set_result(None)
         elif kind == "abort":
             self._spawn(self._abort_here(message["s"]), "cluster-abort")
         elif kind == "ended":

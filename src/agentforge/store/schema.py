@@ -252,3 +252,16 @@ prompt_queue = Table(
     Column("time_created", BigInteger, nullable=False),
     Index("ix_prompt_queue_session", "tenant_id", "session_id"),
 )
+
+# The refused-request audit throttle shared by replicas (identity/failures.py keeps one per process):
+# one row per (tenant, hash of peer and reason); `written_at` (ms) is when its last audit row was
+# admitted, `suppressed` how many refusals were only counted since.
+audit_throttle = Table(
+    "audit_throttle",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("written_at", BigInteger, nullable=False),
+    Column("suppressed", BigInteger, nullable=False),
+    Index("ix_audit_throttle_written", "tenant_id", "written_at"),
+)

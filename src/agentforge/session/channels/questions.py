@@ -11,7 +11,7 @@ call each. When the asking call is cancelled (the turn is aborted) its question 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -26,6 +26,8 @@ QUESTION_REPLIED: Final = "question.replied"
 QUESTION_REJECTED: Final = "question.rejected"
 
 Publish = Callable[[Event], None]
+# Replicas: (tenant, request id, answers or None to dismiss) -> whether another process had it.
+ForwardAnswer = Callable[[str, str, list[list[str]] | None], Awaitable[bool]]
 DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
@@ -55,6 +57,8 @@ class QuestionService:
         self._clock = clock
         self.timeout_seconds = timeout_seconds
         self._pending: dict[str, _Pending] = {}
+        # Replicas: hands an answer for a question waiting in another process to that process.
+        self.forward: ForwardAnswer | None = None
 
     @classmethod
     def from_config(cls, publish: Publish, config: Config, *, clock: Clock = SYSTEM_CLOCK) -> QuestionService:
@@ -98,8 +102,20 @@ class QuestionService:
                 # Nobody answered and the call is over (cancelled): withdraw the question.
                 self._announce_rejected(pending)
 
+    async def answer(self, tenant_id: str, request_id: str, answers: list[list[str]]) -> bool:
+        """Answer a question waiting here or (replicas) in another process; False when none has it."""
+        if self.reply(tenant_id, request_id, answers):
+            return True
+        return self.forward is not None and await self.forward(tenant_id, request_id, answers)
+
+    async def dismiss(self, tenant_id: str, request_id: str) -> bool:
+        """Dismiss a question waiting here or (replicas) in another process; False when none has it."""
+        if self.reject(tenant_id, request_id):
+            return True
+        return self.forward is not None and await self.forward(tenant_id, request_id, None)
+
     def reply(self, tenant_id: str, request_id: str, answers: list[list[str]]) -> bool:
-        """Answer a pending question; False when the tenant has no such question."""
+        """Answer a question pending here; False when the tenant has no such question here."""
         pending = self._take(tenant_id, request_id)
         if pending is None:
             return False
@@ -112,7 +128,7 @@ class QuestionService:
         return True
 
     def reject(self, tenant_id: str, request_id: str) -> bool:
-        """Dismiss a pending question; False when the tenant has no such question."""
+        """Dismiss a question pending here; False when the tenant has no such question here."""
         pending = self._take(tenant_id, request_id)
         if pending is None:
             return False
