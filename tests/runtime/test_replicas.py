@@ -193,6 +193,8 @@ async def test_a_permission_reply_via_b_releases_the_call_waiting_on_a(
 
     await _until(asked, 15, "A's tool call asked for permission")
     [request] = (await a.client.get("/permission")).json()
+    # B lists it from the store, as A does from its waiters.
+    assert (await b.client.get("/permission")).json() == [request]
     answered = await b.client.post(f"/permission/{request['id']}/reply", json={"reply": "once"})
     assert answered.status_code == 200 and answered.json() is True
     result = (await asyncio.wait_for(on_a, 15)).json()
@@ -200,6 +202,7 @@ async def test_a_permission_reply_via_b_releases_the_call_waiting_on_a(
     parts = [p for m in _assistants(await _messages(b, session_id)) for p in m["parts"]]
     [tool] = [p for p in parts if p["type"] == "tool"]
     assert tool["state"]["status"] == "completed" and "approved-run" in tool["state"]["output"]
+    assert (await b.client.get("/permission")).json() == []
     unknown = await b.client.post("/permission/per_unknown/reply", json={"reply": "once"})
     assert unknown.status_code == 404
 

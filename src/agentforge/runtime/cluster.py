@@ -103,6 +103,7 @@ class Cluster:
     def start_failover(self, services: SessionServices) -> None:
         self._permissions = services.permissions
         services.permissions.forward_reply = self.forward_permission_reply
+        services.permissions.shared = True
         self._questions = services.questions
         services.questions.forward = self.forward_question_reply
         self._spawn(self._failover_loop(services), "cluster-failover")

@@ -532,6 +532,12 @@ class Store:
         """Undecided permission requests of every tenant (start-up recovery), oldest first."""
         return await self._maintenance.run_across_tenants(queries.pending_permission_requests, limit)
 
+    async def tenant_pending_permission_requests(
+        self, tenant_id: str, limit: int = 1000
+    ) -> list[PermissionRequestInfo]:
+        """The tenant's undecided permission requests, oldest first: those of every replica."""
+        return await self._readers.run(queries.tenant_pending_permission_requests, tenant_id, limit)
+
     async def audit_entries(
         self, tenant_id: str, *, after: int = 0, limit: int = 100
     ) -> tuple[list[AuditRecord], int | None]:
