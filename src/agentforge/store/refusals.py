@@ -26,12 +26,14 @@ def admit(conn: Connection, tenant_id: str, key: str, counted: int, now: int, wi
     """One refusal admitted by this replica, which counted `counted` more since its last row: the
     suppressed count to write with an audit row now, or None when another replica wrote one within
     `window` ms (the refusals are then added to its count). Replicas racing on a key serialize on its
-    row (the upsert locks it until the transaction ends). Purges the tenant's rows whose window passed with nothing owed."""
+    row (the upsert locks it until the transaction ends). Purges the tenant's rows whose window
+    passed with nothing owed."""
     conn.execute(
         delete(_T).where(_T.c.tenant_id == tenant_id, _T.c.written_at < now - window, _T.c.suppressed == 0)
     )
     due = _T.c.written_at <= now - window
-    insert = postgresql.insert(_T).values(tenant_id=tenant_id, key=key, written_at=now, suppressed=-counted)
+    row = {"tenant_id": tenant_id, "key": key, "written_at": now, "suppressed": -counted}
+    insert = postgresql.insert(_T).values(row)
     statement = insert.on_conflict_do_update(
         index_elements=[_T.c.tenant_id, _T.c.key],
         set_={

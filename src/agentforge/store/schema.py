@@ -1,7 +1,7 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0009_replicas`)
+Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0010_audit_throttle`)
 create exactly this; a test checks that the two never drift apart.
 """
 

@@ -20,6 +20,8 @@ depends_on: str | Sequence[str] | None = None
 
 _TABLE = "audit_throttle"
 _OF_TENANT = "tenant_id = current_setting('app.tenant_id', true)"
+_ANY_ROW = "USING (true) WITH CHECK (true)"
+_TENANT_ROWS = f"USING ({_OF_TENANT}) WITH CHECK ({_OF_TENANT})"
 
 
 def upgrade() -> None:
@@ -36,12 +38,8 @@ def upgrade() -> None:
     # As migration 0006 does for every table: the owner maintains, a tenant sees its own rows.
     op.execute(f'ALTER TABLE "{_TABLE}" ENABLE ROW LEVEL SECURITY')
     op.execute(f'ALTER TABLE "{_TABLE}" FORCE ROW LEVEL SECURITY')
-    op.execute(
-        f'CREATE POLICY owner_maintenance ON "{_TABLE}" FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true)'
-    )
-    op.execute(
-        f'CREATE POLICY tenant_isolation ON "{_TABLE}" FOR ALL USING ({_OF_TENANT}) WITH CHECK ({_OF_TENANT})'
-    )
+    op.execute(f'CREATE POLICY owner_maintenance ON "{_TABLE}" FOR ALL TO CURRENT_USER {_ANY_ROW}')
+    op.execute(f'CREATE POLICY tenant_isolation ON "{_TABLE}" FOR ALL {_TENANT_ROWS}')
 
 
 def downgrade() -> None:
