@@ -234,6 +234,8 @@ async def test_question_replies_and_rejects_via_b_reach_the_call_waiting_on_a(
     fake.enqueue(call("question", QUESTION), reply("Postgres then."))
     on_a = asyncio.create_task(a.prompt(session_id, "pick a database"))
     request = await _asked_on(a)
+    # B asks the other replicas for theirs: the same list on both.
+    assert (await b.client.get("/question")).json() == [request]
     answered = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["Postgres"]]})
     assert answered.status_code == 200 and answered.json() is True
     result = (await asyncio.wait_for(on_a, 15)).json()
@@ -252,6 +254,7 @@ async def test_question_replies_and_rejects_via_b_reach_the_call_waiting_on_a(
     assert (await asyncio.wait_for(on_a, 15)).status_code == 200
     assert (await _tool_parts(b, session_id))[-1]["state"]["status"] == "error"
     assert not (await a.client.get("/question")).json()
+    assert not (await b.client.get("/question")).json()
     unknown = await b.client.post("/question/que_unknown/reject")
     assert unknown.status_code == 404
 

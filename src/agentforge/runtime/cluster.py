@@ -59,6 +59,8 @@ FORWARD_TIMEOUT: Final = 10.0
 # Questions are not stored: only the replica holding one answers a forwarded reply, so an id no
 # replica holds is known unknown after this long without an answer.
 QUESTION_FORWARD_TIMEOUT: Final = 3.0
+# How long `GET /question` waits for the other live replicas to list theirs.
+QUESTION_LIST_TIMEOUT: Final = 3.0
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -81,6 +83,7 @@ class Cluster:
         self._permissions: PermissionService | None = None
         self._questions: QuestionService | None = None
         self._answered: dict[str, asyncio.Future[None]] = {}  # forwarded question replies, by ticket
+        self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
 
@@ -94,6 +97,7 @@ class Cluster:
         self._link = await self._store.open_cluster_link(self._heard)
         if self._link is None:
             raise RuntimeError("replicas need Postgres")
+        await self._link.join(self.replica)
         self._bus.listen(self._announce)
         self._runners.leases = self
         self._runners.before_release = self._store.barrier
@@ -106,6 +110,7 @@ class Cluster:
         services.permissions.shared = True
         self._questions = services.questions
         services.questions.forward = self.forward_question_reply
+        services.questions.elsewhere = self.questions_elsewhere
         self._spawn(self._failover_loop(services), "cluster-failover")
 
     async def close(self) -> None:
@@ -203,6 +208,29 @@ class Cluster:
             return False
         finally:
             self._answered.pop(ticket, None)
+
+    async def questions_elsewhere(self, tenant_id: str) -> list[dict[str, Any]]:
+        """The tenant's questions waiting on the other live replicas (each answers with its own)."""
+        others = await self.link.replica_count() - 1
+        if others <= 0:
+            return []
+        ticket = uuid.uuid4().hex
+        listing = _Listing(others)
+        self._listings[ticket] = listing
+        try:
+            await self.link.notify(
+                [_dumps({"r": self.replica, "k": "questions", "t": tenant_id, "q": ticket})]
+            )
+            with contextlib.suppress(TimeoutError):  # a replica that died meanwhile never answers
+                await asyncio.wait_for(listing.done.wait(), QUESTION_LIST_TIMEOUT)
+            return listing.found
+        finally:
+            self._listings.pop(ticket, None)
+
+    async def _list_here(self, message: dict[str, Any]) -> None:
+        mine = [] if self._questions is None else self._questions.pending(message["t"])
+        payload = _dumps({"r": self.replica, "k": "questions-listed", "q": message["q"], "items": mine})
+        await self.link.notify(self._fragment(payload))
 
     async def _answer_here(self, message: dict[str, Any]) -> None:
         if self._questions is None:
@@ -305,6 +333,12 @@ class Cluster:
             taken = self._answered.get(message["q"])
             if taken is not None and not taken.done():
                 taken.set_result(None)
+        elif kind == "questions":
+            self._spawn(self._list_here(message), "cluster-questions")
+        elif kind == "questions-listed":
+            listing = self._listings.get(message["q"])
+            if listing is not None:
+                listing.add(message["items"])
         elif kind == "abort":
             self._spawn(self._abort_here(message["s"]), "cluster-abort")
         elif kind == "ended":
@@ -418,6 +452,21 @@ class Cluster:
             log.warning("cluster: closed %d turn(s) of a replica that stopped", len(orphans))
         self.recovered += len(orphans)
         return len(orphans)
+
+
+class _Listing:
+    """Answers to one `questions` notice, complete once every other live replica has sent its list."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.found: list[dict[str, Any]] = []
+        self.done = asyncio.Event()
+
+    def add(self, items: list[dict[str, Any]]) -> None:
+        self.found.extend(items)
+        self.expected -= 1
+        if self.expected <= 0:
+            self.done.set()
 
 
 async def _expire_permissions(permissions: PermissionService, sessions: set[str]) -> None:

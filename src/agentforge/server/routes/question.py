@@ -22,7 +22,7 @@ def _unknown(request_id: str) -> NotFoundError:
 
 @router.get("", operation_id="question.list", summary="Questions waiting for an answer")
 async def pending_questions(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
-    return WireResponse(rt.questions.pending(tenant_id))
+    return WireResponse(await rt.questions.listed(tenant_id))
 
 
 @router.post(

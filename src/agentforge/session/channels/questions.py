@@ -28,6 +28,8 @@ QUESTION_REJECTED: Final = "question.rejected"
 Publish = Callable[[Event], None]
 # Replicas: (tenant, request id, answers or None to dismiss) -> whether another process had it.
 ForwardAnswer = Callable[[str, str, list[list[str]] | None], Awaitable[bool]]
+# Replicas: (tenant) -> the questions waiting in the other processes.
+ListElsewhere = Callable[[str], Awaitable[list[dict[str, Any]]]]
 DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
@@ -59,6 +61,7 @@ class QuestionService:
         self._pending: dict[str, _Pending] = {}
         # Replicas: hands an answer for a question waiting in another process to that process.
         self.forward: ForwardAnswer | None = None
+        self.elsewhere: ListElsewhere | None = None
 
     @classmethod
     def from_config(cls, publish: Publish, config: Config, *, clock: Clock = SYSTEM_CLOCK) -> QuestionService:
@@ -148,6 +151,14 @@ class QuestionService:
     def pending(self, tenant_id: str) -> list[dict[str, Any]]:
         """The tenant's questions waiting for an answer, oldest first."""
         return [pending.request for pending in self._pending.values() if pending.tenant_id == tenant_id]
+
+    async def listed(self, tenant_id: str) -> list[dict[str, Any]]:
+        """`GET /question`: the tenant's questions waiting here or (replicas) in any process."""
+        found = {request["id"]: request for request in self.pending(tenant_id)}
+        if self.elsewhere is not None:
+            for request in await self.elsewhere(tenant_id):
+                found.setdefault(request["id"], request)
+        return [found[request_id] for request_id in sorted(found)]  # ids ascend with time
 
     def for_tenant(self, tenant_id: str) -> TenantQuestions:
         return TenantQuestions(self, tenant_id)
