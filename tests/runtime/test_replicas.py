@@ -236,12 +236,14 @@ async def test_question_replies_and_rejects_via_b_reach_the_call_waiting_on_a(
     request = await _asked_on(a)
     # B asks the other replicas for theirs: the same list on both.
     assert (await b.client.get("/question")).json() == [request]
-    answered = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["Postgres"]]})
+    # Typed text longer than one notification: the answers go in pieces.
+    typed = "Postgres, " + "because " * 1200
+    answered = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [[typed]]})
     assert answered.status_code == 200 and answered.json() is True
     result = (await asyncio.wait_for(on_a, 15)).json()
     assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["Postgres then."]
     [tool] = await _tool_parts(b, session_id)
-    assert tool["state"]["status"] == "completed" and "Postgres" in tool["state"]["output"]
+    assert tool["state"]["status"] == "completed" and typed in tool["state"]["output"]
     # Answered once: the question is gone from every replica.
     again = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["SQLite"]]})
     assert again.status_code == 404

@@ -11,6 +11,7 @@
   replica running them died) and closes them like start-up recovery, expiring their pending
   permission requests; then runs the accepted `prompt_async` requests that nobody runs (their
   replica died after answering 204).
+- Questions live in memory where their turn runs: replies and listings go over the channel.
 """
 
 from __future__ import annotations
@@ -196,12 +197,14 @@ class Cluster:
         self, tenant_id: str, request_id: str, answers: list[list[str]] | None
     ) -> bool:
         """Answers (None: dismiss) for a question waiting on another replica: True once it took them."""
+        if await self.link.replica_count() <= 1:
+            return False  # alone: nobody else can hold it
         ticket = uuid.uuid4().hex
         taken = asyncio.get_running_loop().create_future()
         self._answered[ticket] = taken
         notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
         try:
-            await self.link.notify([_dumps({**notice, "a": answers})])
+            await self.link.notify(self._fragment(_dumps({**notice, "a": answers})))  # answers may be long
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(taken, QUESTION_FORWARD_TIMEOUT)
                 return True
