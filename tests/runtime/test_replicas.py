@@ -6,6 +6,7 @@ provider: the module shares one pair (a server takes seconds to import), the kil
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,9 @@ import pytest_asyncio
 
 from agentforge.model.events import Event
 from agentforge.store import Store, parse_database_url
+from agentforge.store.audit import AUTH_FAILED
 from agentforge.store.cluster import ClusterLink
+from tests.cli.test_run_humans import QUESTION
 from tests.databases import _postgres_schema, owner_url_for
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.runtime.replicas import Replica, Stream, replicas
@@ -190,6 +193,8 @@ async def test_a_permission_reply_via_b_releases_the_call_waiting_on_a(
 
     await _until(asked, 15, "A's tool call asked for permission")
     [request] = (await a.client.get("/permission")).json()
+    # B lists it from the store, as A does from its waiters.
+    assert (await b.client.get("/permission")).json() == [request]
     answered = await b.client.post(f"/permission/{request['id']}/reply", json={"reply": "once"})
     assert answered.status_code == 200 and answered.json() is True
     result = (await asyncio.wait_for(on_a, 15)).json()
@@ -197,8 +202,77 @@ async def test_a_permission_reply_via_b_releases_the_call_waiting_on_a(
     parts = [p for m in _assistants(await _messages(b, session_id)) for p in m["parts"]]
     [tool] = [p for p in parts if p["type"] == "tool"]
     assert tool["state"]["status"] == "completed" and "approved-run" in tool["state"]["output"]
+    assert (await b.client.get("/permission")).json() == []
     unknown = await b.client.post("/permission/per_unknown/reply", json={"reply": "once"})
     assert unknown.status_code == 404
+
+
+async def _asked_on(replica: Replica) -> dict[str, Any]:
+    async def asked() -> bool:
+        return bool((await replica.client.get("/question")).json())
+
+    await _until(asked, 15, "the tool call asked its question")
+    [request] = (await replica.client.get("/question")).json()
+    assert isinstance(request, dict)
+    return request
+
+
+async def _tool_parts(replica: Replica, session_id: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for m in _assistants(await _messages(replica, session_id))
+        for p in m["parts"]
+        if p["type"] == "tool"
+    ]
+
+
+async def test_question_replies_and_rejects_via_b_reach_the_call_waiting_on_a(
+    pair: tuple[Replica, Replica], fake: FakeOpenAI
+) -> None:
+    a, b = pair
+    session_id = await _session(a)
+    fake.enqueue(call("question", QUESTION), reply("Postgres then."))
+    on_a = asyncio.create_task(a.prompt(session_id, "pick a database"))
+    request = await _asked_on(a)
+    # B asks the other replicas for theirs: the same list on both.
+    assert (await b.client.get("/question")).json() == [request]
+    # Typed text longer than one notification: the answers go in pieces.
+    typed = "Postgres, " + "because " * 1200
+    answered = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [[typed]]})
+    assert answered.status_code == 200 and answered.json() is True
+    result = (await asyncio.wait_for(on_a, 15)).json()
+    assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["Postgres then."]
+    [tool] = await _tool_parts(b, session_id)
+    assert tool["state"]["status"] == "completed" and typed in tool["state"]["output"]
+    # Answered once: the question is gone from every replica.
+    again = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["SQLite"]]})
+    assert again.status_code == 404
+
+    fake.enqueue(call("question", QUESTION))  # a dismissed question stops the turn: no next step
+    on_a = asyncio.create_task(a.prompt(session_id, "pick again"))
+    second = await _asked_on(a)
+    dismissed = await b.client.post(f"/question/{second['id']}/reject")
+    assert dismissed.status_code == 200 and dismissed.json() is True
+    assert (await asyncio.wait_for(on_a, 15)).status_code == 200
+    assert (await _tool_parts(b, session_id))[-1]["state"]["status"] == "error"
+    assert not (await a.client.get("/question")).json()
+    assert not (await b.client.get("/question")).json()
+    unknown = await b.client.post("/question/que_unknown/reject")
+    assert unknown.status_code == 404
+
+
+async def test_refusals_on_both_replicas_share_one_audit_row_a_window(
+    pair: tuple[Replica, Replica], log_store: Store
+) -> None:
+    # Gateway headers on a server without a gateway: refused, audited in the tenant they claim.
+    tenant = f"refused{uuid.uuid4().hex[:8]}"
+    for replica in (a := pair[0], b := pair[1], a, b, a, b):
+        refused = await replica.client.get("/session", headers={"X-Forge-Tenant": tenant})
+        assert refused.status_code == 401
+    entries, _next = await log_store.audit_entries(tenant, limit=100)
+    rows = [e for e in entries if e.action == AUTH_FAILED]
+    # Each replica alone would have written one: the window is shared in the database.
+    assert len(rows) == 1 and rows[0].data["suppressed"] == 0
 
 
 async def test_kill_9_of_a_mid_turn_and_b_closes_it_then_serves_the_session(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx2
@@ -15,8 +16,10 @@ from tests.server.test_auth import REQUIRED, serve
 
 
 class Clock:
+    """Drives both the throttle's window and the wall time replicas share it by (Postgres)."""
+
     def __init__(self) -> None:
-        self.now = 0.0
+        self.now = time.time()
 
     def __call__(self) -> float:
         return self.now
@@ -75,7 +78,7 @@ async def test_repeated_refusals_are_one_row_until_the_window_passes(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:
     clock = Clock()
-    throttle = FailureThrottle(clock=clock)
+    throttle = FailureThrottle(clock=clock, wall=clock)
     async with serve(tmp_path, fake_openai, REQUIRED, database_url, failure_throttle=throttle) as forge:
         minted = await forge.new_key("acme")
         prefix, tenant, key_id, secret = minted.token.split(".")

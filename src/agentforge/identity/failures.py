@@ -59,18 +59,28 @@ class FailureThrottle:
         window_seconds: float = WINDOW_SECONDS,
         capacity: int = CAPACITY,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
+        """`wall` (unix seconds) dates the window replicas share in the database (store/refusals.py)."""
         if capacity < 1:
             raise ValueError("the failure throttle needs room for at least one key")
         self._window = window_seconds
         self._capacity = capacity
         self._clock = clock
+        self._wall = wall
         # Oldest row first: the first entry is the one whose window ends soonest.
         self._tallies: OrderedDict[FailureKey, _Tally] = OrderedDict()
         self._overflow: _Tally | None = None
 
     def __len__(self) -> int:
         return len(self._tallies)
+
+    @property
+    def window_ms(self) -> int:
+        return round(self._window * 1000)
+
+    def wall_ms(self) -> int:
+        return round(self._wall() * 1000)
 
     def admit(self, key: FailureKey) -> Admission | None:
         """An Admission when this refusal should be written, else None (it is counted)."""

@@ -109,6 +109,8 @@ class PermissionService:
         self._clock = clock
         # Replicas: hands a reply for a request waiting in another process to that process.
         self.forward_reply: ForwardReply | None = None
+        # Replicas: `listed` reads the pending requests of every process from the store.
+        self.shared = False
         self.timeout_seconds = timeout_seconds
         self.default: DefaultAction = default
         self.policies: list[PolicyHook] = list(policies)
@@ -324,6 +326,16 @@ class PermissionService:
         """Requests of the tenant waiting for an answer, oldest first."""
         found = [w.info for w in self._waiting.values() if w.tenant_id == tenant_id]
         return sorted(found, key=lambda info: info.id)
+
+    async def listed(self, tenant_id: str) -> list[PermissionRequestInfo]:
+        """`GET /permission`: the tenant's requests waiting here or (replicas) in any process."""
+        local = self.pending(tenant_id)
+        if not self.shared:
+            return local
+        # A request is registered here before its `permission.asked` is stored: merge both.
+        found = {info.id: info for info in await self._store.tenant_pending_permission_requests(tenant_id)}
+        found.update((info.id, info) for info in local)
+        return sorted(found.values(), key=lambda info: info.id)
 
     def waiting(self, tenant_id: str, request_id: str) -> PermissionRequestInfo | None:
         """The request if it is still waiting for an answer."""

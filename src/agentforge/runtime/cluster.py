@@ -11,6 +11,7 @@
   replica running them died) and closes them like start-up recovery, expiring their pending
   permission requests; then runs the accepted `prompt_async` requests that nobody runs (their
   replica died after answering 204).
+- Questions live in memory where their turn runs: replies and listings go over the channel.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agentforge.model.permission import PermissionReply
 from agentforge.model.session import StatusIdle
 from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
+from agentforge.session.channels.questions import QuestionService
 from agentforge.session.errors import NotFoundError
 from agentforge.session.events import now_ms
 from agentforge.session.prompt import SessionPrompt
@@ -55,6 +57,11 @@ LEASE_POLL: Final = 0.5
 QUEUE_GRACE_MS: Final = 2000
 # How long a replica answering a permission request for another one waits for the decision.
 FORWARD_TIMEOUT: Final = 10.0
+# Questions are not stored: only the replica holding one answers a forwarded reply, so an id no
+# replica holds is known unknown after this long without an answer.
+QUESTION_FORWARD_TIMEOUT: Final = 3.0
+# How long `GET /question` waits for the other live replicas to list theirs.
+QUESTION_LIST_TIMEOUT: Final = 3.0
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -75,6 +82,9 @@ class Cluster:
         self._ended: dict[str, set[asyncio.Event]] = {}  # who waits for which session's lease
         self._tasks: set[asyncio.Task[None]] = set()
         self._permissions: PermissionService | None = None
+        self._questions: QuestionService | None = None
+        self._answered: dict[str, asyncio.Future[None]] = {}  # forwarded question replies, by ticket
+        self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
 
@@ -88,6 +98,7 @@ class Cluster:
         self._link = await self._store.open_cluster_link(self._heard)
         if self._link is None:
             raise RuntimeError("replicas need Postgres")
+        await self._link.join(self.replica)
         self._bus.listen(self._announce)
         self._runners.leases = self
         self._runners.before_release = self._store.barrier
@@ -97,6 +108,10 @@ class Cluster:
     def start_failover(self, services: SessionServices) -> None:
         self._permissions = services.permissions
         services.permissions.forward_reply = self.forward_permission_reply
+        services.permissions.shared = True
+        self._questions = services.questions
+        services.questions.forward = self.forward_question_reply
+        services.questions.elsewhere = self.questions_elsewhere
         self._spawn(self._failover_loop(services), "cluster-failover")
 
     async def close(self) -> None:
@@ -177,6 +192,59 @@ class Cluster:
             await self._permissions.reply(
                 tenant_id, request_id, reply, message["m"], message["u"], forward=False
             )
+
+    async def forward_question_reply(
+        self, tenant_id: str, request_id: str, answers: list[list[str]] | None
+    ) -> bool:
+        """Answers (None: dismiss) for a question waiting on another replica: True once it took them."""
+        if await self.link.replica_count() <= 1:
+            return False  # alone: nobody else can hold it
+        ticket = uuid.uuid4().hex
+        taken = asyncio.get_running_loop().create_future()
+        self._answered[ticket] = taken
+        notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
+        try:
+            await self.link.notify(self._fragment(_dumps({**notice, "a": answers})))  # answers may be long
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(taken, QUESTION_FORWARD_TIMEOUT)
+                return True
+            return False
+        finally:
+            self._answered.pop(ticket, None)
+
+    async def questions_elsewhere(self, tenant_id: str) -> list[dict[str, Any]]:
+        """The tenant's questions waiting on the other live replicas (each answers with its own)."""
+        others = await self.link.replica_count() - 1
+        if others <= 0:
+            return []
+        ticket = uuid.uuid4().hex
+        listing = _Listing(others)
+        self._listings[ticket] = listing
+        try:
+            await self.link.notify(
+                [_dumps({"r": self.replica, "k": "questions", "t": tenant_id, "q": ticket})]
+            )
+            with contextlib.suppress(TimeoutError):  # a replica that died meanwhile never answers
+                await asyncio.wait_for(listing.done.wait(), QUESTION_LIST_TIMEOUT)
+            return listing.found
+        finally:
+            self._listings.pop(ticket, None)
+
+    async def _list_here(self, message: dict[str, Any]) -> None:
+        mine = [] if self._questions is None else self._questions.pending(message["t"])
+        payload = _dumps({"r": self.replica, "k": "questions-listed", "q": message["q"], "items": mine})
+        await self.link.notify(self._fragment(payload))
+
+    async def _answer_here(self, message: dict[str, Any]) -> None:
+        if self._questions is None:
+            return
+        tenant_id, request_id, answers = message["t"], message["id"], message["a"]
+        if answers is None:
+            taken = self._questions.reject(tenant_id, request_id)
+        else:
+            taken = self._questions.reply(tenant_id, request_id, answers)
+        if taken:  # only the replica holding the question answers: the others stay silent
+            await self.link.notify([_dumps({"r": self.replica, "k": "question-taken", "q": message["q"]})])
 
     async def _tell(self, kind: str, session_id: str) -> None:
         await self.link.notify([_dumps({"r": self.replica, "k": kind, "s": session_id})])
@@ -262,6 +330,18 @@ class Cluster:
             self._runners.note_input(message["s"])
         elif kind == "permission":
             self._spawn(self._reply_here(message), "cluster-permission")
+        elif kind == "question":
+            self._spawn(self._answer_here(message), "cluster-question")
+        elif kind == "question-taken":
+            taken = self._answered.get(message["q"])
+            if taken is not None and not taken.done():
+                taken.set_result(None)
+        elif kind == "questions":
+            self._spawn(self._list_here(message), "cluster-questions")
+        elif kind == "questions-listed":
+            listing = self._listings.get(message["q"])
+            if listing is not None:
+                listing.add(message["items"])
         elif kind == "abort":
             self._spawn(self._abort_here(message["s"]), "cluster-abort")
         elif kind == "ended":
@@ -375,6 +455,21 @@ class Cluster:
             log.warning("cluster: closed %d turn(s) of a replica that stopped", len(orphans))
         self.recovered += len(orphans)
         return len(orphans)
+
+
+class _Listing:
+    """Answers to one `questions` notice, complete once every other live replica has sent its list."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.found: list[dict[str, Any]] = []
+        self.done = asyncio.Event()
+
+    def add(self, items: list[dict[str, Any]]) -> None:
+        self.found.extend(items)
+        self.expected -= 1
+        if self.expected <= 0:
+            self.done.set()
 
 
 async def _expire_permissions(permissions: PermissionService, sessions: set[str]) -> None:

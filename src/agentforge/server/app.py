@@ -16,7 +16,7 @@ from agentforge.config import Settings
 from agentforge.identity.apikeys import StoredApiKey
 from agentforge.identity.authenticate import Authenticator, FailureHook, log_failure
 from agentforge.identity.errors import AuthFailure
-from agentforge.identity.failures import FailureKey, FailureThrottle
+from agentforge.identity.failures import Admission, FailureKey, FailureThrottle
 from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.identity.request import RequestFacts
 from agentforge.llm.adapter import stream as provider_stream
@@ -188,13 +188,16 @@ async def record_auth_failure(
     admission = throttle.admit(FailureKey(tenant, facts.peer, failure.message))
     if admission is None:
         return
+    suppressed = await _admit_shared(runtime, throttle, admission)
+    if suppressed is None:
+        return  # another replica audited this refusal within the window: it is counted there
     data = {
         "status": failure.status,
         "reason": failure.message,
         "method": failure.method,
         "request": f"{facts.method} {facts.target.split('?', 1)[0]}",
         "peer": facts.peer,
-        "suppressed": admission.suppressed,
+        "suppressed": suppressed,
     }
     if admission.overflow:
         # Too many distinct refusals to tally one by one: the count spans many tenants and peers.
@@ -203,3 +206,15 @@ async def record_auth_failure(
         await runtime.store.record_audit(admission.key.tenant, AUTH_FAILED, actor="anonymous", data=data)
     except Exception:
         log.exception("could not record an authentication failure in the audit log")
+
+
+async def _admit_shared(runtime: Runtime, throttle: FailureThrottle, admission: Admission) -> int | None:
+    """Replicas share the throttle's window in Postgres; if it cannot be asked, the row is written."""
+    key, counted = admission.key, admission.suppressed
+    try:
+        return await runtime.store.admit_refusal(
+            key.tenant, key.peer, key.reason, counted, now_ms=throttle.wall_ms(), window_ms=throttle.window_ms
+        )
+    except Exception:
+        log.exception("could not consult the shared audit throttle")
+        return admission.suppressed

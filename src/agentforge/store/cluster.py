@@ -28,6 +28,12 @@ NOTIFY_LIMIT: Final = 7000
 
 _LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() || ':' || $1)"
 _TRY_LEASE: Final = f"SELECT pg_try_advisory_lock({_LEASE_KEYS})"
+# Every live replica of the schema holds this lock (keyed by its id) on its lease connection.
+_ROSTER = "hashtext('agentforge.replica:' || current_schema())"
+_JOIN: Final = f"SELECT pg_advisory_lock({_ROSTER}, hashtext($1))"
+_COUNT: Final = f"""SELECT count(*) FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = {_ROSTER}::oid
+AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
 _RELEASE: Final = f"SELECT pg_advisory_unlock({_LEASE_KEYS})"
 # Several payloads in one statement: delivered at its commit, in array order.
 _NOTIFY: Final = "SELECT count(pg_notify($1, p)) FROM unnest(CAST($2 AS text[])) AS p"
@@ -84,6 +90,16 @@ class ClusterLink:
                 return False
             await self._leases.fetchval(_RELEASE, session_id)
             return True
+
+    async def join(self, replica: str) -> None:
+        """Be counted among the live replicas until this connection ends."""
+        async with self._lease_lock:
+            await self._leases.fetchval(_JOIN, replica)
+
+    async def replica_count(self) -> int:
+        """How many replicas of this schema are alive (this one included)."""
+        async with self._lease_lock:
+            return int(await self._leases.fetchval(_COUNT))
 
     async def notify(self, payloads: Sequence[str]) -> None:
         """Send payloads (each under NOTIFY_LIMIT bytes) on the channel, in order."""

@@ -416,6 +416,20 @@ def pending_permission_requests(conn: Connection, limit: int) -> list[tuple[str,
     return [(row.tenant_id, _permission_from_row(row)) for row in conn.execute(query)]
 
 
+def tenant_pending_permission_requests(
+    conn: Connection, tenant_id: str, limit: int
+) -> list[PermissionRequestInfo]:
+    """The tenant's undecided requests oldest first, whichever process waits on them (replicas)."""
+    table = permission_request_table
+    query = (
+        select(table)
+        .where(table.c.tenant_id == tenant_id, table.c.status == "pending")
+        .order_by(table.c.id)
+        .limit(limit)
+    )
+    return [_permission_from_row(row) for row in conn.execute(query)]
+
+
 def _permission_from_row(row: AnyRow) -> PermissionRequestInfo:
     tool = None
     if row.message_id is not None and row.call_id is not None:

@@ -1,7 +1,7 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0009_replicas`)
+Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0010_audit_throttle`)
 create exactly this; a test checks that the two never drift apart.
 """
 
@@ -251,4 +251,17 @@ prompt_queue = Table(
     Column("session_id", Text, nullable=False),
     Column("time_created", BigInteger, nullable=False),
     Index("ix_prompt_queue_session", "tenant_id", "session_id"),
+)
+
+# The refused-request audit throttle shared by replicas (identity/failures.py keeps one per process):
+# one row per (tenant, hash of peer and reason); `written_at` (ms) is when its last audit row was
+# admitted, `suppressed` how many refusals were only counted since.
+audit_throttle = Table(
+    "audit_throttle",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("written_at", BigInteger, nullable=False),
+    Column("suppressed", BigInteger, nullable=False),
+    Index("ix_audit_throttle_written", "tenant_id", "written_at"),
 )

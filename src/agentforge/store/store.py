@@ -19,7 +19,7 @@ from agentforge.model.part import Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
 from agentforge.model.webhook import DeliveryStatus, WebhookDelivery
-from agentforge.store import audit, keys, nonces, prompt_queue, queries, webhooks
+from agentforge.store import audit, keys, nonces, prompt_queue, queries, refusals, webhooks
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
 from agentforge.store.cluster import ClusterLink, OnMessage
@@ -255,6 +255,21 @@ class Store:
             return nonces.claim_nonce(conn, tenant_id, nonce, expires_at, now)
 
         return await self.mutate(tenant_id, "gateway nonce", claim)
+
+    async def admit_refusal(
+        self, tenant_id: str, peer: str | None, reason: str, counted: int, *, now_ms: int, window_ms: int
+    ) -> int | None:
+        """A refused request this process would audit, carrying `counted` refusals it only counted:
+        the suppressed count to audit it with, or None when another process audited the same
+        (tenant, peer, reason) within the window. SQLite (one process) admits it as it is."""
+        if self._target is None:
+            return counted
+        key = refusals.throttle_key(peer, reason)
+
+        def admit(conn: Connection) -> int | None:
+            return refusals.admit(conn, tenant_id, key, counted, now_ms, window_ms)
+
+        return await self.mutate(tenant_id, "audit throttle", admit)
 
     async def enqueue_prompt(self, tenant_id: str, session_id: str, message_id: str) -> None:
         """Durably note an accepted `prompt_async` until `finish_prompts` (any replica may run it)."""
@@ -516,6 +531,12 @@ class Store:
     async def pending_permission_requests(self, limit: int = 1000) -> list[tuple[str, PermissionRequestInfo]]:
         """Undecided permission requests of every tenant (start-up recovery), oldest first."""
         return await self._maintenance.run_across_tenants(queries.pending_permission_requests, limit)
+
+    async def tenant_pending_permission_requests(
+        self, tenant_id: str, limit: int = 1000
+    ) -> list[PermissionRequestInfo]:
+        """The tenant's undecided permission requests, oldest first: those of every replica."""
+        return await self._readers.run(queries.tenant_pending_permission_requests, tenant_id, limit)
 
     async def audit_entries(
         self, tenant_id: str, *, after: int = 0, limit: int = 100

@@ -41,7 +41,7 @@ async def _reply(rt: Runtime, caller: Identity, request_id: str, body: Permissio
     summary="Permission requests waiting for an answer",
 )
 async def pending_permissions(rt: RuntimeDep, caller: IdentityDep) -> WireResponse:
-    return WireResponse(rt.permissions.pending(caller.tenant))
+    return WireResponse(await rt.permissions.listed(caller.tenant))
 
 
 @router.post(

@@ -22,7 +22,7 @@ def _unknown(request_id: str) -> NotFoundError:
 
 @router.get("", operation_id="question.list", summary="Questions waiting for an answer")
 async def pending_questions(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
-    return WireResponse(rt.questions.pending(tenant_id))
+    return WireResponse(await rt.questions.listed(tenant_id))
 
 
 @router.post(
@@ -33,7 +33,7 @@ async def pending_questions(rt: RuntimeDep, tenant_id: TenantDep) -> WireRespons
 async def reply(
     request_id: str, body: QuestionReplyInput, rt: RuntimeDep, tenant_id: TenantDep
 ) -> WireResponse:
-    if not rt.questions.reply(tenant_id, request_id, body.answers):
+    if not await rt.questions.answer(tenant_id, request_id, body.answers):
         raise _unknown(request_id)
     return WireResponse(True)
 
@@ -42,6 +42,6 @@ async def reply(
     "/{request_id}/reject", operation_id="question.reject", summary="Dismiss a question (the turn stops)"
 )
 async def reject(request_id: str, rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
-    if not rt.questions.reject(tenant_id, request_id):
+    if not await rt.questions.dismiss(tenant_id, request_id):
         raise _unknown(request_id)
     return WireResponse(True)

@@ -11,7 +11,7 @@ call each. When the asking call is cancelled (the turn is aborted) its question 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -26,6 +26,10 @@ QUESTION_REPLIED: Final = "question.replied"
 QUESTION_REJECTED: Final = "question.rejected"
 
 Publish = Callable[[Event], None]
+# Replicas: (tenant, request id, answers or None to dismiss) -> whether another process had it.
+ForwardAnswer = Callable[[str, str, list[list[str]] | None], Awaitable[bool]]
+# Replicas: (tenant) -> the questions waiting in the other processes.
+ListElsewhere = Callable[[str], Awaitable[list[dict[str, Any]]]]
 DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
@@ -55,6 +59,9 @@ class QuestionService:
         self._clock = clock
         self.timeout_seconds = timeout_seconds
         self._pending: dict[str, _Pending] = {}
+        # Replicas: hands an answer for a question waiting in another process to that process.
+        self.forward: ForwardAnswer | None = None
+        self.elsewhere: ListElsewhere | None = None
 
     @classmethod
     def from_config(cls, publish: Publish, config: Config, *, clock: Clock = SYSTEM_CLOCK) -> QuestionService:
@@ -98,8 +105,20 @@ class QuestionService:
                 # Nobody answered and the call is over (cancelled): withdraw the question.
                 self._announce_rejected(pending)
 
+    async def answer(self, tenant_id: str, request_id: str, answers: list[list[str]]) -> bool:
+        """Answer a question waiting here or (replicas) in another process; False when none has it."""
+        if self.reply(tenant_id, request_id, answers):
+            return True
+        return self.forward is not None and await self.forward(tenant_id, request_id, answers)
+
+    async def dismiss(self, tenant_id: str, request_id: str) -> bool:
+        """Dismiss a question waiting here or (replicas) in another process; False when none has it."""
+        if self.reject(tenant_id, request_id):
+            return True
+        return self.forward is not None and await self.forward(tenant_id, request_id, None)
+
     def reply(self, tenant_id: str, request_id: str, answers: list[list[str]]) -> bool:
-        """Answer a pending question; False when the tenant has no such question."""
+        """Answer a question pending here; False when the tenant has no such question here."""
         pending = self._take(tenant_id, request_id)
         if pending is None:
             return False
@@ -112,7 +131,7 @@ class QuestionService:
         return True
 
     def reject(self, tenant_id: str, request_id: str) -> bool:
-        """Dismiss a pending question; False when the tenant has no such question."""
+        """Dismiss a question pending here; False when the tenant has no such question here."""
         pending = self._take(tenant_id, request_id)
         if pending is None:
             return False
@@ -132,6 +151,14 @@ class QuestionService:
     def pending(self, tenant_id: str) -> list[dict[str, Any]]:
         """The tenant's questions waiting for an answer, oldest first."""
         return [pending.request for pending in self._pending.values() if pending.tenant_id == tenant_id]
+
+    async def listed(self, tenant_id: str) -> list[dict[str, Any]]:
+        """`GET /question`: the tenant's questions waiting here or (replicas) in any process."""
+        found = {request["id"]: request for request in self.pending(tenant_id)}
+        if self.elsewhere is not None:
+            for request in await self.elsewhere(tenant_id):
+                found.setdefault(request["id"], request)
+        return [found[request_id] for request_id in sorted(found)]  # ids ascend with time
 
     def for_tenant(self, tenant_id: str) -> TenantQuestions:
         return TenantQuestions(self, tenant_id)
