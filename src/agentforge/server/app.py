@@ -164,11 +164,13 @@ def create_app(
         session_extras,
         pty,
         webhook,
-        metrics,
     )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
     app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
+    app.include_router(
+        metrics.router
+    )  # the operator's token or, in local mode, an admin (deps.metrics_reader)
     openapi.install(app)
     return app
 
