@@ -447,9 +447,13 @@ async def test_metrics_are_refused_when_auth_is_on_and_no_token_is_configured(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     async with serve(tmp_path, fake_openai, KEYS) as forge:
+        _assert_401(
+            await forge.client.get("/metrics"),
+            "missing bearer token: send Authorization: Bearer <telemetry.metrics_token>",
+        )
         admin = await forge.new_key("acme", ADMIN)
-        for headers in ({}, _bearer(admin.token)):
-            response = await forge.client.get("/metrics", headers=headers)
+        for token in (admin.token, METRICS_TOKEN):
+            response = await forge.client.get("/metrics", headers=_bearer(token))
             assert response.status_code == 403, response.text
             assert "set telemetry.metrics_token in the server config" in response.json()["data"]["message"]
 

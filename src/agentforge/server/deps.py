@@ -102,10 +102,13 @@ async def metrics_reader(request: Request, rt: Annotated[Runtime, Depends(runtim
     if not authenticator.enabled:
         await admin(request, await identity(request))
         return
-    if expected is None:
+    # Authentication first (401 like every route), then why no credential can do (403).
+    if facts.header("authorization") is None:
+        failure = AuthFailure(METRICS_TOKEN_MISSING)
+    elif expected is None:
         failure = AuthFailure(METRICS_TOKEN_UNSET, status=FORBIDDEN)
     else:
-        failure = AuthFailure(METRICS_TOKEN_MISSING if presented is None else METRICS_TOKEN_WRONG)
+        failure = AuthFailure(METRICS_TOKEN_WRONG)
     await authenticator.report(failure, facts)
     raise auth_error(failure)
 
