@@ -168,9 +168,8 @@ def create_app(
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
     app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
-    app.include_router(
-        metrics.router
-    )  # the operator's token or, in local mode, an admin (deps.metrics_reader)
+    # The metrics check credentials by themselves: the operator's token (deps.metrics_reader).
+    app.include_router(metrics.router)
     openapi.install(app)
     return app
 

@@ -37,7 +37,7 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         addresses = await checked_addresses(host, port, self._policy)
-        failure: Exception | None = None
+        failure: Exception = ConnectionError(f"cannot connect to {host}")
         for address in addresses:  # in the resolver's order, like the client would
             try:
                 return await self._network.connect_tcp(
@@ -45,7 +45,6 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
                 )
             except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
                 failure = exc
-        assert failure is not None  # checked_addresses never answers an empty list
         raise failure
 
     async def sleep(self, seconds: float) -> None:
