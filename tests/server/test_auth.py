@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from agentforge.client.sse import aiter_events
-from agentforge.config import load_settings
+from agentforge.config import ConfigError, load_settings
 from agentforge.identity.apikeys import MintedApiKey, mint_api_key
 from agentforge.identity.errors import AuthFailure
 from agentforge.identity.failures import FailureThrottle
@@ -80,6 +80,7 @@ async def serve(
     database_url: str | None = None,
     *,
     failure_throttle: FailureThrottle | None = None,
+    config: dict[str, Any] | None = None,
 ) -> AsyncIterator[AuthServer]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -88,7 +89,7 @@ async def serve(
         data_dir=tmp_path / "data",
         database_url=url,
         directory=workspace,
-        config_override={**fake_provider_config(fake), "auth": auth},
+        config_override={**fake_provider_config(fake), "auth": auth, **(config or {})},
     )
     failures: list[tuple[AuthFailure, RequestFacts]] = []
 
@@ -416,15 +417,63 @@ async def test_gateway_headers_from_an_untrusted_address_are_refused(
         _assert_401(response, "identity headers are only accepted from a trusted gateway")
 
 
-async def test_metrics_need_a_credential_when_auth_is_on(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    async with serve(tmp_path, fake_openai, {"required": True, "api_keys": True}) as forge:
+KEYS: dict[str, Any] = {"required": True, "api_keys": True}
+METRICS_TOKEN = "mtk_" + "7Qp2xV9kLm3Rt8Wz4Yb6Nc1Hd5Jf0Gs2"
+
+
+async def test_metrics_need_the_operator_token_when_auth_is_on(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    operator = {"telemetry": {"metrics_token": METRICS_TOKEN}}
+    async with serve(tmp_path, fake_openai, KEYS, config=operator) as forge:
         _assert_401(
             await forge.client.get("/metrics"),
-            "missing bearer token: send Authorization: Bearer <API key or JWT>",
+            "missing bearer token: send Authorization: Bearer <telemetry.metrics_token>",
         )
-        # They count every tenant's work: an operator's (admin) reading, not any member's.
+        # They count every tenant's work: no tenant's credential reads them, not even an admin's.
         member = await forge.new_key("acme")
-        assert (await forge.client.get("/metrics", headers=_bearer(member.token))).status_code == 403
         admin = await forge.new_key("acme", ADMIN)
-        response = await forge.client.get("/metrics", headers=_bearer(admin.token))
+        for token in (member.token, admin.token, METRICS_TOKEN[:-1] + "x", METRICS_TOKEN + "x"):
+            _assert_401(await forge.client.get("/metrics", headers=_bearer(token)), "invalid metrics token")
+        assert [failure.message for failure, _ in forge.failures][-4:] == ["invalid metrics token"] * 4
+        response = await forge.client.get("/metrics", headers=_bearer(METRICS_TOKEN))
         assert response.status_code == 200 and "agentforge_turns_started_total" in response.text
+        # The operator's token is good for the metrics only.
+        response = await forge.client.get("/session", headers=_bearer(METRICS_TOKEN))
+        _assert_401(response, "the bearer token is not an API key, and this server accepts no JWTs")
+
+
+async def test_metrics_are_refused_when_auth_is_on_and_no_token_is_configured(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with serve(tmp_path, fake_openai, KEYS) as forge:
+        _assert_401(
+            await forge.client.get("/metrics"),
+            "missing bearer token: send Authorization: Bearer <telemetry.metrics_token>",
+        )
+        admin = await forge.new_key("acme", ADMIN)
+        for token in (admin.token, METRICS_TOKEN):
+            response = await forge.client.get("/metrics", headers=_bearer(token))
+            assert response.status_code == 403, response.text
+            assert "set telemetry.metrics_token in the server config" in response.json()["data"]["message"]
+
+
+def test_a_short_metrics_token_is_refused_at_load(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    with pytest.raises(ConfigError, match=r"telemetry\.metrics_token must be at least 32 characters"):
+        load_settings(
+            data_dir=tmp_path / "data",
+            directory=tmp_path,
+            config_override={"telemetry": {"metrics_token": "short"}},
+        )
+
+
+async def test_metrics_stay_open_to_the_local_user_in_local_mode(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    operator = {"telemetry": {"metrics_token": METRICS_TOKEN}}
+    async with serve(tmp_path, fake_openai, {}, config=operator) as forge:
+        assert (await forge.client.get("/metrics")).status_code == 200
+        assert (await forge.client.get("/metrics", headers=_bearer(METRICS_TOKEN))).status_code == 200
+        # A presented credential is still verified: a wrong one is refused, not ignored.
+        response = await forge.client.get("/metrics", headers=_bearer("not-the-token"))
+        assert response.status_code == 401, response.text

@@ -16,6 +16,7 @@ from agentforge.testing import FakeClock
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.http11 import Request
 from tests.fakes.openai_server import FakeOpenAI, reply
+from tests.fakes.resolver import resolve_as
 from tests.fakes.webhook_receiver import WebhookReceiver
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -190,3 +191,46 @@ async def test_a_pending_delivery_resumes_after_a_restart(
         [done] = await _until(live, lambda log: log[0]["status"] == "delivered")
     assert done["id"] == pending["id"]
     assert [a["statusCode"] for a in done["attempts"]] == [500, 200]
+
+
+async def test_a_name_rebound_to_loopback_after_the_check_is_not_called(
+    tmp_path: Path, fake_openai: FakeOpenAI, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DNS rebinding: the first answer is public (the check), every later one loopback (the connection).
+    answers: list[str] = []
+
+    def rebinding(host: str) -> list[str]:
+        if host != "rebind.test":
+            return []
+        answers.append("93.184.216.34" if not answers else "127.0.0.1")
+        return [answers[-1]]
+
+    resolve_as(monkeypatch, rebinding)
+    config = _config(fake_openai, receiver, allow=False)
+    port = receiver.origin.rsplit(":", 1)[1]
+    config["webhooks"] = [
+        {"url": f"http://rebind.test:{port}/", "secret": SECRET, "events": ["session.created"]}
+    ]
+    async with _server(tmp_path, fake_openai, config) as live:
+        await live.create_session()
+        [refused] = await _until(live, lambda log: bool(log) and log[0]["status"] == "refused")
+    assert answers == ["93.184.216.34", "127.0.0.1"]
+    assert "rebind.test resolves to 127.0.0.1" in refused["attempts"][0]["error"]
+    assert receiver.received == []
+
+
+async def test_a_delivery_names_its_host_while_connecting_to_the_checked_address(
+    tmp_path: Path, fake_openai: FakeOpenAI, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve_as(monkeypatch, lambda host: ["127.0.0.1"] if host == "hooks.test" else [])
+    config = _config(fake_openai, receiver)
+    port = receiver.origin.rsplit(":", 1)[1]
+    config["webhooks"] = [
+        {"url": f"http://hooks.test:{port}/", "secret": SECRET, "events": ["session.created"]}
+    ]
+    async with _server(tmp_path, fake_openai, config) as live:
+        await live.create_session()
+        [request] = await receiver.wait_for(1)
+        await _until(live, lambda log: bool(log) and log[0]["status"] == "delivered")
+    assert request.headers["host"] == f"hooks.test:{port}"
+    assert _verified(request)["type"] == "session.created"

@@ -25,7 +25,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _strong_secret(value: str | None, where: str) -> str | None:
+def strong_secret(value: str | None, where: str) -> str | None:
     if value is not None and len(value) < MIN_SECRET_LENGTH:
         raise ValueError(
             f"{where} must be at least {MIN_SECRET_LENGTH} characters"
@@ -62,7 +62,7 @@ class JwtConfig(_AuthSection):
     @field_validator("secret")
     @classmethod
     def _secret_is_strong(cls, value: str | None) -> str | None:
-        return _strong_secret(value, "auth.jwt.secret")
+        return strong_secret(value, "auth.jwt.secret")
 
     @model_validator(mode="after")
     def _one_key_matching_the_algorithms(self) -> Self:
@@ -107,7 +107,7 @@ class GatewayConfig(_AuthSection):
     @field_validator("secret")
     @classmethod
     def _secret_is_strong(cls, value: str) -> str:
-        checked = _strong_secret(value, "auth.gateway.secret")
+        checked = strong_secret(value, "auth.gateway.secret")
         assert checked is not None
         return checked
 

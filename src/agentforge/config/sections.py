@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentforge.config.audit import AuditConfig
-from agentforge.config.auth import AuthConfig
+from agentforge.config.auth import AuthConfig, strong_secret
 from agentforge.config.sandbox import SandboxConfig
 from agentforge.config.tenancy import TenancyConfig
 from agentforge.config.webhooks import WebhookDeliveryConfig, WebhookEndpoint
@@ -134,9 +134,17 @@ class DatabaseConfig(_Section):
 
 class TelemetryConfig(_Section):
     """What the server's logs, metrics and traces may carry. `log_content`: message content (replies,
-    tool inputs) in the logs and spans, off unless set: it is the users' data."""
+    tool inputs) in the logs and spans, off unless set: it is the users' data. `metrics_token`: the
+    bearer token that reads `/metrics` when authentication is on (they count every tenant's work, so
+    no tenant's credential reads them); unset, /metrics is refused on an authenticated server."""
 
     log_content: bool = False
+    metrics_token: str | None = Field(default=None, repr=False)
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _token_is_strong(cls, value: str | None) -> str | None:
+        return strong_secret(value, "telemetry.metrics_token")
 
 
 class Config(_Section):

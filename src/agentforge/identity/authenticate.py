@@ -119,7 +119,7 @@ class Authenticator:
         try:
             return await self._resolve(facts)
         except AuthFailure as failure:
-            await self._report(failure, facts)
+            await self.report(failure, facts)
             raise
 
     async def still_valid(self, caller: Identity) -> bool:
@@ -142,7 +142,7 @@ class Authenticator:
             method=caller.method,
             claimed_tenant=caller.tenant,
         )
-        await self._report(failure, facts)
+        await self.report(failure, facts)
         raise failure
 
     async def _resolve(self, facts: RequestFacts) -> Identity:
@@ -182,7 +182,7 @@ class Authenticator:
         stored = await self._find_key(presented.tenant, presented.key_id)
         return verify_presented(presented, stored)
 
-    async def _report(self, failure: AuthFailure, facts: RequestFacts) -> None:
+    async def report(self, failure: AuthFailure, facts: RequestFacts) -> None:
         try:
             await self.on_failure(failure, facts)
         except Exception:

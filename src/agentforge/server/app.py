@@ -168,11 +168,12 @@ def create_app(
         session_extras,
         pty,
         webhook,
-        metrics,
     )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
     app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
+    # The metrics check credentials by themselves: the operator's token (deps.metrics_reader).
+    app.include_router(metrics.router)
     openapi.install(app)
     return app
 

@@ -6,12 +6,13 @@ hop cost about a millisecond per dependency per request.
 
 from __future__ import annotations
 
-from typing import Annotated
+import hmac
+from typing import Annotated, Final
 
 from fastapi import Depends, Request
 
 from agentforge.identity.authenticate import Authenticator
-from agentforge.identity.errors import AuthFailure
+from agentforge.identity.errors import FORBIDDEN, AuthFailure
 from agentforge.identity.model import ADMIN, Identity
 from agentforge.identity.request import RequestFacts
 from agentforge.model.events import CURRENT_ACTOR
@@ -79,6 +80,48 @@ async def admin(request: Request, caller: Annotated[Identity, Depends(identity)]
     return caller
 
 
+METRICS_TOKEN_UNSET: Final = (
+    "/metrics counts every tenant's work, so with authentication on it is read with the server "
+    "operator's token: set telemetry.metrics_token in the server config and send it as "
+    "Authorization: Bearer <token>"
+)
+METRICS_TOKEN_MISSING: Final = "missing bearer token: send Authorization: Bearer <telemetry.metrics_token>"
+METRICS_TOKEN_WRONG: Final = "invalid metrics token"
+
+
+async def metrics_reader(request: Request, rt: Annotated[Runtime, Depends(runtime)]) -> None:
+    """Let the server operator read the server-wide metrics: the caller presents the configured
+    `telemetry.metrics_token` (compared in constant time). With authentication on nothing else does,
+    not even a tenant's admin; in local mode the local user (an admin) still may."""
+    expected = rt.settings.config.telemetry.metrics_token
+    facts = request_facts(request)
+    presented = _bearer(facts.header("authorization"))
+    if expected is not None and presented is not None and _same(presented, expected):
+        return
+    authenticator = _authenticator(request)
+    if not authenticator.enabled:
+        await admin(request, await identity(request))
+        return
+    # Authentication first (401 like every route), then why no credential can do (403).
+    if facts.header("authorization") is None:
+        failure = AuthFailure(METRICS_TOKEN_MISSING)
+    elif expected is None:
+        failure = AuthFailure(METRICS_TOKEN_UNSET, status=FORBIDDEN)
+    else:
+        failure = AuthFailure(METRICS_TOKEN_WRONG)
+    await authenticator.report(failure, facts)
+    raise auth_error(failure)
+
+
+def _bearer(authorization: str | None) -> str | None:
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _same(presented: str, expected: str) -> bool:
+    return hmac.compare_digest(presented.encode(), expected.encode())
+
+
 async def sessions(
     rt: Annotated[Runtime, Depends(runtime)], tenant_id: Annotated[str, Depends(tenant)]
 ) -> SessionService:
@@ -92,6 +135,7 @@ async def prompts(sessions: Annotated[SessionService, Depends(sessions)]) -> Ses
 RuntimeDep = Annotated[Runtime, Depends(runtime)]
 IdentityDep = Annotated[Identity, Depends(identity)]
 AdminDep = Annotated[Identity, Depends(admin)]
+MetricsReaderDep = Annotated[None, Depends(metrics_reader)]
 TenantDep = Annotated[str, Depends(tenant)]
 SessionsDep = Annotated[SessionService, Depends(sessions)]
 PromptDep = Annotated[SessionPrompt, Depends(prompts)]

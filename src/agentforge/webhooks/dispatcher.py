@@ -29,6 +29,7 @@ from agentforge.store.store import Store
 from agentforge.webhooks.notifications import notification_type, payload
 from agentforge.webhooks.signing import signed_headers
 from agentforge.webhooks.target import TargetRefused, check_target
+from agentforge.webhooks.transport import GuardedTransport
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,10 @@ class WebhookDispatcher:
     async def run(self) -> None:
         """Resume pending deliveries, then fan out notifications until cancelled."""
         headers = {"user-agent": USER_AGENT}
-        async with httpx2.AsyncClient(timeout=self._policy.timeout, headers=headers) as client:
+        transport = GuardedTransport(self._policy)  # connects to checked addresses only
+        async with httpx2.AsyncClient(
+            timeout=self._policy.timeout, headers=headers, transport=transport, trust_env=False
+        ) as client:
             try:
                 await self._resume(client)
                 while True:
