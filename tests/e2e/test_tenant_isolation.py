@@ -51,6 +51,7 @@ NOT_LISTINGS = {
     "/docs",
     "/docs/oauth2-redirect",
     "/redoc",
+    "/metrics",  # server-wide numbers: the operator's token only, never a tenant's key (below)
 }
 # Listings that need a query parameter: what B asks them for.
 LISTING_PARAMS: dict[str, dict[str, str]] = {
@@ -614,6 +615,7 @@ async def test_listings_never_include_another_tenants_items(
             assert response.status_code == 200, (path, response.text)
             for marker in state.markers():
                 assert marker not in response.content, (path, marker)
+        assert (await forge.b.client.get("/metrics")).status_code == 403
         # A's file, named any way, is outside B's workspace.
         for named in (str(state.file), f"../../{TENANT_A}/workspace/{A_FILE}"):
             refused = await forge.b.client.get("/file/content", params={"path": named})
