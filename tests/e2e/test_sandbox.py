@@ -234,7 +234,8 @@ async def test_a_local_write_outside_the_workspace_fails_even_when_approved(
     try:
         # The host tree is read-only in the sandbox; a checkout under /tmp is not visible at all there
         # (the sandbox's /tmp is its own), so the write fails either way.
-        refusal = "No such file or directory" if REPOSITORY.is_relative_to("/tmp") else "Read-only file system"
+        under_tmp = REPOSITORY.is_relative_to("/tmp")
+        refusal = "No such file or directory" if under_tmp else "Read-only file system"
         assert refusal in state["output"], state
         assert not escape.exists()
         assert (live.workspace / "inside.txt").read_text() == "inside\n"
