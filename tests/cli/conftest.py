@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,28 @@ class Cli:
 
     async def run_local(self, *args: str, input: str | None = None) -> Result:
         return await self.invoke(*args, *self.local, input=input)
+
+    async def serve(self, *args: str) -> tuple[asyncio.subprocess.Process, str]:
+        """`agentforge serve --port 0 ARGS` as a process on this test's config and data; the process
+        and the line it printed once listening (stop it with SIGTERM)."""
+        env = {**os.environ, "XDG_CONFIG_HOME": str(self.config.parent / "xdg")}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agentforge.cli",
+            "serve",
+            "--port",
+            "0",
+            *args,
+            *self.local,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=self.workspace,
+        )
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        return process, line
 
 
 @pytest.fixture

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -37,24 +34,9 @@ def test_loopback_addresses() -> None:
     assert all(is_loopback(host) for host in loopback)
 
 
-async def test_serve_prints_its_url_and_answers(cli: Cli, tmp_path: Path) -> None:
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentforge.cli",
-        "serve",
-        "--port",
-        "0",
-        *cli.local,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cli.workspace,
-    )
+async def test_serve_prints_its_url_and_answers(cli: Cli) -> None:
+    process, line = await cli.serve()
     try:
-        assert process.stdout is not None
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
         assert line.startswith("Agent Forge listening on http://127.0.0.1:"), line
         url = line.split()[-1]
         async with AsyncAgentForge(url) as client:
@@ -67,28 +49,11 @@ async def test_serve_prints_its_url_and_answers(cli: Cli, tmp_path: Path) -> Non
     assert (cli.data_dir / "agentforge.db").exists()
 
 
-async def test_serve_binds_a_public_address_with_authentication_on(cli: Cli, tmp_path: Path) -> None:
+async def test_serve_binds_a_public_address_with_authentication_on(cli: Cli) -> None:
     config = json.loads(cli.config.read_text())
     cli.config.write_text(json.dumps({**config, "auth": {"api_keys": True}}))
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentforge.cli",
-        "serve",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        "0",
-        *cli.local,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cli.workspace,
-    )
+    process, line = await cli.serve("--host", "0.0.0.0")
     try:
-        assert process.stdout is not None
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
         assert line.startswith("Agent Forge listening on http://0.0.0.0:"), line
         url = "http://127.0.0.1:" + line.strip().rsplit(":", 1)[1]
         async with AsyncAgentForge(url) as client:

@@ -4,38 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
-from pathlib import Path
 
 import httpx2
 
 from tests.cli.conftest import Cli
 
 
-async def test_serve_writes_json_lines_for_the_whole_app(cli: Cli, tmp_path: Path) -> None:
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentforge.cli",
-        "serve",
-        "--port",
-        "0",
-        "--log-format",
-        "json",
-        "--log-level",
-        "info",
-        *cli.local,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cli.workspace,
-    )
+async def test_serve_writes_json_lines_for_the_whole_app(cli: Cli) -> None:
+    process, line = await cli.serve("--log-format", "json", "--log-level", "info")
     try:
-        assert process.stdout is not None
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
         url = line.split()[-1]
         async with httpx2.AsyncClient(base_url=url) as client:
             response = await client.get("/session", headers={"X-Request-ID": "cli-req-1"})
