@@ -16,7 +16,7 @@ from agentforge.permission.errors import ExpiredError, RejectedError
 from agentforge.plugins.calls import run_tool_with_hooks
 from agentforge.session.events import SessionEvents
 from agentforge.session.observer import NULL_OBSERVER, SessionObserver
-from agentforge.session.tool_part import ToolPartLifecycle
+from agentforge.session.tool_part import ToolPartLifecycle, Written
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, is_doom_loop
 from agentforge.tools.base import (
     PermissionDeniedError,
@@ -82,10 +82,11 @@ class ToolCallRunner:
     async def start(self, call: ev.ToolCall) -> None:
         name, tool_input = self._tools.repair(call.tool_name, call.input_text)
         lifecycle = self._calls.get(call.call_id) or self._new_call(call.call_id, name)
-        if lifecycle.start(tool_input, tool=name, metadata=call.metadata) is None:
+        running = lifecycle.start(tool_input, tool=name, metadata=call.metadata)
+        if running is None:
             return  # a duplicate tool-call event for a call already under way
         self._tasks[call.call_id] = asyncio.create_task(
-            self._execute(lifecycle, tool_input), name=f"tool:{name}:{call.call_id}"
+            self._execute(lifecycle, tool_input, running), name=f"tool:{name}:{call.call_id}"
         )
 
     def _context(self, call: ToolPartLifecycle) -> ToolContext:
@@ -106,12 +107,15 @@ class ToolCallRunner:
             metadata=publish_metadata,
         )
 
-    async def _execute(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> None:
+    async def _execute(self, call: ToolPartLifecycle, tool_input: dict[str, Any], running: Written) -> None:
         part = call.part
         with self._observer.tool_call(
             part.session_id, part.message_id, part.call_id, part.tool, tool_input
         ) as observed:
             try:
+                # Write-ahead: a call's effects never happen before the store knows it runs, so a
+                # process killed mid-call leaves the call in the history (recovered as interrupted).
+                await asyncio.shield(running)
                 refused = await self._run(call, tool_input)
             except asyncio.CancelledError:
                 observed.finish("interrupted")
