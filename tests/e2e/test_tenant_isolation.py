@@ -630,6 +630,9 @@ async def test_listings_never_include_another_tenants_items(
         assert {entry["tenant"] for entry in entries} == {TENANT_B}
         assert [entry["seq"] for entry in entries] == list(range(1, len(entries) + 1))
         await state.events.stop()
+        # A's turns wait for a person: stopped, they no longer hold the shutdown for its grace.
+        for session_id in state.sessions:
+            await forge.a.client.post(f"/session/{session_id}/abort")
 
 
 async def test_another_tenants_events_never_reach_a_subscriber_live_or_resumed(
