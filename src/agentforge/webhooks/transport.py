@@ -12,6 +12,8 @@ proxies are ignored (`trust_env=False`): a proxy would resolve the host on its o
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import Iterable
 
 import httpcore2
@@ -56,11 +58,18 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
     `GuardedBackend`: the transport takes no network backend of its own, so its pool is replaced."""
 
     def __init__(self, policy: WebhookDeliveryConfig) -> None:
-        super().__init__(trust_env=False)
+        tls = _tls_context()
+        super().__init__(verify=tls, trust_env=False)
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False),
+            ssl_context=tls,
             network_backend=GuardedBackend(policy),
             max_connections=100,  # httpx's default limits
             max_keepalive_connections=20,
             keepalive_expiry=5.0,
         )
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One for the process: loading the CA bundle takes ~30 ms, and a context is safe to share."""
+    return httpx2.create_ssl_context(trust_env=False)
