@@ -14,15 +14,18 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx2
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Page, Request, expect
 
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import ADMIN
 from tests.console.browser import Watched, chromium, open_page, screenshot
 from tests.console.proxy import dropping_proxy
 from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
+from tests.e2e.server_process import ServerProcess, serve_process
 from tests.fakes.faults import rate_limited
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.session.builders import Conversation
@@ -313,6 +316,73 @@ async def test_a_dropped_stream_resumes_without_a_seam(tmp_path: Path, fake_open
         await expect(assistant).to_have_text((one + two + three).strip())
         await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
         # The refused reconnects are logged by the browser; nothing else may be.
+        assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
+        assert watched.dialogs == []
+
+
+async def test_a_server_restart_mid_part_resumes_to_the_stored_text(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """kill -9 mid-part, a new process on the same data: the console resumes its stream with the
+    last position it saw, and the replay (start-up recovery closing the turn) makes the screen show
+    exactly what was stored, which may be less than was streamed (the last checkpoint)."""
+    held = asyncio.Event()
+    fake_openai.enqueue(Script().text("Before the crash: alpha beta. ").pause(held).text("never").finish())
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+
+    def serve() -> contextlib.AbstractAsyncContextManager[ServerProcess]:
+        """The same config and data each time: a restart."""
+        database = f"sqlite:///{tmp_path / 'forge.db'}"
+        config = fake_provider_config(fake_openai)
+        return serve_process(tmp_path, config, database_url=database, workspace=workspace)
+
+    async with (
+        serve() as first,
+        dropping_proxy(first.url) as proxy,
+        chromium() as browser,
+        open_page(browser, proxy.url) as watched,
+    ):
+        page = watched.page
+        page.set_default_timeout(TIMEOUT_MS)
+        resumed_from: list[str | None] = []
+        streams: set[str] = set()
+
+        async def on_request(request: Request) -> None:
+            if urlsplit(request.url).path == "/event":
+                streams.add(urlsplit(request.url).query)
+                resumed_from.append(await request.header_value("last-event-id"))
+
+        page.on("request", on_request)
+        await new_session(page)
+        await send(page, "Crash while you talk")
+        assistant = transcript(page).get_by_role("article", name="Assistant")
+        await expect(assistant.locator(".markdown")).to_have_text("Before the crash: alpha beta.")
+        first.kill()
+        await first.process.wait()
+        await expect(page.locator(".link-state")).to_have_text("offline")
+        async with serve() as second:
+            proxy.retarget(second.url)
+            await expect(page.locator(".link-state")).to_have_text("live")
+            await expect(assistant.get_by_text("Stopped")).to_be_visible()  # recovery's close, replayed
+            async with httpx2.AsyncClient(base_url=second.url) as client:
+                (session,) = (await client.get("/session")).json()
+                stored = (await client.get(f"/session/{session['id']}/message")).json()
+            (text,) = [
+                p["text"]
+                for m in stored
+                for p in m["parts"]
+                if p["type"] == "text" and m["info"]["role"] == "assistant"
+            ]
+            assert "Before the crash: alpha beta. ".startswith(text)
+            await expect(assistant.locator(".markdown")).to_have_text(text.strip())
+            await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        held.set()
+        # One stream, the tenant-wide one; its first connection had nothing to resume from, and a
+        # reconnect resumed from a tenant position.
+        assert streams == {""}
+        assert resumed_from[0] is None
+        assert any(value is not None and value.isdigit() for value in resumed_from[1:]), resumed_from
         assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
         assert watched.dialogs == []
 
