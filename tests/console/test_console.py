@@ -102,7 +102,7 @@ async def test_a_prompt_streams_its_reply_as_markdown(tmp_path: Path, fake_opena
 
 
 async def test_screenshots_desktop_and_mobile_light_and_dark(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    """Saved to docs/screenshots/ for reviewers (the README shows one)."""
+    """Saved to docs/screenshots/ for reviewers (the README shows one) with AGENTFORGE_SCREENSHOTS=1."""
     fake_openai.enqueue(
         reply("Sure. The **files** here:\n\n```bash\nls -la src/\n```\n\n- `app.py`: the entry point\n"),
     )
