@@ -101,6 +101,42 @@ async def test_a_prompt_streams_its_reply_as_markdown(tmp_path: Path, fake_opena
         assert "first line\\nsecond line" in str(fake_openai.requests[0]["messages"][-1])
 
 
+def sections(count: int) -> str:
+    """Markdown as a model writes it: a paragraph, a list and a fenced code block (with a blank line
+    inside), `count` times, each numbered once."""
+    return "".join(
+        f"Section {n} reads the **input**.\n\n- split it\n- fold it\n\n"
+        f"```python\ndef step_{n}():\n\n    return {n}\n```\n\n"
+        for n in range(1, count + 1)
+    )
+
+
+async def test_a_long_fast_reply_is_rendered_whole_and_once(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """Hundreds of small deltas: every character arrives, nothing is shown twice, whether the part
+    is still streaming (rendered block by block) or finished (rendered whole)."""
+    held = asyncio.Event()
+    first, second = sections(12), sections(24)[len(sections(12)) :]
+    fake_openai.enqueue(Script().text(first, chunk_size=3).pause(held).text(second, chunk_size=3).finish())
+    async with console(tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Write a lot")
+        markdown = transcript(page).get_by_role("article", name="Assistant").locator(".markdown")
+        code = markdown.locator("pre code.language-python")
+        await expect(code).to_have_count(12)
+        # Mid-part: the closed blocks are kept and only the last is rendered again.
+        assert await markdown.locator(".markdown-block").count() > 1
+        assert re.findall(r"Section (\d+)", await markdown.inner_text()) == [str(n) for n in range(1, 13)]
+        assert await code.nth(11).inner_text() == "def step_12():\n\n    return 12"
+        held.set()
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(code).to_have_count(24)
+        await expect(markdown.locator(".markdown-block")).to_have_count(0)  # finished: one render
+        assert re.findall(r"Section (\d+)", await markdown.inner_text()) == [str(n) for n in range(1, 25)]
+        assert await markdown.locator("li").count() == 48
+        assert await markdown.locator("strong").count() == 24
+
+
 async def test_screenshots_desktop_and_mobile_light_and_dark(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     """Saved to docs/screenshots/ for reviewers (the README shows one) with AGENTFORGE_SCREENSHOTS=1."""
     fake_openai.enqueue(
