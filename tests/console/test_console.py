@@ -333,6 +333,68 @@ async def test_reloading_mid_stream_shows_the_whole_text_once(
 
 
 @NEEDS_INFLIGHT_SNAPSHOTS
+async def test_opening_a_session_mid_part_shows_its_text_once(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The page's stream is already open when a session streaming elsewhere is opened: what the
+    store holds of the part (its last checkpoint: here none yet, the burst was too short) is not
+    continued by deltas; the stream's snapshot of the part is, so the text is whole and once."""
+    held = asyncio.Event()
+    first, second = "Streaming elsewhere: one two three. ", "Four five six."
+    fake_openai.enqueue(Script().text(first).pause(held).text(second).finish())
+    async with console(browser, tmp_path, fake_openai) as (live, watched):
+        busy = await live.create_session(title="Busy one")
+        await live.create_session(title="Quiet one")
+        page = watched.page
+        await page.goto("/")
+        sessions = page.get_by_role("complementary", name="Sessions")
+        await sessions.get_by_role("button", name=re.compile("Quiet one")).click()
+        await expect(page.locator(".link-state")).to_have_text("live")
+        watcher = EventCollector()
+        await watcher.start(live.client)
+        prompted = await live.client.post(
+            f"/session/{busy['id']}/prompt_async", json={"parts": [{"type": "text", "text": "go"}]}
+        )
+        assert prompted.status_code == 204, prompted.text
+        streamed = ""
+
+        def all_of_first(frame: Frame) -> bool:
+            nonlocal streamed
+            if frame.type == "message.part.delta":
+                streamed += frame.properties["delta"]
+            return streamed == first
+
+        await watcher.wait_for(all_of_first)
+        await watcher.stop()
+        await sessions.get_by_role("button", name=re.compile("Busy one")).click()
+        assistant = transcript(page).get_by_role("article", name="Assistant").locator(".markdown")
+        await expect(assistant).to_have_text(first.strip())
+        held.set()
+        await expect(assistant).to_have_text((first + second).strip())
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(assistant).to_have_text((first + second).strip())
+
+
+def event_streams(page: Page) -> list[tuple[str, str | None]]:
+    """Every `GET /event` the page sends, as (query, Last-Event-ID)."""
+    sent: list[tuple[str, str | None]] = []
+
+    async def on_request(request: Request) -> None:
+        if urlsplit(request.url).path == "/event":
+            sent.append((urlsplit(request.url).query, await request.header_value("last-event-id")))
+
+    page.on("request", on_request)
+    return sent
+
+
+def assert_resumed(streams: list[tuple[str, str | None]]) -> None:
+    """One stream, the tenant-wide one: its first connection had nothing to resume from, and a
+    reconnect resumed from a tenant position."""
+    assert {query for query, _ in streams} == {""}, streams
+    assert streams[0][1] is None
+    assert any(last is not None and last.isdigit() for _, last in streams[1:]), streams
+
+
 async def test_a_dropped_stream_resumes_without_a_seam(
     browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -346,6 +408,7 @@ async def test_a_dropped_stream_resumes_without_a_seam(
     ):
         page = watched.page
         page.set_default_timeout(TIMEOUT_MS)
+        streams = event_streams(page)
         await new_session(page)
         watcher = EventCollector()  # hears the model go on while the console cannot
         await watcher.start(live.client)
@@ -372,6 +435,7 @@ async def test_a_dropped_stream_resumes_without_a_seam(
         more.set()
         await expect(assistant).to_have_text((one + two + three).strip())
         await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        assert_resumed(streams)
         # The refused reconnects are logged by the browser; nothing else may be.
         assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
         assert watched.dialogs == []
@@ -401,15 +465,7 @@ async def test_a_server_restart_mid_part_resumes_to_the_stored_text(
     ):
         page = watched.page
         page.set_default_timeout(TIMEOUT_MS)
-        resumed_from: list[str | None] = []
-        streams: set[str] = set()
-
-        async def on_request(request: Request) -> None:
-            if urlsplit(request.url).path == "/event":
-                streams.add(urlsplit(request.url).query)
-                resumed_from.append(await request.header_value("last-event-id"))
-
-        page.on("request", on_request)
+        streams = event_streams(page)
         await new_session(page)
         await send(page, "Crash while you talk")
         assistant = transcript(page).get_by_role("article", name="Assistant")
@@ -434,11 +490,7 @@ async def test_a_server_restart_mid_part_resumes_to_the_stored_text(
             await expect(assistant.locator(".markdown")).to_have_text(text.strip())
             await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
         held.set()
-        # One stream, the tenant-wide one; its first connection had nothing to resume from, and a
-        # reconnect resumed from a tenant position.
-        assert streams == {""}
-        assert resumed_from[0] is None
-        assert any(value is not None and value.isdigit() for value in resumed_from[1:]), resumed_from
+        assert_resumed(streams)
         assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
         assert watched.dialogs == []
 
