@@ -1,11 +1,12 @@
 // The console's shell: sign-in, the session list (a tree of parents and subagent children), the
 // pending-requests indicator, and the selected session or the audit log.
 import { render } from "preact";
-import { useEffect, useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, ApiError, onUnauthorized } from "./api";
 import { apiKey, signIn, signOut } from "./auth";
 import { AuditView } from "./audit";
 import { EventStream } from "./events";
+import { EventHub } from "./hub";
 import { ago, cost } from "./format";
 import { SessionView } from "./session";
 import type { AgentInfo, Command, PermissionRequest, Provider, Question, ServerEvent, Session } from "./types";
@@ -25,10 +26,18 @@ function App() {
   const [search, setSearch] = useState("");
   const [menuOpen, setMenuOpen] = useState(false);
   const [signInError, setSignInError] = useState<string | null>(null);
+  const [link, setLink] = useState<"connecting" | "live" | "offline">("connecting");
+  const hub = useMemo(() => new EventHub(), []);
 
   onUnauthorized.handler = () => setPhase("signin");
 
+  // Per session, the number of the last status event heard: a refresh that was asked before it must
+  // not overwrite what it said with an older answer.
+  const statusHeard = useRef({ count: 0, at: new Map<string, number>() });
+  const heardStatus = (id: string) => statusHeard.current.at.set(id, ++statusHeard.current.count);
+
   const refresh = async () => {
+    const asked = statusHeard.current.count;
     const [list, status, perms, qs] = await Promise.all([
       api.sessions(),
       api.status(),
@@ -36,7 +45,12 @@ function App() {
       api.questions(),
     ]);
     setSessions(list);
-    setBusy(Object.fromEntries(Object.entries(status).map(([id, s]) => [id, s.type !== "idle"])));
+    const fresh = ([id]: [string, unknown]) => (statusHeard.current.at.get(id) ?? 0) <= asked;
+    const read = Object.entries(status).filter(fresh);
+    setBusy((all) => ({
+      ...Object.fromEntries(Object.entries(all).filter((entry) => !fresh(entry))),
+      ...Object.fromEntries(read.map(([id, s]) => [id, s.type !== "idle"])),
+    }));
     setPermissions(perms);
     setQuestions(qs);
   };
@@ -60,14 +74,26 @@ function App() {
 
   useEffect(() => {
     if (phase !== "ready") return;
-    // The tenant-wide stream keeps the list, the busy flags and the pending requests current.
-    const stream = new EventStream(null, {
-      onEvent: (event) => applyGlobal(event),
-      onState: (state) => state === "live" && void refresh().catch(() => {}),
+    // The page's one event stream keeps the list, the busy flags and the pending requests current
+    // and feeds the open session's transcript. Busy flags are not in the log: read them again on
+    // every (re)connect.
+    const stream = new EventStream({
+      onEvent: (event) => {
+        applyGlobal(event);
+        hub.dispatch(event);
+      },
+      onState: (state) => {
+        setLink(state);
+        if (state === "live") void refresh().catch(() => {});
+      },
       onUnauthorized: () => setPhase("signin"),
     });
+    hub.stream = stream;
     stream.start();
-    return () => stream.close();
+    return () => {
+      hub.stream = null;
+      stream.close();
+    };
   }, [phase]);
 
   useEffect(() => {
@@ -83,10 +109,14 @@ function App() {
         setSessions((all) => [info, ...all.filter((s) => s.id !== info.id)].sort((a, b) => b.time.updated - a.time.updated));
         break;
       }
+      case "stream.reset": // the server no longer holds the stream's point
+        void refresh().catch(() => {});
+        break;
       case "session.deleted":
         setSessions((all) => all.filter((s) => s.id !== (p.info?.id ?? p.sessionID)));
         break;
       case "session.status":
+        heardStatus(p.sessionID);
         setBusy((all) => ({ ...all, [p.sessionID]: p.status?.type !== "idle" }));
         setRetrying((all) => ({
           ...all,
@@ -94,6 +124,7 @@ function App() {
         }));
         break;
       case "session.idle":
+        heardStatus(p.sessionID);
         setBusy((all) => ({ ...all, [p.sessionID]: false }));
         break;
       case "permission.asked":
@@ -208,7 +239,8 @@ function App() {
               commands={commands}
               permissions={permissions.filter((p) => p.sessionID === session.id)}
               questions={questions.filter((q) => q.sessionID === session.id)}
-              onUnauthorized={() => setPhase("signin")}
+              hub={hub}
+              link={link}
             />
           </>
         ) : (

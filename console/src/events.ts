@@ -1,6 +1,9 @@
-// The live event stream over fetch (EventSource cannot send an Authorization header). A session's
-// stream resumes after a drop with Last-Event-ID: the last durable seq seen, so the server replays
-// exactly what was missed. Durable events at or below that seq are dropped (never applied twice).
+// The tenant-wide event stream over fetch (EventSource cannot send an Authorization header). One
+// connection per page feeds the session list, the pending requests and the open transcript. Its ids
+// are the tenant's event positions: after a drop or a server restart it resumes with Last-Event-ID
+// set to the last position applied, so the server replays exactly what was missed, then sends the
+// parts still streaming with their text so far. Durable events at or below that position are
+// dropped (never applied twice).
 import { sdk } from "./api";
 import type { ServerEvent } from "./types";
 
@@ -13,14 +16,12 @@ export interface StreamHandlers {
 const MAX_BACKOFF_MS = 5000;
 
 export class EventStream {
-  private lastSeq: number | null = null;
+  private lastPosition: number | null = null;
   private controller: AbortController | null = null;
   private closed = false;
+  private resyncing = false;
 
-  constructor(
-    private readonly sessionID: string | null,
-    private readonly handlers: StreamHandlers,
-  ) {}
+  constructor(private readonly handlers: StreamHandlers) {}
 
   start(): void {
     void this.run();
@@ -28,6 +29,13 @@ export class EventStream {
 
   close(): void {
     this.closed = true;
+    this.controller?.abort();
+  }
+
+  /** Reconnects now, resuming from the last position: the server then sends a snapshot of every
+   * part streaming right now (a view that loaded a part mid-stream needs one to continue it). */
+  resync(): void {
+    this.resyncing = true;
     this.controller?.abort();
   }
 
@@ -44,6 +52,10 @@ export class EventStream {
         // network drop or server restart: retry below
       }
       if (this.closed) return;
+      if (this.resyncing) {
+        this.resyncing = false; // asked for: reconnect at once
+        continue;
+      }
       this.handlers.onState?.("offline");
       await new Promise((resolve) => setTimeout(resolve, backoff));
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
@@ -52,19 +64,23 @@ export class EventStream {
 
   private async connectOnce(onOpen: () => void): Promise<void> {
     this.controller = new AbortController();
-    // Seq is per session: only a session's stream can resume.
-    const resume = this.sessionID && this.lastSeq !== null ? { "Last-Event-ID": String(this.lastSeq) } : undefined;
+    this.resyncing = false; // this connection sends the snapshots
+    const resume = this.lastPosition !== null ? { "Last-Event-ID": String(this.lastPosition) } : undefined;
     let id: string | null = null;
+    let previous: string | null = null;
     let failure: unknown = null;
     // One connection per call (sseMaxRetryAttempts: 1): reconnecting is this class's job, because
-    // it must resume from the last seq applied, not from whatever id the SDK saw last.
+    // it must resume from the last position applied, not from whatever id the SDK saw last.
     const { stream } = await sdk().event.subscribe({
-      query: this.sessionID ? { sessionID: this.sessionID } : undefined,
       headers: resume,
       signal: this.controller.signal,
       sseMaxRetryAttempts: 1,
       onSseEvent: (event) => {
-        id = event.id ?? null;
+        // The SDK repeats the last id on frames without one: a frame has an id of its own only
+        // when it differs from the previous frame's (the server's ids strictly increase).
+        const current = event.id ?? null;
+        id = current !== previous ? current : null;
+        previous = current;
       },
       onSseError: (error) => {
         failure = error;
@@ -89,39 +105,26 @@ export class EventStream {
   }
 
   private deliver(event: ServerEvent): void {
-    if (event.type === "stream.reset") {
-      // The server no longer holds the point asked for: the session view reloads from the store.
-      this.lastSeq = null;
-    }
     if (event.type === "stream.unauthorized") {
       this.closed = true;
       this.handlers.onUnauthorized?.();
       return;
     }
-    // Only durable events carry an id of their own (the SDK repeats the last id on the others),
-    // and only a session's stream is resumed: on the tenant-wide one, ids count per session.
-    if (this.sessionID && event.id !== null && DURABLE.has(event.type)) {
-      const seq = Number(event.id);
-      if (Number.isFinite(seq)) {
-        if (this.lastSeq !== null && seq <= this.lastSeq) return; // already applied
-        this.lastSeq = seq;
-      }
+    const position = event.id !== null ? Number(event.id) : NaN;
+    if (event.type === "stream.reset") {
+      // The server no longer holds the point asked for: views reload from the store, and the
+      // stream continues from the point the reset names.
+      this.lastPosition = Number.isFinite(position) ? position : null;
+    } else if (Number.isFinite(position)) {
+      if (this.lastPosition !== null && position <= this.lastPosition) return; // already applied
+      this.lastPosition = position;
     }
     this.handlers.onEvent(event);
   }
 }
 
-// The events the server stores with a session seq (agentforge/model/events.py).
-const DURABLE = new Set([
-  "session.created",
-  "session.updated",
-  "session.deleted",
-  "message.updated",
-  "message.removed",
-  "message.part.updated",
-  "message.part.removed",
-  "permission.asked",
-  "permission.replied",
-  "todo.updated",
-]);
-
+/** The session an event belongs to, wherever its shape keeps it (none: tenant-wide). */
+export function sessionOf(event: ServerEvent): string | null {
+  const p = event.properties;
+  return p.sessionID ?? p.info?.sessionID ?? p.part?.sessionID ?? null;
+}

@@ -64,3 +64,41 @@ export function renderMarkdown(text: string): string {
   const html = marked.parse(text, { async: false }) as string;
   return DOMPurify.sanitize(html, PURIFY) as unknown as string;
 }
+
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+const CLOSING = /^ {0,3}(`{3,}|~{3,})\s*$/;
+
+function closes(line: string, fence: string): boolean {
+  const found = CLOSING.exec(line);
+  return found !== null && found[1][0] === fence[0] && found[1].length >= fence.length;
+}
+
+/**
+ * A streaming text cut into Markdown blocks that can no longer change: each ends at a blank line
+ * outside a fenced code block that is followed by an unindented line (an indented one may continue
+ * a list item or an indented code block). Only the last block still grows, so a view renders the
+ * others once instead of the whole text at every frame. The finished text is rendered whole.
+ */
+export function splitBlocks(text: string): string[] {
+  const lines = text.split("\n");
+  const blocks: string[] = [];
+  let start = 0; // line index where the current block starts
+  let fence: string | null = null;
+  let blank = false; // the previous line was blank (outside a fence)
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    const opened = FENCE.exec(line);
+    if (fence !== null) {
+      if (closes(line, fence)) fence = null;
+      continue;
+    }
+    if (blank && line.trim() !== "" && !/^\s/.test(line) && i > start) {
+      blocks.push(lines.slice(start, i).join("\n"));
+      start = i;
+    }
+    if (opened) fence = opened[1];
+    blank = line.trim() === "";
+  }
+  blocks.push(lines.slice(start).join("\n"));
+  return blocks;
+}

@@ -1,8 +1,9 @@
 // How each kind of part looks. Model and tool text only ever reaches the DOM through
 // renderMarkdown (sanitised) or as text nodes.
+import { memo } from "preact/compat";
 import { useMemo, useState } from "preact/hooks";
 import { cost, pretty, truncate } from "./format";
-import { highlight, renderMarkdown } from "./markdown";
+import { highlight, renderMarkdown, splitBlocks } from "./markdown";
 import type { Part, Tokens } from "./types";
 
 const OUTPUT_LIMIT = 2000;
@@ -10,12 +11,12 @@ const OUTPUT_LIMIT = 2000;
 export function PartView({ part }: { part: Part }) {
   switch (part.type) {
     case "text":
-      return part.synthetic ? null : <Markdown text={part.text ?? ""} />;
+      return part.synthetic ? null : <Markdown text={part.text ?? ""} streaming={streaming(part)} />;
     case "reasoning":
       return (
         <details class="reasoning">
           <summary>Reasoning</summary>
-          <Markdown text={part.text ?? ""} />
+          <Markdown text={part.text ?? ""} streaming={streaming(part)} />
         </details>
       );
     case "tool":
@@ -39,10 +40,30 @@ export function PartView({ part }: { part: Part }) {
   }
 }
 
-export function Markdown({ text }: { text: string }) {
-  const html = useMemo(() => renderMarkdown(text), [text]);
-  return <div class="markdown" dangerouslySetInnerHTML={{ __html: html }} />;
+/** A model's text or reasoning part still growing: started, not ended. */
+function streaming(part: Part): boolean {
+  return !!part.time && !part.time.end;
 }
+
+// While a part streams, re-rendering its whole Markdown at every frame costs more the longer it
+// gets (a long reply janks): only its last block is rendered again, the others are kept. Once it
+// ends, it is rendered whole, so the final view is exactly the Markdown of the whole text.
+export function Markdown({ text, streaming = false }: { text: string; streaming?: boolean }) {
+  const html = useMemo(() => (streaming ? "" : renderMarkdown(text)), [text, streaming]);
+  const blocks = useMemo(() => (streaming ? splitBlocks(text) : []), [text, streaming]);
+  if (!streaming) return <div key="whole" class="markdown" dangerouslySetInnerHTML={{ __html: html }} />;
+  return (
+    <div key="streaming" class="markdown">
+      {blocks.map((block, index) => (
+        <MarkdownBlock key={index} text={block} />
+      ))}
+    </div>
+  );
+}
+
+const MarkdownBlock = memo(function MarkdownBlock({ text }: { text: string }) {
+  return <div class="markdown-block" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
+});
 
 function StepFinish({ part }: { part: Part }) {
   const t: Tokens | undefined = part.tokens;

@@ -1,15 +1,15 @@
-// One session: its transcript, live from the session's event stream, and the composer.
-// The stream is opened before the first prompt can be sent, so no event of the turn is missed.
+// One session: its transcript, live from the page's event stream (hub.ts), and the composer. The
+// view listens before it reads the session's messages, so no event of a turn is missed.
 import { memo } from "preact/compat";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api";
 import { Composer } from "./composer";
-import { EventStream } from "./events";
+import type { EventHub } from "./hub";
 import { cost } from "./format";
 import { PartView } from "./parts";
 import { PermissionCard, QuestionCard } from "./pending";
 import { Transcript } from "./transcript";
-import type { Command, Message, PermissionRequest, Question, Session } from "./types";
+import type { Command, Message, PermissionRequest, Question, ServerEvent, Session } from "./types";
 import { VirtualList } from "./virtual";
 
 const PAGE = 200;
@@ -21,23 +21,23 @@ interface Props {
   commands: Command[];
   permissions: PermissionRequest[];
   questions: Question[];
-  onUnauthorized: () => void;
+  hub: EventHub; // this session's events, from the page's one stream
+  link: "connecting" | "live" | "offline";
 }
 
-export function SessionView({ session, busy, retrying, commands, permissions, questions, onUnauthorized }: Props) {
+export function SessionView({ session, busy, retrying, commands, permissions, questions, hub, link }: Props) {
   const transcript = useRef<Transcript | null>(null);
   const [messages, setMessages] = useState<Message[]>([]);
   const [version, setVersion] = useState(0);
-  const [link, setLink] = useState<"connecting" | "live" | "offline">("connecting");
   const [error, setError] = useState<string | null>(null);
   const [loaded, setLoaded] = useState(false);
   const [older, setOlder] = useState<string | null>(null); // cursor of the page before the first shown
   const [loadingOlder, setLoadingOlder] = useState(false);
 
   useEffect(() => {
-    let stream: EventStream | null = null;
     let cancelled = false;
     let frame = 0;
+    let queued: ServerEvent[] | null = []; // heard while the page loads, applied after it
     transcript.current = null;
     setMessages([]);
     setLoaded(false);
@@ -51,40 +51,42 @@ export function SessionView({ session, busy, retrying, commands, permissions, qu
         setVersion(t.version);
       }
     };
-    const reload = async () => {
-      const page = await api.messages(session.id, PAGE);
-      if (cancelled) return;
-      transcript.current = new Transcript(page.messages);
-      setOlder(page.next);
-      flush();
+    const apply = (event: ServerEvent) => {
+      if (event.type === "session.error" && event.properties.error) {
+        const e = event.properties.error;
+        if (e.name !== "MessageAbortedError") setError(e.data?.message ?? e.name ?? "error");
+      }
+      if (event.type === "stream.reset") reload();
+      else if (transcript.current?.apply(event) && !frame) frame = requestAnimationFrame(flush);
     };
     // The latest page first: a long session opens as fast as a short one; older pages on demand.
-    api
-      .messages(session.id, PAGE)
-      .then((page) => {
-        if (cancelled) return;
-        transcript.current = new Transcript(page.messages);
-        setOlder(page.next);
-        flush();
-        setLoaded(true);
-        stream = new EventStream(session.id, {
-          onEvent: (event) => {
-            if (event.type === "session.error" && event.properties.error) {
-              const e = event.properties.error;
-              if (e.name !== "MessageAbortedError") setError(e.data?.message ?? e.name ?? "error");
-            }
-            if (event.type === "stream.reset") void reload();
-            else if (transcript.current?.apply(event) && !frame) frame = requestAnimationFrame(flush);
-          },
-          onState: setLink,
-          onUnauthorized,
-        });
-        stream.start();
-      })
-      .catch((e) => !cancelled && setError(String(e.message ?? e)));
+    const load = async () => {
+      const page = await api.messages(session.id, PAGE);
+      if (cancelled) return;
+      const heard = queued ?? [];
+      if (heard.some((event) => event.type === "stream.reset")) return reload(); // read again
+      const t = new Transcript(page.messages);
+      transcript.current = t;
+      // Events heard meanwhile, in order: updates replace, and deltas continue only parts the
+      // stream itself started or replaced, so nothing the page already held is added twice.
+      for (const event of heard) t.apply(event);
+      queued = null;
+      setOlder(page.next);
+      flush();
+      setLoaded(true);
+      if (t.waitingForSnapshot) hub.resync();
+    };
+    // The server no longer holds the stream's point: read the page again, queueing events meanwhile.
+    const reload = (): Promise<void> => {
+      queued = [];
+      return load().catch((e) => void (!cancelled && setError(String(e.message ?? e))));
+    };
+    // Listening before the page is read: no event after it is missed.
+    const stop = hub.listen(session.id, (event) => (queued ? queued.push(event) : apply(event)));
+    void reload();
     return () => {
       cancelled = true;
-      stream?.close();
+      stop();
       if (frame) cancelAnimationFrame(frame);
     };
   }, [session.id]);

@@ -59,6 +59,7 @@ export interface Part {
   url?: string;
   files?: string[];
   synthetic?: boolean | null;
+  time?: { start?: number; end?: number | null } | null;
 }
 
 export interface Message {
@@ -112,7 +113,7 @@ export interface Question {
 }
 
 export interface ServerEvent {
-  id: string | null; // the SSE id: the session seq of durable events
+  id: string | null; // the frame's own SSE id: the tenant position of durable events
   type: string;
   properties: Record<string, any>;
 }

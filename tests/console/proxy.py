@@ -1,5 +1,6 @@
 """A TCP proxy in front of the server that can drop the browser's connections, like a network
-does: `cut()` closes every open connection and refuses new ones until `restore()`."""
+does: `cut()` closes every open connection and refuses new ones until `restore()`. `retarget()`
+points it at another server (one restarted on another port): the browser keeps its URL."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from urllib.parse import urlsplit
 
 class DroppingProxy:
     def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.retarget(upstream)
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._down = False
@@ -41,11 +41,19 @@ class DroppingProxy:
     def restore(self) -> None:
         self._down = False
 
+    def retarget(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._down:
             writer.transport.abort()
             return
-        up_reader, up_writer = await asyncio.open_connection(self._host, self._port)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(self._host, self._port)
+        except OSError:  # the server is down (restarting): refused, as the browser would see it
+            writer.transport.abort()
+            return
         self._writers.update({writer, up_writer})
         pipes = [
             asyncio.create_task(self._pipe(reader, up_writer)),

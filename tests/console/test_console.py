@@ -1,8 +1,9 @@
 """The console in real headless Chromium against the real server and the fake provider.
 
-Each test starts its own server (SQLite) and browser, and drives the page the way a person does:
-by accessible names. The page's uncaught errors, console errors (CSP violations included) and
-script-opened dialogs are collected and must stay empty.
+Each test starts its own server (SQLite) and opens its own browser context (nothing shared: storage,
+cookies, sessionStorage) in the module's one Chromium (conftest.py: launching it is a second a test),
+and drives the page the way a person does: by accessible names. The page's uncaught errors, console
+errors (CSP violations included) and script-opened dialogs are collected and must stay empty.
 """
 
 from __future__ import annotations
@@ -14,20 +15,26 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx2
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Browser, Page, Request, expect
 
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import ADMIN
-from tests.console.browser import Watched, chromium, open_page, screenshot
+from tests.console.browser import Watched, open_page, screenshot
 from tests.console.proxy import dropping_proxy
 from tests.e2e.harness import EventCollector, Frame, LiveServer, fake_provider_config, start_live_server
+from tests.e2e.server_process import ServerProcess, serve_process
 from tests.fakes.faults import rate_limited
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 from tests.session.builders import Conversation
 from tests.session.stored import store_conversation
 from tests.store.builders import new_session as new_session_row
+
+# One event loop for the module, so every test can use the module's browser.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TIMEOUT_MS = 15_000
 # The text so far of a part still streaming comes from the server's in-flight snapshot (bus/inflight.py,
@@ -42,12 +49,12 @@ NEEDS_INFLIGHT_SNAPSHOTS = pytest.mark.xfail(
 
 @contextlib.asynccontextmanager
 async def console(
-    tmp_path: Path, fake: FakeOpenAI, config: dict[str, Any] | None = None, **page: bool
+    browser: Browser, tmp_path: Path, fake: FakeOpenAI, config: dict[str, Any] | None = None, **page: bool
 ) -> AsyncIterator[tuple[LiveServer, Watched]]:
-    """A server, a browser and a page; on the way out, the page must have logged no error."""
+    """A server and a page of its own (a fresh browser context); on the way out, the page must have
+    logged no error."""
     async with (
         start_live_server(tmp_path, fake, config) as live,
-        chromium() as browser,
         open_page(browser, live.url, **page) as watched,
     ):
         watched.page.set_default_timeout(TIMEOUT_MS)
@@ -71,11 +78,13 @@ def transcript(page: Page) -> Any:
     return page.get_by_role("list", name="Transcript")
 
 
-async def test_a_prompt_streams_its_reply_as_markdown(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_prompt_streams_its_reply_as_markdown(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     gate = asyncio.Event()
     answer = "Here is **bold** text and code:\n\n```python\ndef add(a, b):\n    return a + b\n```\n"
     fake_openai.enqueue(Script().text("Streaming part one. ").pause(gate).text(answer).usage(12, 30).finish())
-    async with console(tmp_path, fake_openai) as (_live, watched):
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
         page = watched.page
         await new_session(page)
         box = page.get_by_role("textbox", name="Message")
@@ -98,12 +107,52 @@ async def test_a_prompt_streams_its_reply_as_markdown(tmp_path: Path, fake_opena
         assert "first line\\nsecond line" in str(fake_openai.requests[0]["messages"][-1])
 
 
-async def test_screenshots_desktop_and_mobile_light_and_dark(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    """Saved to docs/screenshots/ for reviewers (the README shows one)."""
+def sections(count: int) -> str:
+    """Markdown as a model writes it: a paragraph, a list and a fenced code block (with a blank line
+    inside), `count` times, each numbered once."""
+    return "".join(
+        f"Section {n} reads the **input**.\n\n- split it\n- fold it\n\n"
+        f"```python\ndef step_{n}():\n\n    return {n}\n```\n\n"
+        for n in range(1, count + 1)
+    )
+
+
+async def test_a_long_fast_reply_is_rendered_whole_and_once(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Hundreds of small deltas: every character arrives, nothing is shown twice, whether the part
+    is still streaming (rendered block by block) or finished (rendered whole)."""
+    held = asyncio.Event()
+    first, second = sections(12), sections(24)[len(sections(12)) :]
+    fake_openai.enqueue(Script().text(first, chunk_size=3).pause(held).text(second, chunk_size=3).finish())
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        await new_session(page)
+        await send(page, "Write a lot")
+        markdown = transcript(page).get_by_role("article", name="Assistant").locator(".markdown")
+        code = markdown.locator("pre code.language-python")
+        await expect(code).to_have_count(12)
+        # Mid-part: the closed blocks are kept and only the last is rendered again.
+        assert await markdown.locator(".markdown-block").count() > 1
+        assert re.findall(r"Section (\d+)", await markdown.inner_text()) == [str(n) for n in range(1, 13)]
+        assert await code.nth(11).inner_text() == "def step_12():\n\n    return 12"
+        held.set()
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(code).to_have_count(24)
+        await expect(markdown.locator(".markdown-block")).to_have_count(0)  # finished: one render
+        assert re.findall(r"Section (\d+)", await markdown.inner_text()) == [str(n) for n in range(1, 25)]
+        assert await markdown.locator("li").count() == 48
+        assert await markdown.locator("strong").count() == 24
+
+
+async def test_screenshots_desktop_and_mobile_light_and_dark(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Saved to docs/screenshots/ for reviewers (the README shows one) with AGENTFORGE_SCREENSHOTS=1."""
     fake_openai.enqueue(
         reply("Sure. The **files** here:\n\n```bash\nls -la src/\n```\n\n- `app.py`: the entry point\n"),
     )
-    async with start_live_server(tmp_path, fake_openai) as live, chromium() as browser:
+    async with start_live_server(tmp_path, fake_openai) as live:
         created = await live.create_session(title="Tour of the repository")
         prompted = await live.prompt(created["id"], "What is in this repository?")
         assert prompted.status_code == 200, prompted.text
@@ -125,9 +174,9 @@ async def test_screenshots_desktop_and_mobile_light_and_dark(tmp_path: Path, fak
 
 
 async def test_a_long_session_opens_at_its_end_and_pages_back(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    async with console(tmp_path, fake_openai) as (live, watched):
+    async with console(browser, tmp_path, fake_openai) as (live, watched):
         session = new_session_row(directory=str(live.workspace), title="A long one")
         chat = Conversation(session_id=session.id)
         for index in range(224):
@@ -152,9 +201,11 @@ async def test_a_long_session_opens_at_its_end_and_pages_back(
         await expect(view.get_by_text("question 0: please look at file_0.py")).to_be_visible()
 
 
-async def test_sessions_list_as_a_tree_and_rename_and_fork(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_sessions_list_as_a_tree_and_rename_and_fork(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     fake_openai.enqueue(reply("Parent reply."))
-    async with console(tmp_path, fake_openai) as (live, watched):
+    async with console(browser, tmp_path, fake_openai) as (live, watched):
         parent = await live.create_session(title="Parent work")
         assert (await live.prompt(parent["id"], "start")).status_code == 200
         await live.create_session(title="Subagent child", parentID=parent["id"])
@@ -183,14 +234,16 @@ async def test_sessions_list_as_a_tree_and_rename_and_fork(tmp_path: Path, fake_
         assert len((await live.client.get("/session")).json()) == 4
 
 
-async def test_a_tool_call_is_approved_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_tool_call_is_approved_inline(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     config = fake_provider_config(fake_openai)
     config["permission"] = {"edit": "ask"}
     fake_openai.enqueue(
         call("write", {"filePath": "hello.txt", "content": "hello from the console\n"}),
         reply("Wrote the file."),
     )
-    async with console(tmp_path, fake_openai, config) as (live, watched):
+    async with console(browser, tmp_path, fake_openai, config) as (live, watched):
         page = watched.page
         await new_session(page)
         await send(page, "Write hello.txt")
@@ -205,7 +258,9 @@ async def test_a_tool_call_is_approved_inline(tmp_path: Path, fake_openai: FakeO
         await expect(transcript(page).locator(".tool .badge-completed")).to_have_text("completed")
 
 
-async def test_a_question_is_answered_inline(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_question_is_answered_inline(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     questions = [
         {
             "question": "Which database should we use?",
@@ -217,7 +272,7 @@ async def test_a_question_is_answered_inline(tmp_path: Path, fake_openai: FakeOp
         }
     ]
     fake_openai.enqueue(call("question", {"questions": questions}), reply("Postgres it is."))
-    async with console(tmp_path, fake_openai) as (_live, watched):
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
         page = watched.page
         await new_session(page)
         await send(page, "Pick a database")
@@ -227,9 +282,11 @@ async def test_a_question_is_answered_inline(tmp_path: Path, fake_openai: FakeOp
         assert '"Which database should we use?"="Postgres"' in str(fake_openai.requests[-1]["messages"])
 
 
-async def test_a_retry_shows_while_the_turn_waits(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_retry_shows_while_the_turn_waits(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     fake_openai.enqueue(rate_limited(retry_after_ms=1500), reply("Answered after a retry."))
-    async with console(tmp_path, fake_openai) as (_live, watched):
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
         page = watched.page
         await new_session(page)
         await send(page, "Hello?")
@@ -237,10 +294,12 @@ async def test_a_retry_shows_while_the_turn_waits(tmp_path: Path, fake_openai: F
         await expect(transcript(page).get_by_text("Answered after a retry.")).to_be_visible()
 
 
-async def test_stop_aborts_the_running_turn(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_stop_aborts_the_running_turn(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     never = asyncio.Event()
     fake_openai.enqueue(Script().text("Thinking about it").pause(never).text("never shown").finish())
-    async with console(tmp_path, fake_openai) as (_live, watched):
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
         page = watched.page
         await new_session(page)
         await send(page, "Take your time")
@@ -253,12 +312,12 @@ async def test_stop_aborts_the_running_turn(tmp_path: Path, fake_openai: FakeOpe
 
 @NEEDS_INFLIGHT_SNAPSHOTS
 async def test_reloading_mid_stream_shows_the_whole_text_once(
-    tmp_path: Path, fake_openai: FakeOpenAI
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     gate = asyncio.Event()
     first, second = "Alpha beta gamma delta. ", "Epsilon zeta eta theta."
     fake_openai.enqueue(Script().text(first).pause(gate).text(second).finish())
-    async with console(tmp_path, fake_openai) as (_live, watched):
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
         page = watched.page
         await new_session(page)
         await send(page, "Stream something")
@@ -274,18 +333,82 @@ async def test_reloading_mid_stream_shows_the_whole_text_once(
 
 
 @NEEDS_INFLIGHT_SNAPSHOTS
-async def test_a_dropped_stream_resumes_without_a_seam(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_opening_a_session_mid_part_shows_its_text_once(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The page's stream is already open when a session streaming elsewhere is opened: what the
+    store holds of the part (its last checkpoint: here none yet, the burst was too short) is not
+    continued by deltas; the stream's snapshot of the part is, so the text is whole and once."""
+    held = asyncio.Event()
+    first, second = "Streaming elsewhere: one two three. ", "Four five six."
+    fake_openai.enqueue(Script().text(first).pause(held).text(second).finish())
+    async with console(browser, tmp_path, fake_openai) as (live, watched):
+        busy = await live.create_session(title="Busy one")
+        await live.create_session(title="Quiet one")
+        page = watched.page
+        await page.goto("/")
+        sessions = page.get_by_role("complementary", name="Sessions")
+        await sessions.get_by_role("button", name=re.compile("Quiet one")).click()
+        await expect(page.locator(".link-state")).to_have_text("live")
+        watcher = EventCollector()
+        await watcher.start(live.client)
+        prompted = await live.client.post(
+            f"/session/{busy['id']}/prompt_async", json={"parts": [{"type": "text", "text": "go"}]}
+        )
+        assert prompted.status_code == 204, prompted.text
+        streamed = ""
+
+        def all_of_first(frame: Frame) -> bool:
+            nonlocal streamed
+            if frame.type == "message.part.delta":
+                streamed += frame.properties["delta"]
+            return streamed == first
+
+        await watcher.wait_for(all_of_first)
+        await watcher.stop()
+        await sessions.get_by_role("button", name=re.compile("Busy one")).click()
+        assistant = transcript(page).get_by_role("article", name="Assistant").locator(".markdown")
+        await expect(assistant).to_have_text(first.strip())
+        held.set()
+        await expect(assistant).to_have_text((first + second).strip())
+        await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        await expect(assistant).to_have_text((first + second).strip())
+
+
+def event_streams(page: Page) -> list[tuple[str, str | None]]:
+    """Every `GET /event` the page sends, as (query, Last-Event-ID)."""
+    sent: list[tuple[str, str | None]] = []
+
+    async def on_request(request: Request) -> None:
+        if urlsplit(request.url).path == "/event":
+            sent.append((urlsplit(request.url).query, await request.header_value("last-event-id")))
+
+    page.on("request", on_request)
+    return sent
+
+
+def assert_resumed(streams: list[tuple[str, str | None]]) -> None:
+    """One stream, the tenant-wide one: its first connection had nothing to resume from, and a
+    reconnect resumed from a tenant position."""
+    assert {query for query, _ in streams} == {""}, streams
+    assert streams[0][1] is None
+    assert any(last is not None and last.isdigit() for _, last in streams[1:]), streams
+
+
+async def test_a_dropped_stream_resumes_without_a_seam(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     held, more = asyncio.Event(), asyncio.Event()
     one, two, three = "One two three. ", "Four five six. ", "Seven eight."
     fake_openai.enqueue(Script().text(one).pause(held).text(two).pause(more).text(three).finish())
     async with (
         start_live_server(tmp_path, fake_openai) as live,
         dropping_proxy(live.url) as proxy,
-        chromium() as browser,
         open_page(browser, proxy.url) as watched,
     ):
         page = watched.page
         page.set_default_timeout(TIMEOUT_MS)
+        streams = event_streams(page)
         await new_session(page)
         watcher = EventCollector()  # hears the model go on while the console cannot
         await watcher.start(live.client)
@@ -312,16 +435,71 @@ async def test_a_dropped_stream_resumes_without_a_seam(tmp_path: Path, fake_open
         more.set()
         await expect(assistant).to_have_text((one + two + three).strip())
         await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        assert_resumed(streams)
         # The refused reconnects are logged by the browser; nothing else may be.
         assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
         assert watched.dialogs == []
 
 
-async def test_signing_in_with_an_api_key(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_server_restart_mid_part_resumes_to_the_stored_text(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """kill -9 mid-part, a new process on the same data: the console resumes its stream with the
+    last position it saw, and the replay (start-up recovery closing the turn) makes the screen show
+    exactly what was stored, which may be less than was streamed (the last checkpoint)."""
+    held = asyncio.Event()
+    fake_openai.enqueue(Script().text("Before the crash: alpha beta. ").pause(held).text("never").finish())
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+
+    def serve() -> contextlib.AbstractAsyncContextManager[ServerProcess]:
+        """The same config and data each time: a restart."""
+        database = f"sqlite:///{tmp_path / 'forge.db'}"
+        config = fake_provider_config(fake_openai)
+        return serve_process(tmp_path, config, database_url=database, workspace=workspace)
+
+    async with (
+        serve() as first,
+        dropping_proxy(first.url) as proxy,
+        open_page(browser, proxy.url) as watched,
+    ):
+        page = watched.page
+        page.set_default_timeout(TIMEOUT_MS)
+        streams = event_streams(page)
+        await new_session(page)
+        await send(page, "Crash while you talk")
+        assistant = transcript(page).get_by_role("article", name="Assistant")
+        await expect(assistant.locator(".markdown")).to_have_text("Before the crash: alpha beta.")
+        first.kill()
+        await first.process.wait()
+        await expect(page.locator(".link-state")).to_have_text("offline")
+        async with serve() as second:
+            proxy.retarget(second.url)
+            await expect(page.locator(".link-state")).to_have_text("live")
+            await expect(assistant.get_by_text("Stopped")).to_be_visible()  # recovery's close, replayed
+            async with httpx2.AsyncClient(base_url=second.url) as client:
+                (session,) = (await client.get("/session")).json()
+                stored = (await client.get(f"/session/{session['id']}/message")).json()
+            (text,) = [
+                p["text"]
+                for m in stored
+                for p in m["parts"]
+                if p["type"] == "text" and m["info"]["role"] == "assistant"
+            ]
+            assert "Before the crash: alpha beta. ".startswith(text)
+            await expect(assistant.locator(".markdown")).to_have_text(text.strip())
+            await expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        held.set()
+        assert_resumed(streams)
+        assert [e for e in watched.errors if "ERR_" not in e and "Failed to fetch" not in e] == []
+        assert watched.dialogs == []
+
+
+async def test_signing_in_with_an_api_key(browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     config = fake_provider_config(fake_openai)
     config["auth"] = {"required": True}
     fake_openai.enqueue(reply("Signed in and answering."))
-    async with console(tmp_path, fake_openai, config) as (live, watched):
+    async with console(browser, tmp_path, fake_openai, config) as (live, watched):
         minted = mint_api_key("default", "console-test", frozenset({ADMIN}), "test")
         await live.runtime.store.create_api_key(minted.stored)
         page = watched.page
@@ -378,11 +556,13 @@ XSS = """Payloads, all inert:
 """
 
 
-async def test_model_and_tool_output_cannot_run_script(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_model_and_tool_output_cannot_run_script(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "evil.md").write_text("<img src=x onerror=\"window.__pwned='tool'\">\n")
     fake_openai.enqueue(call("read", {"filePath": "evil.md"}), reply(XSS))
-    async with console(tmp_path, fake_openai) as (_live, watched):
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
         page = watched.page
         await new_session(page)
         await send(page, "<img src=x onerror=\"window.__pwned='user'\">")
@@ -406,14 +586,16 @@ async def test_model_and_tool_output_cannot_run_script(tmp_path: Path, fake_open
         watched.errors.clear()
 
 
-async def test_a_rejection_with_a_message_reaches_the_model(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_rejection_with_a_message_reaches_the_model(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     config = fake_provider_config(fake_openai)
     config["permission"] = {"edit": "ask"}
     fake_openai.enqueue(
         call("write", {"filePath": "hello.txt", "content": "hello\n"}),
         reply("Understood, no file."),
     )
-    async with console(tmp_path, fake_openai, config) as (live, watched):
+    async with console(browser, tmp_path, fake_openai, config) as (live, watched):
         page = watched.page
         await new_session(page)
         await send(page, "Write hello.txt")
@@ -434,14 +616,16 @@ async def test_a_rejection_with_a_message_reaches_the_model(tmp_path: Path, fake
         assert "Use notes.md instead" in str(tool_results)
 
 
-async def test_slash_commands_are_listed_and_run(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_slash_commands_are_listed_and_run(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     config = fake_provider_config(fake_openai)
     config["command"] = {
         "review": {"template": "Review $ARGUMENTS with care", "description": "Review some files"},
         "explain": {"template": "Explain $1 simply", "description": "Explain a concept"},
     }
     fake_openai.enqueue(reply("Reviewed main.py."))
-    async with console(tmp_path, fake_openai, config) as (live, watched):
+    async with console(browser, tmp_path, fake_openai, config) as (live, watched):
         page = watched.page
         await new_session(page)
         box = page.get_by_role("textbox", name="Message")
@@ -478,9 +662,11 @@ async def test_slash_commands_are_listed_and_run(tmp_path: Path, fake_openai: Fa
         assert texts == ["Review main.py with care"]
 
 
-async def test_an_attached_file_is_sent_with_the_prompt(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_an_attached_file_is_sent_with_the_prompt(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     fake_openai.enqueue(reply("I read your notes."))
-    async with console(tmp_path, fake_openai) as (live, watched):
+    async with console(browser, tmp_path, fake_openai) as (live, watched):
         page = watched.page
         await new_session(page)
         async with page.expect_file_chooser() as chosen:
@@ -504,8 +690,10 @@ async def test_an_attached_file_is_sent_with_the_prompt(tmp_path: Path, fake_ope
         assert "remember the milk" in str(fake_openai.requests[-1]["messages"])
 
 
-async def test_deleting_a_session_asks_first(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    async with console(tmp_path, fake_openai) as (live, watched):
+async def test_deleting_a_session_asks_first(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with console(browser, tmp_path, fake_openai) as (live, watched):
         doomed = await live.create_session(title="Doomed work")
         await live.create_session(title="Kept work")
         page = watched.page
@@ -538,14 +726,16 @@ async def tab_to(page: Page, target: Any, *, limit: int = 40) -> None:
     raise AssertionError(f"{target} cannot be reached with Tab")
 
 
-async def test_a_prompt_and_an_approval_by_keyboard_alone(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_a_prompt_and_an_approval_by_keyboard_alone(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     config = fake_provider_config(fake_openai)
     config["permission"] = {"edit": "ask"}
     fake_openai.enqueue(
         call("write", {"filePath": "typed.txt", "content": "typed, not clicked\n"}),
         reply("Done by keyboard."),
     )
-    async with console(tmp_path, fake_openai, config) as (live, watched):
+    async with console(browser, tmp_path, fake_openai, config) as (live, watched):
         page = watched.page
         await page.goto("/")
         await tab_to(page, page.get_by_role("button", name="New session", exact=True))
