@@ -23,6 +23,7 @@ _EXPECTED = {
     **{table.name: {"SELECT", "INSERT", "UPDATE", "DELETE"} for table in metadata.sorted_tables},
     "audit_log": {"SELECT", "INSERT"},
     "alembic_version": {"SELECT"},
+    "cluster_secret": {"SELECT"},
 }
 
 

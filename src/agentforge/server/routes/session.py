@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, Response
 
 from agentforge.model.message import WithParts
-from agentforge.model.session import Session
+from agentforge.model.session import Session, StatusBusy
 from agentforge.server.deps import PromptDep, RuntimeDep, SessionsDep, TenantDep
 from agentforge.server.responses import WireResponse
 from agentforge.session.errors import InvalidInputError
@@ -41,7 +41,11 @@ async def list_sessions(
 
 @router.get("/status", operation_id="session.status", summary="Live status of busy sessions")
 async def session_status(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
-    return WireResponse(rt.status.busy_sessions(tenant_id))
+    statuses = rt.status.busy_sessions(tenant_id)
+    # Sessions other replicas run: busy (their retry details stay with them).
+    for session_id in await rt.store.leased_sessions(tenant_id):
+        statuses.setdefault(session_id, StatusBusy())
+    return WireResponse(statuses)
 
 
 @router.post("", operation_id="session.create", responses=_SESSION, summary="Create a session")
