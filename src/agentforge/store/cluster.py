@@ -280,6 +280,20 @@ class ClusterLink:
 
         return await self._on_leases(probe)
 
+    def backend_pids(self) -> dict[str, int]:
+        """The server process of each open connection, by role (diagnostics, tests)."""
+        conns = {"leases": self._leases, "notify": self._notifier, "listen": self._listener}
+        return {
+            role: conn.get_server_pid()
+            for role, conn in conns.items()
+            if conn is not None and not conn.is_closed()
+        }
+
+    @property
+    def refused(self) -> int:
+        """Notifications dropped unread: not sealed by a replica, replayed, or stale."""
+        return self._seal.refused
+
     @property
     def holds(self) -> set[str]:
         """The sessions whose lease this replica holds now."""
