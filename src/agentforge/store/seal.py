@@ -20,6 +20,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Final
 
 from cryptography.exceptions import InvalidTag
@@ -39,19 +40,20 @@ SENDERS_KEPT: Final = 1024
 class Seal:
     """One replica's sealing and opening of payloads on one channel."""
 
-    def __init__(self, secret: str, channel: str) -> None:
+    def __init__(self, secret: str, channel: str, *, now_ms: Callable[[], int] | None = None) -> None:
         key = hashlib.sha256(f"agentforge.cluster:{channel}:{secret}".encode()).digest()
         self._aead = AESGCM(key)
         self._aad = channel.encode()
+        self._now = now_ms or _now_ms  # wall-clock ms: compared across replicas
         self.sender = uuid.uuid4().hex[:16]
         self._count = 0
         self._last: OrderedDict[str, int] = OrderedDict()  # each sender's last counter taken
-        self._since = _now_ms()
+        self._since = self._now()
         self.refused = 0  # payloads dropped: not sealed with the key, replayed, or stale
 
     def seal(self, payload: str) -> str:
         self._count += 1
-        plain = f"{self.sender} {self._count} {_now_ms()}\n{payload}".encode()
+        plain = f"{self.sender} {self._count} {self._now()}\n{payload}".encode()
         nonce = os.urandom(_NONCE)
         return base64.b64encode(nonce + self._aead.encrypt(nonce, plain, self._aad)).decode()
 
@@ -79,7 +81,7 @@ class Seal:
         return body.decode()
 
     def _fresh(self, sender: str, count: int, sent: int) -> bool:
-        if abs(_now_ms() - sent) > FRESHNESS_MS:
+        if abs(self._now() - sent) > FRESHNESS_MS:
             return False
         last = self._last.get(sender)
         if last is None:
