@@ -71,6 +71,8 @@ INBOX_LIMIT: Final = 2000
 # A payload in more pieces than this is refused; at most this many senders' payloads half-assembled.
 MAX_PIECES: Final = 512
 ASSEMBLIES_KEPT: Final = 64
+# What `_envelope` adds around the items (the replica id, the kind): batches leave room for it.
+_ENVELOPE: Final = 64
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -286,8 +288,8 @@ class Cluster:
         items: list[Any] = []
         size = 0
         for item in _items(events):
-            encoded = len(_dumps(item))
-            if items and size + encoded > NOTIFY_LIMIT:
+            encoded = len(orjson.dumps(item))  # bytes: the limit is Postgres's, in bytes
+            if items and size + encoded > NOTIFY_LIMIT - _ENVELOPE:
                 payloads.append(self._envelope(items))
                 items, size = [], 0
             items.append(item)
@@ -303,7 +305,7 @@ class Cluster:
         """A payload too big for one notification (one large delta) goes as numbered pieces."""
         if len(payload.encode()) <= NOTIFY_LIMIT:
             return [payload]
-        step = NOTIFY_LIMIT // 6  # characters: at most 6 bytes each once escaped in JSON
+        step = (NOTIFY_LIMIT - _ENVELOPE) // 6  # characters: at most 6 bytes each once escaped
         pieces = [payload[i : i + step] for i in range(0, len(payload), step)]
         return [
             _dumps({"r": self.replica, "k": "piece", "i": index, "n": len(pieces), "d": piece})

@@ -73,7 +73,14 @@ AND l.objid = hashtext(current_schema() || ':' || r.session_id)::oid
 AND l.database = {_THIS_DATABASE}) ORDER BY session_id""")
 
 OnMessage = Callable[[str], None]
-_LOST: Final = (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, ConnectionError, OSError)
+# A connection that ended: closed under us, or its backend terminated (57P01) mid-query.
+_LOST: Final = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,
+    ConnectionError,
+    OSError,
+)
 
 
 class ClusterUnavailableError(ConnectionError):
@@ -237,9 +244,14 @@ class ClusterLink:
             if not await conn.fetchval(_TRY_LEASE, session_id):
                 return False
             if tenant_id is not None and not self._holds[session_id] and self._replica is not None:
-                async with conn.transaction():
-                    await conn.fetchval(_SET_TENANT, tenant_id)
-                    await conn.execute(_RECORD, tenant_id, session_id, self._replica)
+                try:
+                    async with conn.transaction():
+                        await conn.fetchval(_SET_TENANT, tenant_id)
+                        await conn.execute(_RECORD, tenant_id, session_id, self._replica)
+                except BaseException:
+                    with contextlib.suppress(Exception):  # not recorded: not taken
+                        await conn.fetchval(_RELEASE, session_id)
+                    raise
                 self._tenants[session_id] = tenant_id
             self._holds[session_id] += 1
             return True
@@ -261,9 +273,12 @@ class ClusterLink:
                 del self._holds[session_id]
                 tenant_id = self._tenants.pop(session_id, None)
                 if tenant_id is not None:
-                    async with conn.transaction():
-                        await conn.fetchval(_SET_TENANT, tenant_id)
-                        await conn.execute(_FORGET, tenant_id, session_id, self._replica)
+                    try:
+                        async with conn.transaction():
+                            await conn.fetchval(_SET_TENANT, tenant_id)
+                            await conn.execute(_FORGET, tenant_id, session_id, self._replica)
+                    except asyncpg.PostgresError:  # a stale row is ignored: the lock decides
+                        log.exception("cluster: could not remove the run_lease row of %s", session_id)
             await conn.fetchval(_RELEASE, session_id)
 
         with contextlib.suppress(ClusterUnavailableError):  # lost meanwhile: released by Postgres
