@@ -163,7 +163,11 @@ class ClusterLink:
 
     async def _listen(self) -> Any:
         conn = await self._connect("listen")
-        await conn.add_listener(self.channel, lambda _c, _pid, _ch, payload: self._heard(payload))
+        try:
+            await conn.add_listener(self.channel, lambda _c, _pid, _ch, payload: self._heard(payload))
+        except BaseException:
+            await _close_quietly(conn)
+            raise
         return conn
 
     def _ended(self, role: str, conn: Any) -> None:
@@ -198,8 +202,12 @@ class ClusterLink:
             try:
                 if role == "leases":
                     conn = await self._connect("leases")
-                    if self._replica is not None:
-                        await conn.fetchval(_JOIN, self._replica)
+                    try:
+                        if self._replica is not None:
+                            await conn.fetchval(_JOIN, self._replica)
+                    except BaseException:
+                        await _close_quietly(conn)
+                        raise
                     self._leases = conn
                     self._down.discard(role)
                     self._leases_ready.set()
@@ -367,5 +375,9 @@ class ClusterLink:
             task.cancel()
         for conn in (self._listener, self._notifier, self._leases):
             if conn is not None:
-                with contextlib.suppress(Exception):
-                    await conn.close()
+                await _close_quietly(conn)
+
+
+async def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        await conn.close()
