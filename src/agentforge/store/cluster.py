@@ -66,7 +66,7 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE
 SET replica = EXCLUDED.replica, time_acquired = EXCLUDED.time_acquired"""
 _FORGET: Final = "DELETE FROM run_lease WHERE tenant_id = $1 AND session_id = $2 AND replica = $3"
 # The tenant's sessions whose run lease some replica holds now (a row alone may be a dead one's).
-_LEASED = text(f"""SELECT session_id FROM run_lease AS r WHERE r.tenant_id = :tenant AND EXISTS (
+_LEASED = text(f"""SELECT session_id, replica FROM run_lease AS r WHERE r.tenant_id = :tenant AND EXISTS (
 SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
 AND l.classid = hashtext('agentforge.run')::oid
 AND l.objid = hashtext(current_schema() || ':' || r.session_id)::oid
@@ -97,9 +97,9 @@ def _connect_args(target: DatabaseTarget) -> tuple[str, dict[str, str]]:
     return dsn, {"search_path": target.schema} if target.schema else {}
 
 
-def leased_sessions(conn: Connection, tenant_id: str) -> list[str]:
-    """Store query (Postgres): the tenant's sessions that a replica runs right now."""
-    return [row.session_id for row in conn.execute(_LEASED, {"tenant": tenant_id})]
+def leased_sessions(conn: Connection, tenant_id: str) -> dict[str, str]:
+    """Store query (Postgres): the tenant's sessions that a replica runs right now, and which."""
+    return {row.session_id: row.replica for row in conn.execute(_LEASED, {"tenant": tenant_id})}
 
 
 class ClusterLink:

@@ -309,11 +309,12 @@ class Store:
             return None
         return await ClusterLink.open(self._target, on_message)
 
-    async def leased_sessions(self, tenant_id: str) -> list[str]:
+    async def leased_sessions(self, tenant_id: str) -> dict[str, str]:
         """Postgres: the tenant's sessions that some replica runs now (their run leases are held and
-        recorded, store/cluster.py); SQLite: none (one process: its runner registry knows)."""
+        recorded, store/cluster.py), with that replica's id; SQLite: none (one process: its runner
+        registry knows)."""
         if self._target is None:
-            return []
+            return {}
         return await self._readers.run(leased_sessions, tenant_id)
 
     async def barrier(self) -> None:

@@ -42,9 +42,12 @@ async def list_sessions(
 @router.get("/status", operation_id="session.status", summary="Live status of busy sessions")
 async def session_status(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     statuses = rt.status.busy_sessions(tenant_id)
-    # Sessions other replicas run: busy (their retry details stay with them).
-    for session_id in await rt.store.leased_sessions(tenant_id):
-        statuses.setdefault(session_id, StatusBusy())
+    # Sessions other replicas run: busy (their retry details stay with them). This replica's own
+    # are as its tracker says: a lease it still holds while the run's last writes land is idle.
+    here = rt.cluster.replica if rt.cluster is not None else None
+    for session_id, replica in (await rt.store.leased_sessions(tenant_id)).items():
+        if replica != here:
+            statuses.setdefault(session_id, StatusBusy())
     return WireResponse(statuses)
 
 
