@@ -223,7 +223,7 @@ async def test_terminated_cluster_connections_stop_the_runs_and_come_back(
         session_id, turn = await _start_gated_turn(a, fake_openai, gate)
         assert link.holds == {session_id}
 
-        await _terminate(raw, [before["leases"], before["listen"]])
+        await _terminate(raw, list(before.values()))  # leases, notify, listen
         # The leases ended with their connection: A stops its run instead of writing on without it.
         answer = (await asyncio.wait_for(turn, 15)).json()
         assert answer["info"]["error"]["name"] == "MessageAbortedError"
@@ -250,9 +250,19 @@ async def test_terminated_cluster_connections_stop_the_runs_and_come_back(
         await on_a.wait_for(lambda f: f.type == "session.idle" and f.properties["sessionID"] == b_session)
         await on_a.stop()
 
-        # Leasing again: A runs the session once more, and only once.
+        # Leasing and notifying again: A runs the session once more, and B's subscribers see it.
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
         fake_openai.enqueue(reply("after the restart"))
         again = await a.prompt(session_id, "again")
         assert again.status_code == 200
         assert [p["text"] for p in again.json()["parts"] if p["type"] == "text"] == ["after the restart"]
-        assert await _status(b) == {}
+        await on_b.wait_for(lambda f: f.type == "message.part.delta")
+        await on_b.wait_for(lambda f: f.type == "session.idle")
+        await on_b.stop()
+        assert link.backend_pids()["notify"] != before["notify"]
+
+        async def idle_everywhere() -> bool:
+            return await _status(a) == {} and await _status(b) == {}
+
+        await _until(idle_everywhere, "the run's lease was given back")
