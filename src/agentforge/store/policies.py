@@ -4,7 +4,7 @@
 role) see and change every row; `tenant_isolation` binds everyone else to the rows of the
 transaction's tenant (`app.tenant_id`, store/tenancy.py) for reading and for writing. Migrations
 that add a table call `isolate_tenants` so the statements stay those of 0006: changing what this
-emits changes what those migrations did, so it must not change.
+emits changes what those migrations did (0006 included), so it must not change.
 """
 
 from __future__ import annotations
