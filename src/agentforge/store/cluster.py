@@ -66,11 +66,13 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE
 SET replica = EXCLUDED.replica, time_acquired = EXCLUDED.time_acquired"""
 _FORGET: Final = "DELETE FROM run_lease WHERE tenant_id = $1 AND session_id = $2 AND replica = $3"
 # The tenant's sessions whose run lease some replica holds now (a row alone may be a dead one's).
-_LEASED = text(f"""SELECT session_id, replica FROM run_lease AS r WHERE r.tenant_id = :tenant AND EXISTS (
-SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-AND l.classid = hashtext('agentforge.run')::oid
-AND l.objid = hashtext(current_schema() || ':' || r.session_id)::oid
-AND l.database = {_THIS_DATABASE}) ORDER BY session_id""")
+# The held run leases are read once (pg_locks is computed on each read), then joined by key.
+_LEASED = text(f"""WITH held AS MATERIALIZED (
+SELECT DISTINCT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+AND classid = hashtext('agentforge.run')::oid AND database = {_THIS_DATABASE})
+SELECT r.session_id, r.replica FROM run_lease AS r
+JOIN held ON held.objid = hashtext(current_schema() || ':' || r.session_id)::oid
+WHERE r.tenant_id = :tenant ORDER BY r.session_id""")
 
 OnMessage = Callable[[str], None]
 # A connection that ended: closed under us, or its backend terminated (57P01) mid-query.
