@@ -16,7 +16,7 @@ import asyncpg
 import orjson
 import pytest
 
-from agentforge.runtime.cluster import INBOX_LIMIT, Cluster
+from agentforge.runtime.cluster import INBOX_LIMIT, MAX_PIECES, Cluster
 from agentforge.store import parse_database_url
 from agentforge.store.cluster import channel_name
 from tests.databases import POSTGRES_URL_ENV, _postgres_schema
@@ -266,3 +266,27 @@ async def test_terminated_cluster_connections_stop_the_runs_and_come_back(
             return await _status(a) == {} and await _status(b) == {}
 
         await _until(idle_everywhere, "the run's lease was given back")
+
+
+async def test_a_payload_missing_a_piece_is_discarded_and_subscribers_resync(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        session_id = (await a.create_session())["id"]
+        cluster = _cluster(b)
+
+        def piece(index: int, count: int) -> str:
+            return orjson.dumps({"r": "peer", "k": "piece", "i": index, "n": count, "d": "x"}).decode()
+
+        for pieces in (
+            [piece(1, 3)],  # the second piece of a payload whose first one this replica never heard
+            # More pieces than a payload may have: the first is refused, so the second misses it.
+            [piece(0, MAX_PIECES + 1), piece(1, MAX_PIECES + 1)],
+        ):
+            stream = EventCollector()
+            await stream.start(b.client, f"/event?sessionID={session_id}")
+            for heard in pieces:
+                cluster._heard(heard)
+            await stream.wait_for(lambda f: f.type == "stream.lagged")
+            await stream.stop()
+            assert [f.type for f in stream.frames] == ["server.connected", "stream.lagged"]
