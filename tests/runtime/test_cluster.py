@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -290,3 +291,45 @@ async def test_a_payload_missing_a_piece_is_discarded_and_subscribers_resync(
             await stream.wait_for(lambda f: f.type == "stream.lagged")
             await stream.stop()
             assert [f.type for f in stream.frames] == ["server.connected", "stream.lagged"]
+
+
+def _local_backend(pid: int) -> bool:
+    """Whether `pid` is a Postgres server process here (never signal another process)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        os.kill(pid, 0)
+    except (OSError, PermissionError):
+        return False
+    return cmdline.startswith(b"postgres")
+
+
+async def test_a_lease_connection_that_stops_answering_is_ended_and_its_runs_stopped(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, _b):
+        link = _cluster(a).link
+        link.ping_interval, link.ping_timeout = 0.05, 0.5
+        gate = asyncio.Event()
+        session_id, turn = await _start_gated_turn(a, fake_openai, gate)
+        stuck = link.backend_pids()["leases"]
+        # Its server process stops answering (as behind a network lost without a word): the
+        # process of this test's own connection, when Postgres runs here and may be signalled.
+        if not _local_backend(stuck):
+            gate.set()
+            pytest.skip("Postgres does not run on this machine as a user this test may signal")
+        os.kill(stuck, signal.SIGSTOP)
+        try:
+            answer = (await asyncio.wait_for(turn, 15)).json()
+            assert answer["info"]["error"]["name"] == "MessageAbortedError"
+            assert link.holds == set()
+        finally:
+            os.kill(stuck, signal.SIGCONT)  # it finds its client gone and exits, freeing its locks
+        gate.set()
+
+        async def reopened() -> bool:
+            return link.backend_pids().get("leases") not in (None, stuck)
+
+        await _until(reopened, "A opened its lease connection again")
+        fake_openai.enqueue(reply("answering again"))
+        again = await a.prompt(session_id, "again")
+        assert [p["text"] for p in again.json()["parts"] if p["type"] == "text"] == ["answering again"]

@@ -45,6 +45,10 @@ RECONNECT_FIRST: Final = 0.1
 RECONNECT_MAX: Final = 5.0
 # How long a lease call waits for its connection to come back before failing.
 RECONNECT_WAIT: Final = 10.0
+# The lease and listen connections are pinged this often; one that does not answer in time (a
+# network lost without a word) is ended here, well before the server's keepalives end it there.
+PING_INTERVAL: Final = 5.0
+PING_TIMEOUT: Final = 5.0
 
 _LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() || ':' || $1)"
 _TRY_LEASE: Final = f"SELECT pg_try_advisory_lock({_LEASE_KEYS})"
@@ -74,6 +78,15 @@ SELECT r.session_id, r.replica FROM run_lease AS r
 JOIN held ON held.objid = hashtext(current_schema() || ':' || r.session_id)::oid
 WHERE r.tenant_id = :tenant ORDER BY r.session_id""")
 
+# The server probes an idle cluster connection after 10 s, then every 5 s, and ends it after 3
+# unanswered probes: a replica cut off without a word (a lost network) loses its leases in about
+# 25 s instead of the system default of hours, so another replica can take its turns over.
+_KEEPALIVES: Final = {
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "3",
+}
+
 OnMessage = Callable[[str], None]
 # A connection that ended: closed under us, or its backend terminated (57P01) mid-query.
 _LOST: Final = (
@@ -96,7 +109,8 @@ def channel_name(schema: str | None) -> str:
 
 def _connect_args(target: DatabaseTarget) -> tuple[str, dict[str, str]]:
     dsn = target.url.set(drivername="postgresql").render_as_string(hide_password=False)
-    return dsn, {"search_path": target.schema} if target.schema else {}
+    settings = {"search_path": target.schema} if target.schema else {}
+    return dsn, {**settings, **_KEEPALIVES}
 
 
 def leased_sessions(conn: Connection, tenant_id: str) -> dict[str, str]:
@@ -123,11 +137,14 @@ class ClusterLink:
         self._tenants: dict[str, str] = {}  # the tenant of each held lease with a `run_lease` row
         self._replica: str | None = None
         self._reopening: set[asyncio.Task[None]] = set()
+        self._watcher: asyncio.Task[None] | None = None
         self._down: set[str] = set()  # roles being opened again
         self._closed = False
         self.on_leases_lost: Callable[[set[str]], None] | None = None
         self.on_gap: Callable[[], None] | None = None
         self.reconnects = 0  # connections opened again after a loss, for tests and logs
+        self.ping_interval = PING_INTERVAL
+        self.ping_timeout = PING_TIMEOUT
 
     @classmethod
     async def open(cls, target: DatabaseTarget, on_message: OnMessage) -> ClusterLink:
@@ -149,6 +166,7 @@ class ClusterLink:
         except BaseException:
             await link.close()
             raise
+        link._watcher = asyncio.get_running_loop().create_task(link._watch(), name="cluster-watch")
         return link
 
     # --- connections -----------------------------------------------------------------------------
@@ -224,6 +242,32 @@ class ClusterLink:
             except (*_LOST, asyncpg.PostgresError):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX)
+
+    async def _watch(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.ping_interval)
+            for role in ("leases", "listen"):
+                await self._ping(role)
+
+    async def _ping(self, role: str) -> None:
+        conn = self._leases if role == "leases" else self._listener
+        if conn is None or conn.is_closed() or role in self._down:
+            return
+        try:
+            # The lease connection's lock included: lease calls are instant, a stuck one is stuck.
+            await asyncio.wait_for(self._ping_now(conn, role == "leases"), self.ping_timeout)
+        except TimeoutError:
+            log.warning("cluster: the %s connection stopped answering; ending it", role)
+            conn.terminate()  # its termination callback opens it again (and stops runs: leases)
+        except _LOST:
+            pass  # ended: its termination callback does the rest
+
+    async def _ping_now(self, conn: Any, locked: bool) -> None:
+        if not locked:
+            await conn.fetchval("SELECT 1")
+            return
+        async with self._lease_lock:
+            await conn.fetchval("SELECT 1")
 
     async def _on_leases(self, query: Callable[[Any], Awaitable[T]]) -> T:
         """Run `query` on the lease connection, waiting (a bounded time) for it to come back."""
@@ -373,7 +417,7 @@ class ClusterLink:
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self._reopening):
+        for task in [*self._reopening, *([self._watcher] if self._watcher else [])]:
             task.cancel()
         for conn in (self._listener, self._notifier, self._leases):
             if conn is not None:
