@@ -1,7 +1,8 @@
-"""Several `agentforge serve` processes on one Postgres database (docs/replicas.md): any request on
-any replica, one loop per session, events across replicas, abort from anywhere, failover after
-kill -9. Real server subprocesses on a fresh schema, driven over HTTP against the wire-level fake
-provider: the module shares one pair (a server takes seconds to import), the kill test starts its own."""
+"""Several servers on one Postgres database (docs/replicas.md): any request on any replica, one loop
+per session, events across replicas, abort from anywhere, failover after kill -9. Driven over HTTP
+against the wire-level fake provider, on a fresh schema: the module shares one pair of in-process
+servers (each with its own runtime, cluster connections and port: two replicas in all but the
+process); the tests where a replica dies (kill -9) start real `agentforge serve` subprocesses."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import httpx2
 import pytest
 import pytest_asyncio
 
@@ -20,11 +22,20 @@ from agentforge.store.audit import AUTH_FAILED
 from agentforge.store.cluster import ClusterLink
 from tests.cli.test_run_humans import QUESTION
 from tests.databases import _postgres_schema, owner_url_for
+from tests.e2e.harness import fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
-from tests.runtime.replicas import Replica, Stream, replicas
+from tests.runtime.replicas import Stream, replicas
 
 TENANT = "default"
 LONG_TEXT = "Replicas share one Postgres database and nothing else. " * 4
+
+
+class Replica(Protocol):
+    """An in-process server or a subprocess: what the tests use of either."""
+
+    client: httpx2.AsyncClient
+
+    async def prompt(self, session_id: str, text: str) -> httpx2.Response: ...
 
 
 # Starting a server process imports the whole app: seconds when idle, a minute on a loaded machine.
@@ -49,9 +60,15 @@ async def pair(
     tmp_path_factory: pytest.TempPathFactory, postgres_url: str, fake: FakeOpenAI
 ) -> AsyncIterator[tuple[Replica, Replica]]:
     directory = tmp_path_factory.mktemp("pair")
-    asking = {"permission": {"bash": "ask"}}
-    async with replicas(directory, postgres_url, fake, "a", "b", config=asking) as (a, b):
-        yield a, b
+    config = {**fake_provider_config(fake), "permission": {"bash": "ask"}}
+    for name in ("a", "b"):
+        (directory / name).mkdir()
+    async with start_live_server(directory / "a", fake, config, database_url=postgres_url) as a:
+        shared_workspace = a.workspace  # one workspace, as replicas behind a load balancer have
+        async with start_live_server(
+            directory / "b", fake, config, database_url=postgres_url, directory=shared_workspace
+        ) as b:
+            yield a, b
 
 
 @shared
@@ -142,8 +159,13 @@ async def test_sse_on_b_for_a_turn_on_a_equals_the_stored_log(
         answer = await a.prompt(session_id, "stream this")
         assert answer.status_code == 200
 
+        def after_creation(stream: Stream) -> list[str]:
+            # The session was created on A just before the streams opened: B, which hears of it
+            # over the channel, may still have been told after its stream opened.
+            return [e.id for e in stream.of_session() if e.type != "session.created"]
+
         async def same_events() -> bool:
-            return [e.id for e in on_b.of_session()] == [e.id for e in on_a.of_session()]
+            return after_creation(on_b) == after_creation(on_a)
 
         await _until(same_events, 10, "B's stream caught up with A's")
         seen_on_b = on_b.of_session()

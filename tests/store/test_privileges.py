@@ -23,6 +23,7 @@ _EXPECTED = {
     **{table.name: {"SELECT", "INSERT", "UPDATE", "DELETE"} for table in metadata.sorted_tables},
     "audit_log": {"SELECT", "INSERT"},
     "alembic_version": {"SELECT"},
+    "cluster_secret": {"SELECT"},
 }
 
 
@@ -61,6 +62,24 @@ async def _privileges_of(engine: AsyncEngine, role: str) -> dict[str, set[str]]:
 
 async def test_the_runtime_role_gets_exactly_its_privileges(owner: AsyncEngine) -> None:
     assert await _privileges_of(owner, RUNTIME_ROLE) == {**_EXPECTED, "<schema>": {"USAGE"}}
+
+
+async def test_only_the_runtime_role_may_read_the_cluster_key(owner: AsyncEngine) -> None:
+    # Any role may LISTEN and NOTIFY: the key that seals what replicas say is theirs alone.
+    async with owner.connect() as conn:
+        readers = await conn.execute(
+            text(
+                "SELECT grantee FROM information_schema.role_table_grants"
+                " WHERE table_schema = current_schema() AND table_name = 'cluster_secret'"
+                " AND grantee <> :owner"
+            ),
+            {"owner": OWNER_ROLE},
+        )
+        assert {row.grantee for row in readers} == {RUNTIME_ROLE}
+        public = await conn.execute(text("SELECT has_table_privilege('public', 'cluster_secret', 'SELECT')"))
+        assert public.scalar_one() is False
+        keys = await conn.execute(text("SELECT length(key) FROM cluster_secret"))
+        assert keys.scalars().all() == [64]  # one key, 32 random bytes in hex
 
 
 async def test_granting_again_takes_back_what_was_given_by_hand(

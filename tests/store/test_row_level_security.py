@@ -318,6 +318,8 @@ async def test_every_table_forces_row_level_security_with_its_policies(
             assert policies[name] == {"owner_maintenance", "tenant_read", "tenant_append"}
         elif name == "alembic_version":
             assert policies[name] == {"owner_maintenance", "read_revision"}
+        elif name == "cluster_secret":  # no tenant: only the runtime role was granted to read it
+            assert policies[name] == {"owner_maintenance", "replica_read"}
         else:
             assert "tenant_isolation" in policies[name], name
     assert revision  # the runtime role reads the revision (and only that, see the grants)

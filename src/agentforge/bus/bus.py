@@ -40,6 +40,14 @@ class Subscription:
         self._buffer.append(event)
         self._wakeup.set()
 
+    def wants(self, event: Event) -> bool:
+        return not self._closed and (self._accept is None or self._accept(event))
+
+    def fall_behind(self, event: Event) -> None:
+        """It missed `event` (lost before it reached this process): cut it off as lagging."""
+        if not self._closed:
+            self._cut_off(event)
+
     def _cut_off(self, event: Event) -> None:
         # Keep what is buffered (the client gets everything up to the gap), then the final event.
         self.lagged = True
@@ -153,6 +161,19 @@ class Bus:
         for event in events:
             for subscription in list(self._subscriptions):
                 subscription.offer(event)
+
+    def missed(self, events: list[Event] | None = None) -> None:
+        """Another replica's events this process cannot deliver (dropped for a slow replica, or said
+        while its channel was down): every subscriber that would have taken one of them (all, when
+        they are unknown) is cut off as lagging, and resumes from the event log with Last-Event-ID."""
+        unknown = Event(type=STREAM_LAGGED, properties={})
+        for subscription in list(self._subscriptions):
+            if events is None:
+                subscription.fall_behind(unknown)
+                continue
+            missed = next((event for event in events if subscription.wants(event)), None)
+            if missed is not None:
+                subscription.fall_behind(missed)
 
     def publish_many(self, events: list[Event]) -> None:
         for event in events:

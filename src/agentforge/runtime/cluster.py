@@ -12,6 +12,10 @@
   permission requests; then runs the accepted `prompt_async` requests that nobody runs (their
   replica died after answering 204).
 - Questions live in memory where their turn runs: replies and listings go over the channel.
+- Bounded and fail-closed: what other replicas say waits in a bounded inbox (a replica that falls
+  behind drops the oldest events and cuts its affected SSE subscribers off as lagging: they resume
+  from the log); a lost lease connection stops this replica's runs, since their leases ended with it;
+  a lost channel cuts every subscriber off once it listens again (notifications were missed).
 """
 
 from __future__ import annotations
@@ -62,6 +66,13 @@ FORWARD_TIMEOUT: Final = 10.0
 QUESTION_FORWARD_TIMEOUT: Final = 3.0
 # How long `GET /question` waits for the other live replicas to list theirs.
 QUESTION_LIST_TIMEOUT: Final = 3.0
+# Notifications heard and not yet handled; beyond this the oldest events are dropped (at ~6 KB each).
+INBOX_LIMIT: Final = 2000
+# A payload in more pieces than this is refused; at most this many senders' payloads half-assembled.
+MAX_PIECES: Final = 512
+ASSEMBLIES_KEPT: Final = 64
+# What `_envelope` adds around the items (the replica id, the kind): batches leave room for it.
+_ENVELOPE: Final = 64
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -77,8 +88,9 @@ class Cluster:
         self._link: ClusterLink | None = None
         self._outbox: deque[Event] = deque()
         self._outbox_ready = asyncio.Event()
-        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._fragments: dict[str, list[str]] = {}
+        self._inbox: deque[dict[str, Any]] = deque()
+        self._inbox_ready = asyncio.Event()
+        self._fragments: dict[str, list[str]] = {}  # pieces so far, by sender (oldest first)
         self._ended: dict[str, set[asyncio.Event]] = {}  # who waits for which session's lease
         self._tasks: set[asyncio.Task[None]] = set()
         self._permissions: PermissionService | None = None
@@ -87,6 +99,7 @@ class Cluster:
         self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
+        self.dropped = 0  # notifications dropped for falling behind, for tests and logs
 
     @property
     def link(self) -> ClusterLink:
@@ -98,6 +111,8 @@ class Cluster:
         self._link = await self._store.open_cluster_link(self._heard)
         if self._link is None:
             raise RuntimeError("replicas need Postgres")
+        self._link.on_leases_lost = self._leases_lost
+        self._link.on_gap = self._bus.missed
         await self._link.join(self.replica)
         self._bus.listen(self._announce)
         self._runners.leases = self
@@ -128,8 +143,8 @@ class Cluster:
 
     # --- RunLeases -------------------------------------------------------------------------------
 
-    async def acquire(self, session_id: str) -> bool:
-        return await self.link.try_lease(session_id)
+    async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
+        return await self.link.try_lease(session_id, tenant_id)
 
     async def release(self, session_id: str) -> None:
         await self.link.release(session_id)
@@ -273,8 +288,8 @@ class Cluster:
         items: list[Any] = []
         size = 0
         for item in _items(events):
-            encoded = len(_dumps(item))
-            if items and size + encoded > NOTIFY_LIMIT:
+            encoded = len(orjson.dumps(item))  # bytes: the limit is Postgres's, in bytes
+            if items and size + encoded > NOTIFY_LIMIT - _ENVELOPE:
                 payloads.append(self._envelope(items))
                 items, size = [], 0
             items.append(item)
@@ -290,7 +305,7 @@ class Cluster:
         """A payload too big for one notification (one large delta) goes as numbered pieces."""
         if len(payload.encode()) <= NOTIFY_LIMIT:
             return [payload]
-        step = NOTIFY_LIMIT // 4  # characters: at most 4 bytes each in UTF-8
+        step = (NOTIFY_LIMIT - _ENVELOPE) // 6  # characters: at most 6 bytes each once escaped
         pieces = [payload[i : i + step] for i in range(0, len(payload), step)]
         return [
             _dumps({"r": self.replica, "k": "piece", "i": index, "n": len(pieces), "d": piece})
@@ -306,12 +321,46 @@ class Cluster:
         except orjson.JSONDecodeError:
             log.warning("cluster: ignoring a malformed notification")
             return
-        if message.get("r") != self.replica:
-            self._inbox.put_nowait(message)
+        if not isinstance(message, dict) or message.get("r") == self.replica:
+            return
+        if len(self._inbox) >= INBOX_LIMIT:
+            self._drop_oldest()
+        self._inbox.append(message)
+        self._inbox_ready.set()
+
+    def _drop_oldest(self) -> None:
+        """This replica falls behind the others: drop the oldest events (commands are kept) and cut
+        off the subscribers that would have had them, as the bus does for a slow subscriber."""
+        self.dropped += 1
+        if self.dropped & (self.dropped - 1) == 0:
+            log.warning("cluster: falling behind, %d notification(s) dropped", self.dropped)
+        for index, message in enumerate(self._inbox):
+            if message.get("k") == "events":
+                del self._inbox[index]
+                self._bus.missed(_stand_ins(message["items"]))
+                return
+            if message.get("k") == "piece":  # a part of something: its sender's payload is lost
+                del self._inbox[index]
+                self._bus.missed()
+                return
+        log.error("cluster: dropping a %r notification, the inbox is full", self._inbox[0].get("k"))
+        self._inbox.popleft()
+
+    def _leases_lost(self, sessions: set[str]) -> None:
+        """The lease connection ended, and every lease with it: stop the runs that held them (fail
+        closed: another replica may take them over now)."""
+        running = sorted(s for s in sessions if self._runners.is_busy(s))
+        if running:
+            log.error("cluster: the run leases ended with their connection; stopping %d run(s)", len(running))
+        for session_id in running:
+            self._spawn(self._abort_here(session_id), f"lease-lost:{session_id}")
 
     async def _receive_loop(self) -> None:
         while True:
-            message = await self._inbox.get()
+            while not self._inbox:
+                self._inbox_ready.clear()
+                await self._inbox_ready.wait()
+            message = self._inbox.popleft()
             try:
                 await self._handle(message)
             except Exception:
@@ -349,13 +398,24 @@ class Cluster:
                 ended.set()
 
     def _assemble(self, message: dict[str, Any]) -> str | None:
-        pieces = self._fragments.setdefault(message["r"], [])
-        if message["i"] == 0:
-            pieces.clear()
-        pieces.append(message["d"])
-        if len(pieces) < message["n"]:
+        sender, index, count = message["r"], message["i"], message["n"]
+        pieces = self._fragments.pop(sender, None)
+        if index == 0:
+            if pieces:  # the end of the sender's last payload never came
+                self._bus.missed()
+            pieces = []
+        elif pieces is None or len(pieces) != index:
+            self._bus.missed()  # a piece before this one was lost (dropped, or before we listened)
             return None
-        del self._fragments[message["r"]]
+        if not 0 < count <= MAX_PIECES:
+            log.warning("cluster: refusing a payload of %r pieces", count)
+            return None
+        pieces.append(message["d"])
+        if len(pieces) < count:
+            self._fragments[sender] = pieces  # last in the order: the oldest assembly goes first
+            while len(self._fragments) > ASSEMBLIES_KEPT:
+                del self._fragments[next(iter(self._fragments))]
+            return None
         return "".join(pieces)
 
     async def _resolve(self, item: Any) -> list[Event]:
@@ -504,6 +564,16 @@ def _items(events: Sequence[Event]) -> list[Any]:
                 }
             )
     return items
+
+
+def _stand_ins(items: list[Any]) -> list[Event]:
+    """What subscribers would have got from dropped items: enough to tell whom they concern."""
+    return [
+        Event(type=STREAM_LAGGED, properties={}, tenant_id=item[0], session_id=item[1])
+        if isinstance(item, list)
+        else Event(type=item["type"], properties={}, tenant_id=item["tenant"], session_id=item.get("session"))
+        for item in items
+    ]
 
 
 def _dumps(value: Any) -> str:

@@ -162,6 +162,7 @@ class SessionPrompt:
                 lambda handle: self._loop_then_prune(session, handle),
                 on_idle=lambda: self.services.status.set(self.tenant_id, session.id, StatusIdle()),
                 on_crash=lambda exc: self._report_crash(session.id, exc),
+                tenant_id=self.tenant_id,
             )
             if reply is None:
                 reply = await self.sessions.latest_reply(session.id)

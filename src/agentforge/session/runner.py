@@ -45,8 +45,9 @@ class ShuttingDownError(Exception):
 class RunLeases(Protocol):
     """One run per session cluster-wide (runtime/cluster.py); `LocalLeases` for one process."""
 
-    async def acquire(self, session_id: str) -> bool:
-        """Take the session's lease unless another replica holds it."""
+    async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
+        """Take the session's lease unless another replica holds it (`tenant_id`: known as the
+        session's runner on every replica)."""
         ...
 
     async def release(self, session_id: str) -> None:
@@ -69,7 +70,7 @@ class RunLeases(Protocol):
 class LocalLeases:
     """One process: the registry alone decides."""
 
-    async def acquire(self, session_id: str) -> bool:
+    async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
         return True
 
     async def release(self, session_id: str) -> None:
@@ -183,7 +184,13 @@ class RunnerRegistry:
             raise SessionBusyError(session_id)
 
     async def ensure_running(
-        self, session_id: str, start: LoopFactory, *, on_idle: OnIdle, on_crash: OnCrash
+        self,
+        session_id: str,
+        start: LoopFactory,
+        *,
+        on_idle: OnIdle,
+        on_crash: OnCrash,
+        tenant_id: str | None = None,
     ) -> WithParts | None:
         """Start the loop unless one is running; either way wait for the running one to end.
 
@@ -196,14 +203,14 @@ class RunnerRegistry:
             self.admit()  # a running loop may still take input; a new one may not start
             shell = self._shells.get(session_id)
             if shell is not None:  # the run queues behind the shell, with a hold of its own
-                if not await self.leases.acquire(session_id):  # re-entrant: this replica holds it
+                if not await self.leases.acquire(session_id, tenant_id):  # re-entrant: held here
                     continue
                 if session_id in self._runs:  # another caller queued one meanwhile: join it
                     self._give_back(session_id)
                     continue
                 run = self._start(session_id, _after(shell.task, start), on_idle, on_crash, leased=True)
                 return await asyncio.shield(run.done)
-            taken = await self._take_lease(session_id)
+            taken = await self._take_lease(session_id, tenant_id)
             if taken is None:
                 continue  # another local caller took it: join what it started
             if taken:
@@ -214,7 +221,7 @@ class RunnerRegistry:
             await self.leases.wait_released(session_id)
             return None
 
-    async def _take_lease(self, session_id: str) -> bool | None:
+    async def _take_lease(self, session_id: str, tenant_id: str | None = None) -> bool | None:
         """True: taken; False: held by another replica; None: a local caller was taking it."""
         pending = self._acquiring.get(session_id)
         if pending is not None:
@@ -224,7 +231,7 @@ class RunnerRegistry:
         self._acquiring[session_id] = future
         taken = False
         try:
-            taken = await self.leases.acquire(session_id)
+            taken = await self.leases.acquire(session_id, tenant_id)
         finally:
             del self._acquiring[session_id]
             future.set_result(taken)
@@ -238,7 +245,9 @@ class RunnerRegistry:
         if await self.is_busy_anywhere(session_id):
             raise SessionBusyError(session_id)
 
-    async def run_shell(self, session_id: str, work: ShellWork[T], *, on_idle: OnIdle) -> T:
+    async def run_shell(
+        self, session_id: str, work: ShellWork[T], *, on_idle: OnIdle, tenant_id: str | None = None
+    ) -> T:
         """Run `work(abort)` as the session's shell; refused unless the session is idle.
 
         `work` must finish promptly once `abort` is set. `on_idle` runs when it ends, unless a run
@@ -246,7 +255,7 @@ class RunnerRegistry:
         self.admit()
         if self.is_busy(session_id) or self._acquiring.get(session_id) is not None:
             raise SessionBusyError(session_id)
-        if not await self._take_lease(session_id):
+        if not await self._take_lease(session_id, tenant_id):
             raise SessionBusyError(session_id)
         if self.is_busy(session_id):  # a local run started meanwhile (it holds the lease too)
             self._give_back(session_id)

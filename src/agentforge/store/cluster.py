@@ -6,6 +6,15 @@ dies (kill -9 closes its sockets) loses every lease at once, which is how the ot
 The channel is a LISTEN/NOTIFY channel named after the schema (channels are per database, schemas
 share them): replicas announce event positions, deltas, new input, aborts and ended runs on it.
 Each connection is used by one coroutine at a time (asyncpg allows no concurrent queries).
+
+Any role that can connect to the database may LISTEN and NOTIFY on any channel, so what replicas
+say is sealed (store/seal.py) with the key of `cluster_secret`, which only the runtime role may read:
+a notification nobody sealed with it is dropped unread.
+
+A connection that ends (Postgres restarted, the backend terminated, the network lost) is opened
+again with backoff. Leases end with their connection: the replica is told which sessions it held
+(`on_leases_lost`) before anything else may take them here, and stops those runs. The channel may
+have missed notifications meanwhile: the replica is told (`on_gap`) once it listens again.
 """
 
 from __future__ import annotations
@@ -14,31 +23,83 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 import asyncpg
+from sqlalchemy import Connection, text
 
 from agentforge.store.engine import DatabaseTarget
+from agentforge.store.seal import SEAL_OVERHEAD, Seal
+from agentforge.store.tenancy import TENANT_SETTING
 
 log = logging.getLogger(__name__)
 
-# Postgres refuses payloads of 8000 bytes and more; what is left is for the envelope.
-NOTIFY_LIMIT: Final = 7000
+T = TypeVar("T")
+
+# Postgres refuses payloads of 8000 bytes and more; sealing adds its envelope and base64 (4/3).
+NOTIFY_LIMIT: Final = (7900 * 3) // 4 - SEAL_OVERHEAD
+# Backoff between attempts to open a lost connection again.
+RECONNECT_FIRST: Final = 0.1
+RECONNECT_MAX: Final = 5.0
+# How long a lease call waits for its connection to come back before failing.
+RECONNECT_WAIT: Final = 10.0
+# The lease and listen connections are pinged this often; one that does not answer in time (a
+# network lost without a word) is ended here, well before the server's keepalives end it there.
+PING_INTERVAL: Final = 5.0
+PING_TIMEOUT: Final = 5.0
 
 _LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() || ':' || $1)"
 _TRY_LEASE: Final = f"SELECT pg_try_advisory_lock({_LEASE_KEYS})"
 # Every live replica of the schema holds this lock (keyed by its id) on its lease connection.
 _ROSTER = "hashtext('agentforge.replica:' || current_schema())"
 _JOIN: Final = f"SELECT pg_advisory_lock({_ROSTER}, hashtext($1))"
+_THIS_DATABASE = "(SELECT oid FROM pg_database WHERE datname = current_database())"
 _COUNT: Final = f"""SELECT count(*) FROM pg_locks
 WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = {_ROSTER}::oid
-AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+AND database = {_THIS_DATABASE}"""
 _RELEASE: Final = f"SELECT pg_advisory_unlock({_LEASE_KEYS})"
 # Several payloads in one statement: delivered at its commit, in array order.
 _NOTIFY: Final = "SELECT count(pg_notify($1, p)) FROM unnest(CAST($2 AS text[])) AS p"
+_KEY: Final = "SELECT key FROM cluster_secret WHERE id = 1"
+_SET_TENANT: Final = f"SELECT set_config('{TENANT_SETTING}', $1, true)"
+_RECORD: Final = """INSERT INTO run_lease (tenant_id, session_id, replica, time_acquired)
+VALUES ($1, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+ON CONFLICT (tenant_id, session_id) DO UPDATE
+SET replica = EXCLUDED.replica, time_acquired = EXCLUDED.time_acquired"""
+_FORGET: Final = "DELETE FROM run_lease WHERE tenant_id = $1 AND session_id = $2 AND replica = $3"
+# The tenant's sessions whose run lease some replica holds now (a row alone may be a dead one's).
+# The held run leases are read once (pg_locks is computed on each read), then joined by key.
+_LEASED = text(f"""WITH held AS MATERIALIZED (
+SELECT DISTINCT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+AND classid = hashtext('agentforge.run')::oid AND database = {_THIS_DATABASE})
+SELECT r.session_id, r.replica FROM run_lease AS r
+JOIN held ON held.objid = hashtext(current_schema() || ':' || r.session_id)::oid
+WHERE r.tenant_id = :tenant ORDER BY r.session_id""")
+
+# The server probes an idle cluster connection after 10 s, then every 5 s, and ends it after 3
+# unanswered probes: a replica cut off without a word (a lost network) loses its leases in about
+# 25 s instead of the system default of hours, so another replica can take its turns over.
+_KEEPALIVES: Final = {
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "3",
+}
 
 OnMessage = Callable[[str], None]
+# A connection that ended: closed under us, or its backend terminated (57P01) mid-query.
+_LOST: Final = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,
+    ConnectionError,
+    OSError,
+)
+
+
+class ClusterUnavailableError(ConnectionError):
+    """The lease connection is lost and did not come back in time: nothing may be run here."""
 
 
 def channel_name(schema: str | None) -> str:
@@ -46,68 +107,323 @@ def channel_name(schema: str | None) -> str:
     return "agentforge_" + hashlib.sha256((schema or "public").encode()).hexdigest()[:20]
 
 
+def _connect_args(target: DatabaseTarget) -> tuple[str, dict[str, str]]:
+    dsn = target.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    settings = {"search_path": target.schema} if target.schema else {}
+    return dsn, {**settings, **_KEEPALIVES}
+
+
+def leased_sessions(conn: Connection, tenant_id: str) -> dict[str, str]:
+    """Store query (Postgres): the tenant's sessions that a replica runs right now, and which."""
+    return {row.session_id: row.replica for row in conn.execute(_LEASED, {"tenant": tenant_id})}
+
+
 class ClusterLink:
     """Three connections: leases, notifying, listening. Open with `await ClusterLink.open(...)`."""
 
-    def __init__(self, leases: Any, notifier: Any, listener: Any, channel: str) -> None:
-        self._leases = leases
-        self._notifier = notifier
-        self._listener = listener
-        self.channel = channel
+    def __init__(self, target: DatabaseTarget, on_message: OnMessage, seal: Seal) -> None:
+        self._dsn, self._settings = _connect_args(target)
+        self.channel = channel_name(target.schema)
+        self._on_message = on_message
+        self._seal = seal
+        self._leases: Any = None
+        self._notifier: Any = None
+        self._listener: Any = None
+        self._leases_ready = asyncio.Event()
         self._lease_lock = asyncio.Lock()
         self._notify_lock = asyncio.Lock()
+        self._holds: Counter[str] = Counter()  # this replica's holds on each lease (re-entrant)
+        self._lost_holds: Counter[str] = Counter()  # holds that ended with a lost connection
+        self._tenants: dict[str, str] = {}  # the tenant of each held lease with a `run_lease` row
+        self._replica: str | None = None
+        self._reopening: set[asyncio.Task[None]] = set()
+        self._watcher: asyncio.Task[None] | None = None
+        self._down: set[str] = set()  # roles being opened again
+        self._closed = False
+        self.on_leases_lost: Callable[[set[str]], None] | None = None
+        self.on_gap: Callable[[], None] | None = None
+        self.reconnects = 0  # connections opened again after a loss, for tests and logs
+        self.ping_interval = PING_INTERVAL
+        self.ping_timeout = PING_TIMEOUT
 
     @classmethod
     async def open(cls, target: DatabaseTarget, on_message: OnMessage) -> ClusterLink:
-        dsn = target.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        settings = {"search_path": target.schema} if target.schema else {}
-        opened: list[Any] = []
+        dsn, settings = _connect_args(target)
+        first = await asyncpg.connect(dsn, server_settings=settings)
         try:
-            for _ in range(3):
-                opened.append(await asyncpg.connect(dsn, server_settings=settings))
-            channel = channel_name(target.schema)
-            await opened[2].add_listener(channel, lambda _c, _pid, _ch, payload: on_message(payload))
+            key = await first.fetchval(_KEY)
         except BaseException:
-            for conn in opened:
-                with contextlib.suppress(Exception):
-                    await conn.close()
+            await first.close()
             raise
-        return cls(opened[0], opened[1], opened[2], channel)
+        if key is None:
+            await first.close()
+            raise RuntimeError("replicas need the cluster key of migration 0011: migrate the database")
+        link = cls(target, on_message, Seal(key, channel_name(target.schema)))
+        try:
+            link._adopt_leases(first)
+            link._notifier = await link._connect("notify")
+            link._listener = await link._listen()
+        except BaseException:
+            await link.close()
+            raise
+        link._watcher = asyncio.get_running_loop().create_task(link._watch(), name="cluster-watch")
+        return link
 
-    async def try_lease(self, session_id: str) -> bool:
-        """Take the session's run lease unless another replica holds it (re-entrant here)."""
+    # --- connections -----------------------------------------------------------------------------
+
+    async def _connect(self, role: str) -> Any:
+        conn = await asyncpg.connect(self._dsn, server_settings=self._settings)
+        conn.add_termination_listener(lambda ended: self._ended(role, ended))
+        return conn
+
+    def _adopt_leases(self, conn: Any) -> None:
+        conn.add_termination_listener(lambda ended: self._ended("leases", ended))
+        self._leases = conn
+        self._leases_ready.set()
+
+    async def _listen(self) -> Any:
+        conn = await self._connect("listen")
+        try:
+            await conn.add_listener(self.channel, lambda _c, _pid, _ch, payload: self._heard(payload))
+        except BaseException:
+            await _close_quietly(conn)
+            raise
+        return conn
+
+    def _ended(self, role: str, conn: Any) -> None:
+        """asyncpg's termination callback: a connection of ours closed (ours, or lost)."""
+        current = {"leases": self._leases, "notify": self._notifier, "listen": self._listener}[role]
+        if self._closed or conn is not current or role in self._down:
+            return
+        log.warning("cluster: the %s connection was lost", role)
+        if role == "notify":
+            self._notifier = None  # the next notification opens it again
+            return
+        self._down.add(role)
+        if role == "leases":
+            self._leases_lost()
+        task = asyncio.get_running_loop().create_task(self._reopen(role), name=f"cluster-reopen:{role}")
+        self._reopening.add(task)
+        task.add_done_callback(self._reopening.discard)
+
+    def _leases_lost(self) -> None:
+        # Advisory locks end with their session: every hold of this replica is gone, now.
+        self._leases_ready.clear()
+        held = set(self._holds)
+        self._lost_holds.update(self._holds)
+        self._holds.clear()
+        self._tenants.clear()
+        if held and self.on_leases_lost is not None:
+            self.on_leases_lost(held)
+
+    async def _reopen(self, role: str) -> None:
+        delay = RECONNECT_FIRST
+        while not self._closed:
+            try:
+                if role == "leases":
+                    conn = await self._connect("leases")
+                    try:
+                        if self._replica is not None:
+                            await conn.fetchval(_JOIN, self._replica)
+                    except BaseException:
+                        await _close_quietly(conn)
+                        raise
+                    self._leases = conn
+                    self._down.discard(role)
+                    self._leases_ready.set()
+                else:
+                    self._listener = await self._listen()
+                    self._down.discard(role)
+                    if self.on_gap is not None:
+                        self.on_gap()  # what was said while nobody listened is lost
+                self.reconnects += 1
+                log.warning("cluster: the %s connection is open again", role)
+                return
+            except (*_LOST, asyncpg.PostgresError):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX)
+
+    async def _watch(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.ping_interval)
+            for role in ("leases", "listen"):
+                await self._ping(role)
+
+    async def _ping(self, role: str) -> None:
+        conn = self._leases if role == "leases" else self._listener
+        if conn is None or conn.is_closed() or role in self._down:
+            return
+        try:
+            # The lease connection's lock included: lease calls are instant, a stuck one is stuck.
+            await asyncio.wait_for(self._ping_now(conn, role == "leases"), self.ping_timeout)
+        except TimeoutError:
+            log.warning("cluster: the %s connection stopped answering; ending it", role)
+            conn.terminate()  # its termination callback opens it again (and stops runs: leases)
+        except _LOST:
+            pass  # ended: its termination callback does the rest
+
+    async def _ping_now(self, conn: Any, locked: bool) -> None:
+        if not locked:
+            await conn.fetchval("SELECT 1")
+            return
         async with self._lease_lock:
-            return bool(await self._leases.fetchval(_TRY_LEASE, session_id))
+            await conn.fetchval("SELECT 1")
+
+    async def _on_leases(self, query: Callable[[Any], Awaitable[T]]) -> T:
+        """Run `query` on the lease connection, waiting (a bounded time) for it to come back."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RECONNECT_WAIT
+        while True:
+            try:
+                await asyncio.wait_for(self._leases_ready.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                raise ClusterUnavailableError("the cluster's lease connection is lost") from None
+            conn = self._leases
+            try:
+                async with self._lease_lock:
+                    return await query(conn)
+            except _LOST:
+                if self._leases is conn and not conn.is_closed():
+                    raise
+                self._ended("leases", conn)  # noticed here first: the callback may not have run yet
+
+    # --- leases ----------------------------------------------------------------------------------
+
+    async def try_lease(self, session_id: str, tenant_id: str | None = None) -> bool:
+        """Take the session's run lease unless another replica holds it (re-entrant here).
+
+        With `tenant_id` the first hold is recorded in `run_lease` (status on every replica)."""
+
+        async def take(conn: Any) -> bool:
+            if not await conn.fetchval(_TRY_LEASE, session_id):
+                return False
+            if tenant_id is not None and not self._holds[session_id] and self._replica is not None:
+                try:
+                    async with conn.transaction():
+                        await conn.fetchval(_SET_TENANT, tenant_id)
+                        await conn.execute(_RECORD, tenant_id, session_id, self._replica)
+                except BaseException:
+                    with contextlib.suppress(Exception):  # not recorded: not taken
+                        await conn.fetchval(_RELEASE, session_id)
+                    raise
+                self._tenants[session_id] = tenant_id
+            self._holds[session_id] += 1
+            return True
+
+        return await self._on_leases(take)
 
     async def release(self, session_id: str) -> None:
-        async with self._lease_lock:
-            await self._leases.fetchval(_RELEASE, session_id)
+        if self._lost_holds[session_id]:  # it ended with its connection: nothing to give back
+            self._lost_holds[session_id] -= 1
+            if not self._lost_holds[session_id]:
+                del self._lost_holds[session_id]
+            return
+
+        async def give_back(conn: Any) -> None:
+            if not self._holds[session_id]:
+                return
+            self._holds[session_id] -= 1
+            if not self._holds[session_id]:
+                del self._holds[session_id]
+                tenant_id = self._tenants.pop(session_id, None)
+                if tenant_id is not None:
+                    try:
+                        async with conn.transaction():
+                            await conn.fetchval(_SET_TENANT, tenant_id)
+                            await conn.execute(_FORGET, tenant_id, session_id, self._replica)
+                    except asyncpg.PostgresError:  # a stale row is ignored: the lock decides
+                        log.exception("cluster: could not remove the run_lease row of %s", session_id)
+            await conn.fetchval(_RELEASE, session_id)
+
+        with contextlib.suppress(ClusterUnavailableError):  # lost meanwhile: released by Postgres
+            await self._on_leases(give_back)
 
     async def lease_free(self, session_id: str) -> bool:
         """Whether no replica holds the session's lease right now (this one included)."""
-        async with self._lease_lock:
-            if not await self._leases.fetchval(_TRY_LEASE, session_id):
+
+        async def probe(conn: Any) -> bool:
+            if not await conn.fetchval(_TRY_LEASE, session_id):
                 return False
-            await self._leases.fetchval(_RELEASE, session_id)
+            await conn.fetchval(_RELEASE, session_id)
             return True
 
+        return await self._on_leases(probe)
+
+    def backend_pids(self) -> dict[str, int]:
+        """The server process of each open connection, by role (diagnostics, tests)."""
+        conns = {"leases": self._leases, "notify": self._notifier, "listen": self._listener}
+        return {
+            role: conn.get_server_pid()
+            for role, conn in conns.items()
+            if conn is not None and not conn.is_closed()
+        }
+
+    @property
+    def refused(self) -> int:
+        """Notifications dropped unread: not sealed by a replica, replayed, or stale."""
+        return self._seal.refused
+
+    @property
+    def holds(self) -> set[str]:
+        """The sessions whose lease this replica holds now."""
+        return set(self._holds)
+
     async def join(self, replica: str) -> None:
-        """Be counted among the live replicas until this connection ends."""
-        async with self._lease_lock:
-            await self._leases.fetchval(_JOIN, replica)
+        """Be counted among the live replicas until this connection ends (again after a reconnect)."""
+        self._replica = replica
+
+        async def join(conn: Any) -> None:
+            await conn.fetchval(_JOIN, replica)
+
+        await self._on_leases(join)
 
     async def replica_count(self) -> int:
         """How many replicas of this schema are alive (this one included)."""
-        async with self._lease_lock:
-            return int(await self._leases.fetchval(_COUNT))
+
+        async def count(conn: Any) -> int:
+            return int(await conn.fetchval(_COUNT))
+
+        return await self._on_leases(count)
+
+    # --- the channel -----------------------------------------------------------------------------
 
     async def notify(self, payloads: Sequence[str]) -> None:
-        """Send payloads (each under NOTIFY_LIMIT bytes) on the channel, in order."""
-        if payloads:
-            async with self._notify_lock:
-                await self._notifier.fetchval(_NOTIFY, self.channel, list(payloads))
+        """Send payloads (each under NOTIFY_LIMIT bytes) on the channel, in order.
+
+        Sealed under the lock, so their counters go out in order; sent again once on a new
+        connection if the first one was lost (receivers drop a counter they have seen)."""
+        if not payloads:
+            return
+        async with self._notify_lock:
+            sealed = [self._seal.seal(payload) for payload in payloads]
+            for attempt in range(2):
+                conn = self._notifier
+                try:
+                    if conn is None or conn.is_closed():
+                        raise ConnectionError("the notify connection is closed")
+                    await conn.fetchval(_NOTIFY, self.channel, sealed)
+                    return
+                except _LOST:
+                    if attempt or self._closed:
+                        raise
+                    self._notifier = await self._connect("notify")
+
+    def _heard(self, sealed: str) -> None:
+        payload = self._seal.open(sealed)
+        if payload is not None:
+            self._on_message(payload)
+        elif self._seal.refused and self._seal.refused & (self._seal.refused - 1) == 0:
+            log.warning("cluster: %d notification(s) not sealed by a replica dropped", self._seal.refused)
 
     async def close(self) -> None:
+        self._closed = True
+        for task in [*self._reopening, *([self._watcher] if self._watcher else [])]:
+            task.cancel()
         for conn in (self._listener, self._notifier, self._leases):
-            with contextlib.suppress(Exception):
-                await conn.close()
+            if conn is not None:
+                await _close_quietly(conn)
+
+
+async def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        await conn.close()

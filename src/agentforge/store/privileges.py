@@ -3,7 +3,9 @@
 The owner role owns the tables and runs the migrations; the server's role (the "runtime role") is
 neither owner nor BYPASSRLS, so the row-level security policies of migration 0006 bind it. It gets
 exactly: USAGE on the schema; SELECT, INSERT, UPDATE, DELETE on the data tables; SELECT, INSERT on
-the append-only `audit_log`; SELECT on `alembic_version` (to check the revision). Nothing else: no
+the append-only `audit_log`; SELECT on `alembic_version` (to check the revision) and on
+`cluster_secret` (the key replicas seal their notifications with: no other role may read it, and
+the server never changes it). Nothing else: no
 ownership, no TRUNCATE (which row-level security does not cover), no DDL.
 """
 
@@ -13,10 +15,11 @@ from typing import Final
 
 from sqlalchemy import Connection, text
 
-from agentforge.store.schema import audit_log, metadata
+from agentforge.store.schema import audit_log, cluster_secret, metadata
 
 DATA_TABLE_PRIVILEGES: Final = "SELECT, INSERT, UPDATE, DELETE"
 APPEND_ONLY_PRIVILEGES: Final = "SELECT, INSERT"
+READ_ONLY_PRIVILEGES: Final = "SELECT"
 VERSION_TABLE: Final = "alembic_version"
 
 _CURRENT_USER = text("SELECT current_user")
@@ -45,9 +48,13 @@ def grant_runtime_role(conn: Connection, role: str) -> None:
     grantee = quote(role)
     conn.execute(text(f"GRANT USAGE ON SCHEMA {quote(schema)} TO {grantee}"))
     for table in metadata.sorted_tables:
-        privileges = APPEND_ONLY_PRIVILEGES if table is audit_log else DATA_TABLE_PRIVILEGES
+        privileges = DATA_TABLE_PRIVILEGES
+        if table is audit_log:
+            privileges = APPEND_ONLY_PRIVILEGES
+        elif table is cluster_secret:
+            privileges = READ_ONLY_PRIVILEGES
         _grant_exactly(conn, privileges, quote(table.name), grantee)
-    _grant_exactly(conn, "SELECT", quote(VERSION_TABLE), grantee)
+    _grant_exactly(conn, READ_ONLY_PRIVILEGES, quote(VERSION_TABLE), grantee)
 
 
 def _grant_exactly(conn: Connection, privileges: str, table: str, grantee: str) -> None:

@@ -1,7 +1,7 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0010_audit_throttle`)
+Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0011_cluster_state`)
 create exactly this; a test checks that the two never drift apart.
 """
 
@@ -14,6 +14,7 @@ from sqlalchemy import (
     Double,
     ForeignKey,
     Index,
+    Integer,
     MetaData,
     Table,
     Text,
@@ -264,4 +265,25 @@ audit_throttle = Table(
     Column("written_at", BigInteger, nullable=False),
     Column("suppressed", BigInteger, nullable=False),
     Index("ix_audit_throttle_written", "tenant_id", "written_at"),
+)
+
+# Which replica runs which session (runtime/cluster.py): written when a replica takes a session's run
+# lease, removed when it gives it back. A row counts only while the lease (an advisory lock) is held:
+# a dead replica's rows stay until the session runs again, and `GET /session/status` ignores them.
+run_lease = Table(
+    "run_lease",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    Column("replica", Text, nullable=False),
+    Column("time_acquired", BigInteger, nullable=False),
+)
+
+# The key replicas seal their notifications with (store/cluster.py), made by migration 0011. No
+# tenant: only the runtime role may read it (privileges.py), never write it.
+cluster_secret = Table(
+    "cluster_secret",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("key", Text, nullable=False),
 )

@@ -22,7 +22,7 @@ from agentforge.model.webhook import DeliveryStatus, WebhookDelivery
 from agentforge.store import audit, keys, nonces, prompt_queue, queries, refusals, webhooks
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
-from agentforge.store.cluster import ClusterLink, OnMessage
+from agentforge.store.cluster import ClusterLink, OnMessage, leased_sessions
 from agentforge.store.engine import (
     DatabaseTarget,
     Dialect,
@@ -308,6 +308,14 @@ class Store:
         if self._target is None:
             return None
         return await ClusterLink.open(self._target, on_message)
+
+    async def leased_sessions(self, tenant_id: str) -> dict[str, str]:
+        """Postgres: the tenant's sessions that some replica runs now (their run leases are held and
+        recorded, store/cluster.py), with that replica's id; SQLite: none (one process: its runner
+        registry knows)."""
+        if self._target is None:
+            return {}
+        return await self._readers.run(leased_sessions, tenant_id)
 
     async def barrier(self) -> None:
         """Wait until everything submitted before this call has been written (or dropped)."""

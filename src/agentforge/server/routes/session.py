@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, Response
 
 from agentforge.model.message import WithParts
-from agentforge.model.session import Session
+from agentforge.model.session import Session, StatusBusy
 from agentforge.server.deps import PromptDep, RuntimeDep, SessionsDep, TenantDep
 from agentforge.server.responses import WireResponse
 from agentforge.session.errors import InvalidInputError
@@ -41,7 +41,14 @@ async def list_sessions(
 
 @router.get("/status", operation_id="session.status", summary="Live status of busy sessions")
 async def session_status(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
-    return WireResponse(rt.status.busy_sessions(tenant_id))
+    statuses = rt.status.busy_sessions(tenant_id)
+    # Sessions other replicas run: busy (their retry details stay with them). This replica's own
+    # are as its tracker says: a lease it still holds while the run's last writes land is idle.
+    here = rt.cluster.replica if rt.cluster is not None else None
+    for session_id, replica in (await rt.store.leased_sessions(tenant_id)).items():
+        if replica != here:
+            statuses.setdefault(session_id, StatusBusy())
+    return WireResponse(statuses)
 
 
 @router.post("", operation_id="session.create", responses=_SESSION, summary="Create a session")

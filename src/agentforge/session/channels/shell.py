@@ -229,4 +229,5 @@ async def run_shell(
         session.id,
         lambda abort: run(body, abort),
         on_idle=lambda: services.status.set(tenant_id, session.id, StatusIdle()),
+        tenant_id=tenant_id,
     )

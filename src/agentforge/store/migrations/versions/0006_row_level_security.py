@@ -24,6 +24,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
+from agentforge.store.policies import OF_TENANT, TENANT_ROWS, force_row_security
+
 revision: str = "0006_row_level_security"
 down_revision: str | Sequence[str] | None = "0005_identity_audit"
 branch_labels: str | Sequence[str] | None = None
@@ -33,22 +35,17 @@ depends_on: str | Sequence[str] | None = None
 _TENANT_TABLES = ("session", "message", "part", "event", "permission_request", "todo", "api_key")
 _APPEND_ONLY_TABLE = "audit_log"
 _VERSION_TABLE = "alembic_version"
-_OF_TENANT = "tenant_id = current_setting('app.tenant_id', true)"
-_TENANT_ROWS = f"USING ({_OF_TENANT}) WITH CHECK ({_OF_TENANT})"
-_ANY_ROW = "USING (true) WITH CHECK (true)"
 
 
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     for table in (*_TENANT_TABLES, _APPEND_ONLY_TABLE, _VERSION_TABLE):
-        op.execute(f'ALTER TABLE "{table}" ENABLE ROW LEVEL SECURITY')
-        op.execute(f'ALTER TABLE "{table}" FORCE ROW LEVEL SECURITY')
-        op.execute(f'CREATE POLICY owner_maintenance ON "{table}" FOR ALL TO CURRENT_USER {_ANY_ROW}')
+        force_row_security(op.execute, table)
     for table in _TENANT_TABLES:
-        op.execute(f'CREATE POLICY tenant_isolation ON "{table}" FOR ALL {_TENANT_ROWS}')
-    op.execute(f'CREATE POLICY tenant_read ON "{_APPEND_ONLY_TABLE}" FOR SELECT USING ({_OF_TENANT})')
-    op.execute(f'CREATE POLICY tenant_append ON "{_APPEND_ONLY_TABLE}" FOR INSERT WITH CHECK ({_OF_TENANT})')
+        op.execute(f'CREATE POLICY tenant_isolation ON "{table}" FOR ALL {TENANT_ROWS}')
+    op.execute(f'CREATE POLICY tenant_read ON "{_APPEND_ONLY_TABLE}" FOR SELECT USING ({OF_TENANT})')
+    op.execute(f'CREATE POLICY tenant_append ON "{_APPEND_ONLY_TABLE}" FOR INSERT WITH CHECK ({OF_TENANT})')
     op.execute(f'CREATE POLICY read_revision ON "{_VERSION_TABLE}" FOR SELECT USING (true)')
 
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from agentforge.store.policies import isolate_tenants
+
 revision: str = "0009_replicas"
 down_revision: str | Sequence[str] | None = "0008_webhooks"
 branch_labels: str | Sequence[str] | None = None
@@ -23,9 +25,6 @@ depends_on: str | Sequence[str] | None = None
 
 _TABLE = "gateway_nonce"
 _QUEUE = "prompt_queue"
-_OF_TENANT = "tenant_id = current_setting('app.tenant_id', true)"
-_ANY_ROW = "USING (true) WITH CHECK (true)"
-_TENANT_ROWS = f"USING ({_OF_TENANT}) WITH CHECK ({_OF_TENANT})"
 
 
 def upgrade() -> None:
@@ -48,10 +47,7 @@ def upgrade() -> None:
         return
     # As migration 0006 does for every table: the owner maintains, a tenant sees its own rows.
     for table in (_TABLE, _QUEUE):
-        op.execute(f'ALTER TABLE "{table}" ENABLE ROW LEVEL SECURITY')
-        op.execute(f'ALTER TABLE "{table}" FORCE ROW LEVEL SECURITY')
-        op.execute(f'CREATE POLICY owner_maintenance ON "{table}" FOR ALL TO CURRENT_USER {_ANY_ROW}')
-        op.execute(f'CREATE POLICY tenant_isolation ON "{table}" FOR ALL {_TENANT_ROWS}')
+        isolate_tenants(op.execute, table)
 
 
 def downgrade() -> None:

@@ -13,15 +13,14 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from agentforge.store.policies import isolate_tenants
+
 revision: str = "0010_audit_throttle"
 down_revision: str | Sequence[str] | None = "0009_replicas"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _TABLE = "audit_throttle"
-_OF_TENANT = "tenant_id = current_setting('app.tenant_id', true)"
-_ANY_ROW = "USING (true) WITH CHECK (true)"
-_TENANT_ROWS = f"USING ({_OF_TENANT}) WITH CHECK ({_OF_TENANT})"
 
 
 def upgrade() -> None:
@@ -36,10 +35,7 @@ def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     # As migration 0006 does for every table: the owner maintains, a tenant sees its own rows.
-    op.execute(f'ALTER TABLE "{_TABLE}" ENABLE ROW LEVEL SECURITY')
-    op.execute(f'ALTER TABLE "{_TABLE}" FORCE ROW LEVEL SECURITY')
-    op.execute(f'CREATE POLICY owner_maintenance ON "{_TABLE}" FOR ALL TO CURRENT_USER {_ANY_ROW}')
-    op.execute(f'CREATE POLICY tenant_isolation ON "{_TABLE}" FOR ALL {_TENANT_ROWS}')
+    isolate_tenants(op.execute, _TABLE)
 
 
 def downgrade() -> None:

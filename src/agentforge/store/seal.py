@@ -1,0 +1,93 @@
+"""Sealed notifications: what replicas say on their channel, readable and forgeable by them alone.
+
+LISTEN and NOTIFY need no privilege: any role that can connect to the database can hear the channel
+and speak on it. So each payload is encrypted and authenticated (AES-256-GCM) with a key derived
+from `cluster_secret` (only the runtime role may read it) and the channel name (one schema's sealed
+payloads mean nothing on another's channel). A payload that does not open is dropped unread.
+
+A sealed payload could still be sent again by whoever heard it (a replay): each carries its
+sender's id, a counter that sender increases with each payload, and when it was sealed. A receiver
+takes a payload only when its counter is above the last it took from that sender, when it was
+sealed within `FRESHNESS_MS` of the receiver's clock (replicas' clocks must agree that well), and,
+from a sender not heard before, when it was sealed after this receiver started listening.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Final
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+_NONCE: Final = 12
+_TAG: Final = 16
+# Sender id (16), counter and time (20 digits each), separators: what sealing adds before base64.
+SEAL_OVERHEAD: Final = _NONCE + _TAG + 16 + 2 * 20 + 3
+FRESHNESS_MS: Final = 60_000
+# A sender not heard before may have sealed this long before we listened (clock skew).
+CLOCK_SLACK_MS: Final = 1_000
+# Senders remembered (a replica gets a new id each start); the oldest is forgotten first.
+SENDERS_KEPT: Final = 1024
+
+
+class Seal:
+    """One replica's sealing and opening of payloads on one channel."""
+
+    def __init__(self, secret: str, channel: str, *, now_ms: Callable[[], int] | None = None) -> None:
+        key = hashlib.sha256(f"agentforge.cluster:{channel}:{secret}".encode()).digest()
+        self._aead = AESGCM(key)
+        self._aad = channel.encode()
+        self._now = now_ms or _now_ms  # wall-clock ms: compared across replicas
+        self.sender = uuid.uuid4().hex[:16]
+        self._count = 0
+        self._last: OrderedDict[str, int] = OrderedDict()  # each sender's last counter taken
+        self._since = self._now()
+        self.refused = 0  # payloads dropped: not sealed with the key, replayed, or stale
+
+    def seal(self, payload: str) -> str:
+        self._count += 1
+        plain = f"{self.sender} {self._count} {self._now()}\n{payload}".encode()
+        nonce = os.urandom(_NONCE)
+        return base64.b64encode(nonce + self._aead.encrypt(nonce, plain, self._aad)).decode()
+
+    def open(self, sealed: str) -> str | None:
+        """The payload, or None when it was not sealed with the key, is a replay, or is stale
+        (or is this replica's own)."""
+        try:
+            raw = base64.b64decode(sealed, validate=True)
+            plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], self._aad)
+            header, _, body = plain.partition(b"\n")
+            sender_bytes, count_text, sent_text = header.split(b" ")
+            sender, count, sent = sender_bytes.decode(), int(count_text), int(sent_text)
+        except (ValueError, InvalidTag):
+            self.refused += 1
+            return None
+        if sender == self.sender:
+            return None
+        if not self._fresh(sender, count, sent):
+            self.refused += 1
+            return None
+        self._last[sender] = count
+        self._last.move_to_end(sender)
+        while len(self._last) > SENDERS_KEPT:
+            self._last.popitem(last=False)
+        return body.decode()
+
+    def _fresh(self, sender: str, count: int, sent: int) -> bool:
+        if abs(self._now() - sent) > FRESHNESS_MS:
+            return False
+        last = self._last.get(sender)
+        if last is None:
+            return sent >= self._since - CLOCK_SLACK_MS
+        return count > last
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,80 @@
+"""Sealed cluster notifications (store/seal.py): only a holder of the key can write one a replica
+takes, none is taken twice or late, and a channel's payloads mean nothing on another."""
+
+from __future__ import annotations
+
+import base64
+
+from agentforge.store.seal import CLOCK_SLACK_MS, FRESHNESS_MS, Seal
+
+SECRET = "ab" * 32
+CHANNEL = "agentforge_test"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_800_000_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def _pair(clock: Clock | None = None) -> tuple[Seal, Seal]:
+    clock = clock or Clock()
+    return Seal(SECRET, CHANNEL, now_ms=clock), Seal(SECRET, CHANNEL, now_ms=clock)
+
+
+def test_a_sealed_payload_opens_on_another_replica_once() -> None:
+    sender, receiver = _pair()
+    sealed = sender.seal('{"k": "abort", "s": "ses_1"}')
+    assert '"abort"' not in sealed and "ses_1" not in sealed  # nothing readable on the channel
+    assert receiver.open(sealed) == '{"k": "abort", "s": "ses_1"}'
+    assert receiver.open(sealed) is None  # replayed
+    assert receiver.refused == 1
+    later = sender.seal("next")
+    assert receiver.open(later) == "next"
+
+
+def test_payloads_out_of_order_from_one_sender_are_refused() -> None:
+    sender, receiver = _pair()
+    first, second = sender.seal("1"), sender.seal("2")
+    assert receiver.open(second) == "2"
+    assert receiver.open(first) is None
+
+
+def test_plain_tampered_and_foreign_payloads_are_refused() -> None:
+    sender, receiver = _pair()
+    sealed = sender.seal("payload")
+    raw = bytearray(base64.b64decode(sealed))
+    raw[-1] ^= 1
+    other_key = Seal("cd" * 32, CHANNEL).seal("payload")
+    other_channel = Seal(SECRET, "agentforge_other").seal("payload")
+    for forged in (
+        '{"r": "x", "k": "abort", "s": "ses_1"}',
+        base64.b64encode(bytes(raw)).decode(),
+        other_key,
+        other_channel,
+        "",
+    ):
+        assert receiver.open(forged) is None
+    assert receiver.refused == 5
+    assert receiver.open(sealed) == "payload"  # the genuine one still opens
+
+
+def test_stale_payloads_and_ones_sealed_before_the_receiver_listened_are_refused() -> None:
+    clock = Clock()
+    sender = Seal(SECRET, CHANNEL, now_ms=clock)
+    old = sender.seal("before")
+    clock.ms += CLOCK_SLACK_MS + 1
+    receiver = Seal(SECRET, CHANNEL, now_ms=clock)
+    assert receiver.open(old) is None  # sealed before it listened: it cannot know whether it is new
+    fresh = sender.seal("after")
+    clock.ms += FRESHNESS_MS + 1
+    assert receiver.open(fresh) is None  # too old by now
+    assert receiver.open(sender.seal("now")) == "now"
+
+
+def test_a_replica_drops_its_own_payloads() -> None:
+    sender, _receiver = _pair()
+    assert sender.open(sender.seal("mine")) is None
+    assert sender.refused == 0
