@@ -37,9 +37,35 @@ def _next_stamp() -> int:
         return (_last_ms * 0x1000 + _counter) & _MASK48
 
 
+_TAIL_BYTES = 11
+_POOL_BYTES = _TAIL_BYTES * 512
+_pool = b""
+_pool_at = 0
+
+
+def _random_bytes() -> bytes:
+    """11 bytes from the OS's CSPRNG, read 5.6 KB at a time: a urandom call per id (several per turn)
+    costs a syscall that also drops the GIL, so the event loop waits for the store threads each time."""
+    global _pool, _pool_at
+    with _lock:
+        if _pool_at + _TAIL_BYTES > len(_pool):
+            _pool, _pool_at = os.urandom(_POOL_BYTES), 0
+        start = _pool_at
+        _pool_at += _TAIL_BYTES
+        return _pool[start:_pool_at]
+
+
+def _forget_pool() -> None:
+    # A forked child must not hand out the same bytes as its parent.
+    global _pool, _pool_at
+    _pool, _pool_at = b"", 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _random_tail(length: int = 14) -> str:
-    # One urandom read per id: ids are made for every streamed delta, so this is on the hot path.
-    value = int.from_bytes(os.urandom(11))
+    value = int.from_bytes(_random_bytes())
     digits = []
     for _ in range(length):
         value, digit = divmod(value, 62)
