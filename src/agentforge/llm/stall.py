@@ -29,17 +29,21 @@ async def idle_timeout(source: AsyncIterator[_T], seconds: float) -> AsyncGenera
 
     Only the wait for the next item is timed: the consumer's own time between items is not. The source
     is closed when we stop (timeout, error or the consumer leaving early), releasing the connection.
+    One timeout is re-armed per item rather than a new one entered (a stream has thousands of items).
     """
+    loop = asyncio.get_running_loop()
     try:
-        while True:
-            try:
-                async with asyncio.timeout(seconds):
+        async with asyncio.timeout(None) as deadline:
+            while True:
+                deadline.reschedule(loop.time() + seconds)
+                try:
                     item = await anext(source)
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                raise StreamStalledError(seconds) from None
-            yield item
+                except StopAsyncIteration:
+                    return
+                deadline.reschedule(None)  # the consumer's time is not timed
+                yield item
+    except TimeoutError:
+        raise StreamStalledError(seconds) from None
     finally:
         close = getattr(source, "aclose", None)
         if close is not None:

@@ -64,12 +64,17 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _random_tail(length: int = 14) -> str:
+# Two base62 digits per step: half the divmods of one digit at a time (an id per streamed event).
+_PAIRS = [a + b for b in _BASE62 for a in _BASE62]
+
+
+def _random_tail() -> str:
     value = int.from_bytes(_random_bytes())
+    pairs = _PAIRS
     digits = []
-    for _ in range(length):
-        value, digit = divmod(value, 62)
-        digits.append(_BASE62[digit])
+    for _ in range(7):
+        value, pair = divmod(value, 3844)
+        digits.append(pairs[pair])
     return "".join(digits)
 
 
