@@ -37,45 +37,36 @@ def _next_stamp() -> int:
         return (_last_ms * 0x1000 + _counter) & _MASK48
 
 
-_TAIL_BYTES = 11
-_POOL_BYTES = _TAIL_BYTES * 512
-_pool = b""
+_TAIL = 14
+# Random bytes become base62 digits in C: each byte below 248 (4 x 62) maps to one digit, the rest
+# are dropped, so every digit is uniform. An id per streamed event makes this the hot path: one
+# urandom call per ~280 ids (a syscall that also drops the GIL, letting the store threads in) and
+# no per-digit arithmetic.
+_DIGIT_OF_BYTE = bytes(ord(_BASE62[b % 62]) for b in range(256))
+_UNUSED_BYTES = bytes(range(248, 256))
+_POOL_BYTES = 4096
+_pool = ""
 _pool_at = 0
 
 
-def _random_bytes() -> bytes:
-    """11 bytes from the OS's CSPRNG, read 5.6 KB at a time: a urandom call per id (several per turn)
-    costs a syscall that also drops the GIL, so the event loop waits for the store threads each time."""
+def _random_tail() -> str:
     global _pool, _pool_at
     with _lock:
-        if _pool_at + _TAIL_BYTES > len(_pool):
-            _pool, _pool_at = os.urandom(_POOL_BYTES), 0
+        if _pool_at + _TAIL > len(_pool):
+            _pool = os.urandom(_POOL_BYTES).translate(_DIGIT_OF_BYTE, _UNUSED_BYTES).decode("ascii")
+            _pool_at = 0
         start = _pool_at
-        _pool_at += _TAIL_BYTES
+        _pool_at += _TAIL
         return _pool[start:_pool_at]
 
 
 def _forget_pool() -> None:
-    # A forked child must not hand out the same bytes as its parent.
+    # A forked child must not hand out the same digits as its parent.
     global _pool, _pool_at
-    _pool, _pool_at = b"", 0
+    _pool, _pool_at = "", 0
 
 
 os.register_at_fork(after_in_child=_forget_pool)
-
-
-# Two base62 digits per step: half the divmods of one digit at a time (an id per streamed event).
-_PAIRS = [a + b for b in _BASE62 for a in _BASE62]
-
-
-def _random_tail() -> str:
-    value = int.from_bytes(_random_bytes())
-    pairs = _PAIRS
-    digits = []
-    for _ in range(7):
-        value, pair = divmod(value, 3844)
-        digits.append(pairs[pair])
-    return "".join(digits)
 
 
 def ascending(prefix: Prefix) -> str:
