@@ -105,6 +105,7 @@ class TurnLoop:
         self.final: WithParts | None = None
         self.compactor = Compactor.for_session(services, scope, session)
         self._surroundings: asyncio.Future[system.Surroundings] | None = None
+        self._stored: list[WithParts] = []  # the last history read
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
@@ -139,6 +140,7 @@ class TurnLoop:
             self._surroundings = asyncio.ensure_future(system.look_around(self._system_context()))
             # Read from the last compaction boundary on: turn cost does not grow with session length.
             stored = await self.services.store.history_since_compaction(self.tenant_id, self.session.id)
+            self._stored = stored
             history = filter_compacted(stored)
             found = bind(history)
             if found.last_user is None:
@@ -166,6 +168,10 @@ class TurnLoop:
                 continue
             if not await self._step(agent, model, found, history):
                 return self.final
+
+    def seen(self) -> list[WithParts]:
+        """The history this run last read and the reply it wrote after (what pruning looks at)."""
+        return [*self._stored, *([self.final] if self.final is not None else [])]
 
     async def _looked_around(self) -> system.Surroundings | None:
         pending, self._surroundings = self._surroundings, None

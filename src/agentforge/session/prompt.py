@@ -173,8 +173,9 @@ class SessionPrompt:
 
     async def _loop_then_prune(self, session: Session, handle: RunHandle) -> WithParts | None:
         scope = await self.sessions.scope()
-        reply = await TurnLoop(self.services, scope, session, handle, prompter=self).run()
-        schedule_prune(self.services, scope, session.id)  # KERNEL 6.6: after each loop exit
+        loop = TurnLoop(self.services, scope, session, handle, prompter=self)
+        reply = await loop.run()
+        schedule_prune(self.services, scope, session.id, loop.seen())  # KERNEL 6.6: after each loop exit
         return reply
 
     async def _report_crash(self, session_id: str, exc: BaseException) -> None:
