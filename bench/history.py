@@ -2,11 +2,14 @@
 
     python bench/history.py add LABEL RUN.json [RUN.json ...] [--note TEXT]
     python bench/history.py plot
+    python bench/history.py table [LABEL ...]
 
 `add` appends the medians (and min-max spread) of the given runs of bench/turns.py to
 docs/bench/turns.json under LABEL; `plot` draws docs/bench/turns.png from that file, one panel per
-figure, one point per entry in the order they were added. The machine is shared and noisy: give
-several runs per entry, taken alternately with the entry they are compared with.
+figure, one point per entry in the order they were added; `table` prints the entries (all, or the
+given ones) as a Markdown table of medians with their spread, for bench/README.md. The machine is
+shared and noisy: give several runs per entry, taken alternately with the entry they are compared
+with.
 """
 
 from __future__ import annotations
@@ -100,6 +103,31 @@ def plot() -> None:
     figure.savefig(CHART, dpi=90)
 
 
+def _short(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.1f}"
+
+
+def table(labels: list[str]) -> str:
+    entries = [entry for entry in _load() if not labels or entry["label"] in labels]
+    lines = [
+        "| figure | " + " | ".join(f"{e['label']} ({e['runs']} runs)" for e in entries) + " |",
+        "|---|" + "---|" * len(entries),
+    ]
+    for key, title, goal, lower in FIGURES:
+        if not any(key in entry["median"] for entry in entries):
+            continue
+        cells = []
+        for entry in entries:
+            if key not in entry["median"]:
+                cells.append("-")
+                continue
+            low, high = entry["spread"][key]
+            cells.append(f"{_short(entry['median'][key])} ({_short(low)}-{_short(high)})")
+        wanted = "" if goal is None else f" (goal {'<=' if lower else '>='} {_short(goal)})"
+        lines.append(f"| {title}{wanted} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -110,9 +138,13 @@ def main() -> None:
     adding.add_argument("runs", nargs="+", type=Path)
     adding.add_argument("--note")
     commands.add_parser("plot")
+    tabling = commands.add_parser("table")
+    tabling.add_argument("labels", nargs="*")
     args = parser.parse_args()
     if args.command == "add":
         add(args.label, args.runs, args.note)
+    elif args.command == "table":
+        print(table(args.labels))
     else:
         plot()
 
