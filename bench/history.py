@@ -35,6 +35,7 @@ FIGURES: list[tuple[str, str, float | None, bool]] = [
     ("server_cpu_per_delta_us", "server CPU per delta (us)", None, True),
     ("server_deltas_per_second", "deltas/s over SSE", 45_000.0, False),
     ("concurrent_wall_ms", "50 concurrent turns, wall (ms)", 500.0, True),
+    ("concurrent_server_cpu_ms", "50 concurrent turns, server CPU (ms)", None, True),
     ("rss_after_sessions_mb", "RSS after 200 sessions (MB)", 150.0, True),
 ]
 
@@ -84,21 +85,26 @@ def plot() -> None:
     figure, axes = plt.subplots(rows, columns, figsize=(12, 3.2 * rows), squeeze=False)
     for index, (key, title, goal, _lower) in enumerate(FIGURES):
         axis = axes[index // columns][index % columns]
-        xs = [i for i, entry in enumerate(entries) if key in entry["median"]]
-        medians = [entries[i]["median"][key] for i in xs]
-        low = [medians[n] - entries[i]["spread"][key][0] for n, i in enumerate(xs)]
-        high = [entries[i]["spread"][key][1] - medians[n] for n, i in enumerate(xs)]
-        axis.errorbar(xs, medians, yerr=[low, high], fmt="o-", capsize=3)
+        for database, color in (("sqlite", "tab:blue"), ("pg", "tab:orange")):
+            xs = [
+                i
+                for i, entry in enumerate(entries)
+                if key in entry["median"] and entry["label"].endswith("(pg)") == (database == "pg")
+            ]
+            medians = [entries[i]["median"][key] for i in xs]
+            low = [medians[n] - entries[i]["spread"][key][0] for n, i in enumerate(xs)]
+            high = [entries[i]["spread"][key][1] - medians[n] for n, i in enumerate(xs)]
+            axis.errorbar(xs, medians, yerr=[low, high], fmt="o-", capsize=3, color=color, label=database)
         if goal is not None:
             axis.axhline(goal, color="green", linestyle="--", linewidth=1, label="goal")
-            axis.legend(loc="best", fontsize=7)
+        axis.legend(loc="best", fontsize=7)
         axis.set_title(title, fontsize=9)
         axis.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
         axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
     for index in range(len(FIGURES), rows * columns):
         axes[index // columns][index % columns].axis("off")
-    figure.suptitle("bench/turns.py: medians (bars: min-max of the runs), SQLite, 2 shared cores")
+    figure.suptitle("bench/turns.py: medians (bars: min-max of the runs); SQLite unless (pg); 2 shared cores")
     figure.tight_layout()
     figure.savefig(CHART, dpi=90)
 

@@ -14,7 +14,8 @@ Measured (medians in ms unless named otherwise):
 - raw_tool_turn / server_tool_turn: a turn whose model calls `read` once and then answers (two model
   rounds); `tool_turn_overhead` is the difference.
 - deltas_per_second: one turn streaming `--deltas` one-character chunks, received over SSE.
-- concurrent: `--concurrent` sessions each running one turn at once, wall time.
+- concurrent: `--concurrent` sessions each running one turn at once, wall time and the server's CPU
+  time over it.
 - rss_start_mb / rss_after_sessions_mb: the server's resident memory before the first turn and after
   `--sessions` more sessions of one turn each.
 Targets to design for (not asserted): <20 ms turn overhead, <10 ms to first delta,
@@ -179,15 +180,18 @@ async def measure_delta_rate(live: LiveServer, deltas: int, server: psutil.Proce
     }
 
 
-async def measure_concurrent(live: LiveServer, sessions: int) -> dict[str, float]:
+async def measure_concurrent(live: LiveServer, sessions: int, server: psutil.Process) -> dict[str, float]:
     created = [await live.create_session() for _ in range(sessions)]
     live.fake.enqueue(*[reply(PLAIN_TEXT) for _ in range(sessions)])
+    cpu_before, _ = _cpu(server)
     started = time.perf_counter()
     responses = await asyncio.gather(*(live.prompt(s["id"], "hi") for s in created))
     elapsed = time.perf_counter() - started
+    cpu_after, _ = _cpu(server)
     return {
         "concurrent_sessions": sessions,
         "concurrent_wall_ms": _ms(elapsed),
+        "concurrent_server_cpu_ms": _ms(cpu_after - cpu_before),
         "concurrent_ok": sum(r.status_code == 200 for r in responses),
     }
 
@@ -276,7 +280,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             if "deltas" not in skip:
                 result.update(await measure_delta_rate(live, args.deltas, server))
             if "concurrent" not in skip:
-                result.update(await measure_concurrent(live, args.concurrent))
+                result.update(await measure_concurrent(live, args.concurrent, server))
             if "sessions" not in skip:
                 result.update(await measure_sessions(live, args.sessions, server))
             return result
