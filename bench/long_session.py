@@ -102,7 +102,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         root = Path(tmp)
         url = f"sqlite:///{root / 'forge.db'}"
         long, store_numbers = await write_long_session(url, root / "workspace", args.messages)
-        async with FakeOpenAI() as fake, server_process(root, fake) as live:
+        async with FakeOpenAI() as fake, server_process(root, fake) as (live, _server):
             fresh = await live.create_session()
             for _ in range(3):  # warm up both
                 await turn(live, long.id)

@@ -1,6 +1,7 @@
 """Turn benchmark: the server against a raw run of the same fake provider. Prints JSON.
 
-    python bench/turns.py [--turns 40] [--deltas 20000] [--concurrent 50]
+    python bench/turns.py [--turns 40] [--deltas 20000] [--concurrent 50] [--sessions 200]
+                          [--db postgresql://user@host/db]   (default: SQLite in a temp dir)
 
 Measured (medians in ms unless named otherwise):
 - raw_turn / server_turn: one plain text turn read straight from the fake provider vs. the same
@@ -8,7 +9,15 @@ Measured (medians in ms unless named otherwise):
 - raw_first_delta / server_first_delta: request sent -> first content chunk (raw) or first
   `message.part.delta` over SSE (server); `first_delta_overhead` is the difference.
 - deltas_per_second: one turn streaming `--deltas` one-character chunks, received over SSE.
-- concurrent: `--concurrent` sessions each running one turn at once, wall time.
+- server_cpu_per_turn_ms / server_main_cpu_per_turn_ms: the server process's CPU time (all
+  threads / the event loop's thread) over the measured plain turns, per turn.
+- raw_tool_turn / server_tool_turn: a turn whose model calls `read` once and then answers (two model
+  rounds); `tool_turn_overhead` is the difference.
+- deltas_per_second: one turn streaming `--deltas` one-character chunks, received over SSE.
+- concurrent: `--concurrent` sessions each running one turn at once, wall time and the server's CPU
+  time over it.
+- rss_start_mb / rss_after_sessions_mb: the server's resident memory before the first turn and after
+  `--sessions` more sessions of one turn each.
 Targets to design for (not asserted): <20 ms turn overhead, <10 ms to first delta,
 >=20,000 deltas/s on one session, 50 one-turn sessions in under a second.
 """
@@ -18,21 +27,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import orjson
+import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, os.environ.get("BENCH_REPO", str(Path(__file__).resolve().parents[1])))
 
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config
-from tests.fakes.openai_server import FakeOpenAI, Script, reply
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 
 PLAIN_TEXT = "Hello! This is a short plain answer from the model."
 
@@ -66,7 +78,14 @@ async def server_turn(live: LiveServer, session_id: str, events: EventCollector)
     return total, frame.received_at - started
 
 
-async def measure_turns(live: LiveServer, turns: int) -> dict[str, float]:
+def _cpu(process: psutil.Process) -> tuple[float, float]:
+    """CPU seconds of the whole process and of its main thread (the event loop's)."""
+    times = process.cpu_times()
+    main = next((t for t in process.threads() if t.id == process.pid), None)
+    return times.user + times.system, 0.0 if main is None else main.user_time + main.system_time
+
+
+async def measure_turns(live: LiveServer, turns: int, server: psutil.Process) -> dict[str, float]:
     async with httpx2.AsyncClient(timeout=30) as client:
         for _ in range(3):
             await raw_turn(live.fake, client)
@@ -76,7 +95,9 @@ async def measure_turns(live: LiveServer, turns: int) -> dict[str, float]:
     await events.start(live.client, f"/event?sessionID={session['id']}")
     for _ in range(3):
         await server_turn(live, session["id"], events)
+    cpu_before, main_before = _cpu(server)
     served = [await server_turn(live, session["id"], events) for _ in range(turns)]
+    cpu_after, main_after = _cpu(server)
     await events.stop()
     raw_total = statistics.median(r[0] for r in raw)
     raw_first = statistics.median(r[1] for r in raw)
@@ -89,10 +110,48 @@ async def measure_turns(live: LiveServer, turns: int) -> dict[str, float]:
         "raw_first_delta_ms": _ms(raw_first),
         "server_first_delta_ms": _ms(server_first),
         "first_delta_overhead_ms": _ms(server_first - raw_first),
+        "server_cpu_per_turn_ms": _ms((cpu_after - cpu_before) / turns),
+        "server_main_cpu_per_turn_ms": _ms((main_after - main_before) / turns),
     }
 
 
-async def measure_delta_rate(live: LiveServer, deltas: int) -> dict[str, float]:
+def _tool_scripts() -> list[Script]:
+    return [call("read", {"filePath": "notes.txt"}), reply(PLAIN_TEXT)]
+
+
+async def raw_tool_turn(fake: FakeOpenAI, client: httpx2.AsyncClient) -> float:
+    """The two model rounds of a tool turn read straight from the fake, back to back."""
+    started = time.perf_counter()
+    for script in _tool_scripts():
+        fake.enqueue(script)
+        body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        async with client.stream("POST", f"{fake.base_url}/chat/completions", json=body) as response:
+            async for _line in response.aiter_lines():
+                pass
+    return time.perf_counter() - started
+
+
+async def measure_tool_turns(live: LiveServer, turns: int) -> dict[str, float]:
+    (live.workspace / "notes.txt").write_text("a short file the model reads\n")
+    async with httpx2.AsyncClient(timeout=30) as client:
+        raw = [await raw_tool_turn(live.fake, client) for _ in range(turns + 3)][3:]
+    session = await live.create_session()
+    served: list[float] = []
+    for _ in range(turns + 3):
+        live.fake.enqueue(*_tool_scripts())
+        started = time.perf_counter()
+        response = await live.prompt(session["id"], "read the notes")
+        served.append(time.perf_counter() - started)
+        response.raise_for_status()
+    raw_total, server_total = statistics.median(raw), statistics.median(served[3:])
+    return {
+        "raw_tool_turn_ms": _ms(raw_total),
+        "server_tool_turn_ms": _ms(server_total),
+        "tool_turn_overhead_ms": _ms(server_total - raw_total),
+    }
+
+
+async def measure_delta_rate(live: LiveServer, deltas: int, server: psutil.Process) -> dict[str, float]:
     text = "x" * deltas
     async with httpx2.AsyncClient(timeout=60) as client:
         live.fake.enqueue(Script().text(text, chunk_size=1).finish("stop"))
@@ -106,8 +165,10 @@ async def measure_delta_rate(live: LiveServer, deltas: int) -> dict[str, float]:
     events = EventCollector()
     await events.start(live.client, f"/event?sessionID={session['id']}")
     live.fake.enqueue(Script().text(text, chunk_size=1).finish("stop"))
+    cpu_before, _ = _cpu(server)
     await live.prompt(session["id"], "go")
     await events.wait_for(lambda f: f.type == "session.idle", timeout=120)
+    cpu_after, _ = _cpu(server)
     await events.stop()
     received = events.of_type("message.part.delta")
     span = received[-1].received_at - received[0].received_at if len(received) > 1 else float("nan")
@@ -115,24 +176,39 @@ async def measure_delta_rate(live: LiveServer, deltas: int) -> dict[str, float]:
         "deltas": len(received),
         "raw_chunks_per_second": round(deltas / raw_seconds),
         "server_deltas_per_second": round(len(received) / span) if span else 0,
+        "server_cpu_per_delta_us": round((cpu_after - cpu_before) * 1e6 / deltas, 2),
     }
 
 
-async def measure_concurrent(live: LiveServer, sessions: int) -> dict[str, float]:
+async def measure_concurrent(live: LiveServer, sessions: int, server: psutil.Process) -> dict[str, float]:
     created = [await live.create_session() for _ in range(sessions)]
     live.fake.enqueue(*[reply(PLAIN_TEXT) for _ in range(sessions)])
+    cpu_before, _ = _cpu(server)
     started = time.perf_counter()
     responses = await asyncio.gather(*(live.prompt(s["id"], "hi") for s in created))
     elapsed = time.perf_counter() - started
+    cpu_after, _ = _cpu(server)
     return {
         "concurrent_sessions": sessions,
         "concurrent_wall_ms": _ms(elapsed),
+        "concurrent_server_cpu_ms": _ms(cpu_after - cpu_before),
         "concurrent_ok": sum(r.status_code == 200 for r in responses),
     }
 
 
+async def measure_sessions(live: LiveServer, sessions: int, server: psutil.Process) -> dict[str, float]:
+    """RSS after `sessions` more sessions of one plain turn each."""
+    for _ in range(sessions):
+        created = await live.create_session()
+        live.fake.enqueue(reply(PLAIN_TEXT))
+        (await live.prompt(created["id"], "hi")).raise_for_status()
+    return {"sessions": sessions, "rss_after_sessions_mb": round(server.memory_info().rss / 2**20, 1)}
+
+
 @contextlib.asynccontextmanager
-async def server_process(tmp: Path, fake: FakeOpenAI) -> AsyncIterator[LiveServer]:
+async def server_process(
+    tmp: Path, fake: FakeOpenAI, database_url: str | None = None, server_src: str | None = None
+) -> AsyncIterator[tuple[LiveServer, psutil.Process]]:
     """`agentforge serve` in its own process, so the fake provider and this client do not share its CPU."""
     config_path = tmp / "agentforge.json"
     config_path.write_bytes(orjson.dumps(fake_provider_config(fake)))
@@ -140,8 +216,9 @@ async def server_process(tmp: Path, fake: FakeOpenAI) -> AsyncIterator[LiveServe
     workspace.mkdir()
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agentforge.cli", "serve", "--port", "0", "--config", str(config_path),
-        "--data-dir", str(tmp / "data"), "--db", f"sqlite:///{tmp / 'forge.db'}",
+        "--data-dir", str(tmp / "data"), "--db", database_url or f"sqlite:///{tmp / 'forge.db'}",
         cwd=workspace, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": server_src} if server_src else None,
     )  # fmt: skip
     assert process.stdout is not None
     line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
@@ -149,7 +226,7 @@ async def server_process(tmp: Path, fake: FakeOpenAI) -> AsyncIterator[LiveServe
     try:
         async with httpx2.AsyncClient(base_url=url, timeout=120) as client:
             # The server runs in its own process: no in-process settings or app to hand over.
-            yield LiveServer(
+            live = LiveServer(
                 url=url,
                 settings=None,  # type: ignore[arg-type]
                 fake=fake,
@@ -157,18 +234,55 @@ async def server_process(tmp: Path, fake: FakeOpenAI) -> AsyncIterator[LiveServe
                 workspace=workspace,
                 app=None,  # type: ignore[arg-type]
             )
+            yield live, psutil.Process(process.pid)
     finally:
         process.terminate()
         await process.wait()
 
 
+@contextlib.asynccontextmanager
+async def database(url: str | None) -> AsyncIterator[str | None]:
+    """SQLite (None) as is; for Postgres a fresh schema, dropped afterwards."""
+    if url is None:
+        yield None
+        return
+    import asyncpg  # only for Postgres runs
+
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    plain = url.replace("postgresql+asyncpg://", "postgresql://")
+    conn = await asyncpg.connect(plain)
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        yield f"{url}{'&' if '?' in url else '?'}schema={schema}"
+    finally:
+        await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await conn.close()
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        async with FakeOpenAI() as fake, server_process(Path(tmp), fake) as live:
-            result: dict[str, Any] = {"python": sys.version.split()[0], "server": "separate process"}
-            result.update(await measure_turns(live, args.turns))
-            result.update(await measure_delta_rate(live, args.deltas))
-            result.update(await measure_concurrent(live, args.concurrent))
+        async with (
+            FakeOpenAI() as fake,
+            database(args.db) as url,
+            server_process(Path(tmp), fake, url, args.server_src) as (live, server),
+        ):
+            result: dict[str, Any] = {
+                "python": sys.version.split()[0],
+                "server": "separate process",
+                "database": "postgresql" if args.db else "sqlite",
+                "rss_start_mb": round(server.memory_info().rss / 2**20, 1),
+            }
+            skip = set(args.skip.split(","))
+            if "turns" not in skip:
+                result.update(await measure_turns(live, args.turns, server))
+            if "tools" not in skip:
+                result.update(await measure_tool_turns(live, max(args.turns // 2, 5)))
+            if "deltas" not in skip:
+                result.update(await measure_delta_rate(live, args.deltas, server))
+            if "concurrent" not in skip:
+                result.update(await measure_concurrent(live, args.concurrent, server))
+            if "sessions" not in skip:
+                result.update(await measure_sessions(live, args.sessions, server))
             return result
 
 
@@ -179,4 +293,10 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--concurrent", type=int, default=50)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--db", default=None, help="a Postgres URL (default: SQLite in a temp dir)")
+    parser.add_argument(
+        "--server-src", default=None, help="run the server from this source tree (compare commits)"
+    )
+    parser.add_argument("--skip", default="", help="comma-separated: turns,tools,deltas,concurrent,sessions")
     print(orjson.dumps(asyncio.run(main(parser.parse_args())), option=orjson.OPT_INDENT_2).decode())

@@ -141,6 +141,24 @@ async def test_history_lets_plugins_drop_messages() -> None:
     assert len(history) == 2
 
 
+async def test_history_plugins_change_copies_not_the_shared_history() -> None:
+    # The loop's history objects are shared with later reads (store/parsed.py): a plugin that edits a
+    # part in place changes what this model call sees, never what the next read returns.
+    class Redact:
+        @hookimpl
+        def messages_transform(self, output: Messages) -> None:
+            for item in output.messages:
+                for part in item.parts:
+                    if isinstance(part, TextPart):
+                        part.text = "[redacted]"
+
+    message, part = user_message("secret")
+    history = [WithParts(info=message, parts=[part])]
+    changed = await calls.history(manager_with(Redact()), session_id="ses_1", messages=history)
+    assert [p.text for p in changed[0].parts if isinstance(p, TextPart)] == ["[redacted]"]
+    assert part.text == "secret" and history[0].parts[0] is part
+
+
 class Describer:
     @hookimpl
     def tool_definition(self, tool_id: str, output: ToolDefinition) -> None:

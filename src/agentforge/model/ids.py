@@ -37,14 +37,36 @@ def _next_stamp() -> int:
         return (_last_ms * 0x1000 + _counter) & _MASK48
 
 
-def _random_tail(length: int = 14) -> str:
-    # One urandom read per id: ids are made for every streamed delta, so this is on the hot path.
-    value = int.from_bytes(os.urandom(11))
-    digits = []
-    for _ in range(length):
-        value, digit = divmod(value, 62)
-        digits.append(_BASE62[digit])
-    return "".join(digits)
+_TAIL = 14
+# Random bytes become base62 digits in C: each byte below 248 (4 x 62) maps to one digit, the rest
+# are dropped, so every digit is uniform. An id per streamed event makes this the hot path: one
+# urandom call per ~280 ids (a syscall that also drops the GIL, letting the store threads in) and
+# no per-digit arithmetic.
+_DIGIT_OF_BYTE = bytes(ord(_BASE62[b % 62]) for b in range(256))
+_UNUSED_BYTES = bytes(range(248, 256))
+_POOL_BYTES = 4096
+_pool = ""
+_pool_at = 0
+
+
+def _random_tail() -> str:
+    global _pool, _pool_at
+    with _lock:
+        if _pool_at + _TAIL > len(_pool):
+            _pool = os.urandom(_POOL_BYTES).translate(_DIGIT_OF_BYTE, _UNUSED_BYTES).decode("ascii")
+            _pool_at = 0
+        start = _pool_at
+        _pool_at += _TAIL
+        return _pool[start:_pool_at]
+
+
+def _forget_pool() -> None:
+    # A forked child must not hand out the same digits as its parent.
+    global _pool, _pool_at
+    _pool, _pool_at = "", 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def ascending(prefix: Prefix) -> str:

@@ -57,8 +57,11 @@ async def user_message(
 async def history(
     plugins: PluginManager, *, session_id: str, messages: Sequence[WithParts]
 ) -> list[WithParts]:
-    """`messages_transform`: the history a model call is built from."""
-    output = Messages(messages=list(messages))
+    """`messages_transform`: the history a model call is built from. Plugins get copies they may
+    change in place: the loop's history objects are shared with later reads (store/parsed.py)."""
+    if not plugins.implements("messages_transform"):
+        return list(messages)
+    output = Messages(messages=[item.model_copy(deep=True) for item in messages])
     await plugins.acall("messages_transform", session_id=session_id, output=output)
     return output.messages
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from agentforge.bus import Bus
@@ -77,22 +77,33 @@ class SessionEvents:
             raise MessageIdTakenError(info.id) from None
 
     async def write_user_message(
-        self, info: UserMessage, parts: Sequence[PartBase], *, chosen_id: bool
+        self,
+        info: UserMessage,
+        parts: Sequence[PartBase],
+        *,
+        chosen_id: bool,
+        then: Sequence[Event] = (),
+        submitted: Callable[[asyncio.Future[list[Event]]], None] | None = None,
     ) -> None:
         """Write a user message with all its parts in one transaction, or nothing.
 
         A client may have chosen the message's id (`chosen_id`) and its parts' ids: they must be new.
         One any row holds (this session's own messages and parts too, in any tenant) refuses the whole
         message with MessageIdTakenError or PartIdTakenError (the same answer whoever holds it, so it
-        reveals nothing of other tenants).
+        reveals nothing of other tenants). `then`: events written in the same transaction after the
+        parts (the session's update), so a prompt costs one commit. `submitted` is told of the write as
+        soon as it is queued, before it commits.
         """
-        events = [self._message_event(info), *(self._part_event(part) for part in parts)]
+        events = [self._message_event(info), *(self._part_event(part) for part in parts), *then]
+        written = self._sink.submit_group(events)
+        if submitted is not None:
+            submitted(written)
         try:
             # Shielded: a cancelled request does not un-submit a group the writer may be committing.
-            await asyncio.shield(self._sink.submit_group(events))
+            await asyncio.shield(written)
         except GroupWriteError as exc:
             failed = next((i for i, event in enumerate(events) if event is exc.event), None)
-            if failed is not None and failed > 0:
+            if failed is not None and 0 < failed <= len(parts):
                 raise PartIdTakenError(parts[failed - 1].id) from None
             if failed == 0 and chosen_id:
                 raise MessageIdTakenError(info.id) from None

@@ -104,6 +104,8 @@ class TurnLoop:
         self.step = 0
         self.final: WithParts | None = None
         self.compactor = Compactor.for_session(services, scope, session)
+        self._surroundings: asyncio.Future[system.Surroundings] | None = None
+        self._stored: list[WithParts] = []  # the last history read
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
@@ -122,12 +124,23 @@ class TurnLoop:
                 observed.finish(outcome)
 
     async def _run(self) -> WithParts | None:
+        try:
+            return await self._iterate()
+        finally:
+            self._drop_surroundings()
+
+    async def _iterate(self) -> WithParts | None:
         self.handle.take_new_input()  # this first read sees everything so far
         while True:
             self.services.status.set(self.tenant_id, self.session.id, StatusBusy())
             await self.handle.inputs_written()
+            # The system prompt's file system look-up runs while history is read (a model call
+            # awaits both); an iteration that makes no model call drops it.
+            self._drop_surroundings()
+            self._surroundings = asyncio.ensure_future(system.look_around(self._system_context()))
             # Read from the last compaction boundary on: turn cost does not grow with session length.
             stored = await self.services.store.history_since_compaction(self.tenant_id, self.session.id)
+            self._stored = stored
             history = filter_compacted(stored)
             found = bind(history)
             if found.last_user is None:
@@ -156,6 +169,24 @@ class TurnLoop:
             if not await self._step(agent, model, found, history):
                 return self.final
 
+    def seen(self) -> list[WithParts]:
+        """The history this run last read and the reply it wrote after (what pruning looks at)."""
+        return [*self._stored, *([self.final] if self.final is not None else [])]
+
+    async def _looked_around(self) -> system.Surroundings | None:
+        pending, self._surroundings = self._surroundings, None
+        return None if pending is None else await pending
+
+    def _drop_surroundings(self) -> None:
+        pending, self._surroundings = self._surroundings, None
+        if pending is None:
+            return
+        if pending.done():
+            if not pending.cancelled():
+                pending.exception()  # retrieved: a failed look-up nobody needed is not an error
+        else:
+            pending.cancel()
+
     def _resolve(self, user: UserMessage) -> tuple[Agent, ResolvedModel] | None:
         try:
             agent = self.scope.agents.get(user.agent)
@@ -182,7 +213,13 @@ class TurnLoop:
         history = with_reminders(history, agent.name)
         plugins, sid = self.services.plugins, self.session.id
         history = await hooks.history(plugins, session_id=sid, messages=history)
-        prompt = await system.system_prompt(agent, model, self._system_context(), found.last_user.system)
+        prompt = await system.system_prompt(
+            agent,
+            model,
+            self._system_context(),
+            found.last_user.system,
+            surroundings=await self._looked_around(),
+        )
         variant = found.last_user.model.variant if found.last_user else None
         request = self._request(agent, model, prompt, history, tools, is_last_step, variant)
         if structured_turn is not None:

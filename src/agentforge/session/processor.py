@@ -192,6 +192,10 @@ class Processor:
     async def _consume(self, stream: AsyncIterator[ev.StreamEvent]) -> None:
         try:
             async for event in stream:
+                if type(event) is ev.TextDelta and self._streamed:
+                    # Most of a stream: no coroutine and no match per delta.
+                    self._append(self._text.get(event.id), event.text)
+                    continue
                 await self._handle(event)
                 if self.needs_compaction:
                     return

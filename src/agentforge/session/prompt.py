@@ -9,7 +9,6 @@ their child sessions.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from agentforge.agents.registry import Agent
@@ -116,11 +115,20 @@ class SessionPrompt:
         )
         info, parts = hooked.message, hooked.parts
         await discard_reverted(self.services, self.tenant_id, session)  # a new prompt makes a revert final
+        touched = _touched(session, model)
         try:
-            await self.events.write_user_message(info, parts, chosen_id=body.message_id is not None)
+            # One transaction with the session's update. A loop already running is told as soon as
+            # the write is queued, and the loop's next history read waits for it to commit.
+            await self.events.write_user_message(
+                info,
+                parts,
+                chosen_id=body.message_id is not None,
+                then=[self.sessions.session_event(SESSION_UPDATED, touched)],
+                submitted=lambda written: self.services.runners.note_input(session.id, written),
+            )
         except PartIdTakenError as exc:
             raise PartIdTakenError(exc.part_id, _part_field(body, exc.part_id)) from None
-        await self._touch(session, model)
+        session.time.updated, session.model = touched.time.updated, touched.model
         return WithParts(info=info, parts=parts)
 
     def _part_context(
@@ -144,15 +152,6 @@ class SessionPrompt:
             limits=scope.limits,
         )
 
-    async def _touch(self, session: Session, model: ModelRef) -> None:
-        session.time.updated = now_ms()
-        session.model = SessionModel(id=model.model_id, provider_id=model.provider_id, variant=model.variant)
-        # Awaiting this last write also makes the message and parts queued before it durable,
-        # so the loop's first history read sees them; a loop already running is told at once.
-        written = self.services.store.submit(self.sessions.session_event(SESSION_UPDATED, session))
-        self.services.runners.note_input(session.id, written)
-        await asyncio.shield(written)
-
     async def run(self, session: Session, user_id: str) -> WithParts:
         """Run (or join) the session's loop until the user message `user_id` has been handled."""
         # A second time also when the run was on another replica that ended without seeing it.
@@ -175,12 +174,21 @@ class SessionPrompt:
 
     async def _loop_then_prune(self, session: Session, handle: RunHandle) -> WithParts | None:
         scope = await self.sessions.scope()
-        reply = await TurnLoop(self.services, scope, session, handle, prompter=self).run()
-        schedule_prune(self.services, scope, session.id)  # KERNEL 6.6: after each loop exit
+        loop = TurnLoop(self.services, scope, session, handle, prompter=self)
+        reply = await loop.run()
+        schedule_prune(self.services, scope, session.id, loop.seen())  # KERNEL 6.6: after each loop exit
         return reply
 
     async def _report_crash(self, session_id: str, exc: BaseException) -> None:
         self.events.session_error(session_id, unknown_error(f"{type(exc).__name__}: {exc}").wire())
+
+
+def _touched(session: Session, model: ModelRef) -> Session:
+    """The session as a prompt leaves it: updated now, on the prompt's model."""
+    touched = session.model_copy(deep=True)
+    touched.time.updated = now_ms()
+    touched.model = SessionModel(id=model.model_id, provider_id=model.provider_id, variant=model.variant)
+    return touched
 
 
 def _pick_model(scope: TenantScope, session: Session, body: PromptInput, agent_model: str | None) -> ModelRef:

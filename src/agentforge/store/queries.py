@@ -20,6 +20,7 @@ from agentforge.model.message import Message, WithParts, message_adapter, part_a
 from agentforge.model.part import CompactionPart, Part
 from agentforge.model.permission import PermissionRequestInfo
 from agentforge.model.session import Session
+from agentforge.store.parsed import SharedRows
 from agentforge.store.schema import (
     HAS_COMPACTION_BOUNDARY,
     OPEN_ASSISTANT_MESSAGE,
@@ -109,23 +110,24 @@ def _session_from_row(row: AnyRow) -> Session:
 
 
 def get_message(conn: Connection, tenant_id: str, session_id: str, message_id: str) -> WithParts | None:
-    data = conn.execute(
-        select(message.c.data).where(
+    row = conn.execute(
+        select(message.c.id, message.c.data).where(
             message.c.id == message_id,
             message.c.session_id == session_id,
             message.c.tenant_id == tenant_id,
         )
-    ).scalar_one_or_none()
-    if data is None:
+    ).one_or_none()
+    if row is None:
         return None
     parts = _parts_by_message(
         conn.execute(
-            select(part.c.message_id, part.c.data)
+            select(part.c.id, part.c.message_id, part.c.data)
             .where(part.c.message_id == message_id, part.c.tenant_id == tenant_id)
             .order_by(part.c.id)
-        )
+        ),
+        tenant_id,
     )
-    return _with_parts(data, parts.get(message_id, []))
+    return _with_parts(row, parts.get(message_id, []), tenant_id)
 
 
 def list_messages(
@@ -168,30 +170,38 @@ def list_messages(
 
 
 def history(
-    conn: Connection, tenant_id: str, session_id: str, *, since_message_id: str | None = None
+    conn: Connection,
+    tenant_id: str,
+    session_id: str,
+    *,
+    since_message_id: str | None = None,
+    shared: SharedRows | None = None,
 ) -> list[WithParts]:
     """All messages (from `since_message_id` on, inclusive) oldest first, with their parts.
 
     Message ids ascend in creation order, so "from that message on" is an id range: one indexed query
-    for the messages and one for their parts.
+    for the messages and one for their parts. `shared`: reuse (and hand out) the parsed objects of
+    earlier reads, read-only (store/parsed.py).
     """
     messages = select(message.c.id, message.c.data).where(
         message.c.session_id == session_id, message.c.tenant_id == tenant_id
     )
-    parts = select(part.c.message_id, part.c.data).where(
+    parts = select(part.c.id, part.c.message_id, part.c.data).where(
         part.c.session_id == session_id, part.c.tenant_id == tenant_id
     )
     if since_message_id is not None:
         messages = messages.where(message.c.id >= since_message_id)
         parts = parts.where(part.c.message_id >= since_message_id)
     message_rows = list(conn.execute(messages.order_by(message.c.id)))
-    by_message = _parts_by_message(conn.execute(parts.order_by(part.c.id)))
-    return [_with_parts(row.data, by_message.get(row.id, [])) for row in message_rows]
+    by_message = _parts_by_message(conn.execute(parts.order_by(part.c.id)), tenant_id, shared)
+    return [_with_parts(row, by_message.get(row.id, []), tenant_id, shared) for row in message_rows]
 
 
-def history_since_compaction(conn: Connection, tenant_id: str, session_id: str) -> list[WithParts]:
+def history_since_compaction(
+    conn: Connection, tenant_id: str, session_id: str, shared: SharedRows | None = None
+) -> list[WithParts]:
     """The messages the loop needs: from the newest completed compaction on (its preserved tail
-    included), oldest first; the whole session when it never compacted.
+    included), oldest first; the whole session when it never compacted. `shared`: as in `history`.
 
     `filter_compacted` over this gives exactly what it gives over the whole session: the walk from
     the newest message stops at the newest compaction whose summary completed, and every completed
@@ -205,7 +215,7 @@ def history_since_compaction(conn: Connection, tenant_id: str, session_id: str) 
         .limit(1)
     ).scalar_one_or_none()
     if boundary is None:
-        return history(conn, tenant_id, session_id)
+        return history(conn, tenant_id, session_id, shared=shared)
     since = boundary
     for row in conn.execute(
         select(part.c.data).where(part.c.message_id == boundary, part.c.tenant_id == tenant_id)
@@ -223,7 +233,7 @@ def history_since_compaction(conn: Connection, tenant_id: str, session_id: str) 
         )
     )
     # Parts by message id (ix_part_message_id_id), not by a part-id range over the whole session.
-    return _attach_parts(conn, tenant_id, rows)
+    return _attach_parts(conn, tenant_id, rows, shared)
 
 
 def get_part(conn: Connection, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:
@@ -262,36 +272,50 @@ def open_assistant_messages(conn: Connection, limit: int = 1000) -> list[tuple[s
     for row in parts:
         by_message[(row.tenant_id, row.message_id)].append(_parse_part(row.data))
     return [
-        (row.tenant_id, _with_parts(row.data, by_message.get((row.tenant_id, row.id), []))) for row in rows
+        (row.tenant_id, _with_parts(row, by_message.get((row.tenant_id, row.id), []), row.tenant_id))
+        for row in rows
     ]
 
 
-def _attach_parts(conn: Connection, tenant_id: str, message_rows: Sequence[AnyRow]) -> list[WithParts]:
+def _attach_parts(
+    conn: Connection, tenant_id: str, message_rows: Sequence[AnyRow], shared: SharedRows | None = None
+) -> list[WithParts]:
     """One query for the parts of all the given messages."""
     if not message_rows:
         return []
     ids = [row.id for row in message_rows]
     by_message = _parts_by_message(
         conn.execute(
-            select(part.c.message_id, part.c.data)
+            select(part.c.id, part.c.message_id, part.c.data)
             .where(part.c.message_id.in_(ids), part.c.tenant_id == tenant_id)
             .order_by(part.c.id)
-        )
+        ),
+        tenant_id,
+        shared,
     )
-    return [_with_parts(row.data, by_message.get(row.id, [])) for row in message_rows]
+    return [_with_parts(row, by_message.get(row.id, []), tenant_id, shared) for row in message_rows]
 
 
-def _parts_by_message(rows: Iterable[AnyRow]) -> dict[str, list[Part]]:
-    """Group (message_id, data) rows, keeping their order (callers order by part id)."""
+def _parts_by_message(
+    rows: Iterable[AnyRow], tenant_id: str, shared: SharedRows | None = None
+) -> dict[str, list[Part]]:
+    """Group (id, message_id, data) rows, keeping their order (callers order by part id)."""
     grouped: defaultdict[str, list[Part]] = defaultdict(list)
     for row in rows:
-        grouped[row.message_id].append(_parse_part(row.data))
+        parsed = _parse_part(row.data) if shared is None else shared.part(tenant_id, row.id, row.data)
+        grouped[row.message_id].append(parsed)
     return grouped
 
 
-def _with_parts(message_data: str, parts: list[Part]) -> WithParts:
-    info: Message = message_adapter.validate_json(message_data)
-    return WithParts(info=info, parts=parts)
+def _with_parts(
+    row: AnyRow, parts: list[Part], tenant_id: str, shared: SharedRows | None = None
+) -> WithParts:
+    """A message (an (id, data) row) with its parsed parts; built without validating them again."""
+    if shared is None:
+        info: Message = message_adapter.validate_json(row.data)
+    else:
+        info = shared.message(tenant_id, row.id, row.data)
+    return WithParts.model_construct(info=info, parts=parts)
 
 
 def _parse_part(data: str) -> Part:

@@ -32,6 +32,7 @@ from agentforge.store.engine import (
 )
 from agentforge.store.migrate import MigrationError, current_revision, upgrade_to_head
 from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
+from agentforge.store.parsed import SharedRows
 from agentforge.store.privileges import current_role
 from agentforge.store.projector import checkpoint_part
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
@@ -152,6 +153,7 @@ class Store:
         self._server_lock: Ownership | None = None
         self._sqlite_path = sqlite_path or Path()
         self._closed = False
+        self._shared = SharedRows()  # parsed history rows, reused by the next read (store/parsed.py)
 
     @classmethod
     async def open(
@@ -491,8 +493,11 @@ class Store:
 
     async def history_since_compaction(self, tenant_id: str, session_id: str) -> list[WithParts]:
         """The session's messages from its newest completed compaction on (with the preserved tail),
-        oldest first: what the loop reads per turn, whatever the session's total length."""
-        return await self._readers.run(queries.history_since_compaction, tenant_id, session_id)
+        oldest first: what the loop reads per turn, whatever the session's total length.
+
+        The messages and parts are shared with the next reads (only rows that changed are parsed
+        again): read-only, change a copy (`model_copy`)."""
+        return await self._readers.run(queries.history_since_compaction, tenant_id, session_id, self._shared)
 
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from agentforge.model.part import ToolPart, ToolStateCompleted
-from agentforge.session.context.prune import PRUNE_MINIMUM, PRUNE_PROTECT, mark_pruned, prunable_parts
+from agentforge.session.context.prune import (
+    PRUNE_MINIMUM,
+    PRUNE_PROTECT,
+    mark_pruned,
+    may_prune,
+    prunable_parts,
+)
 from tests.session.builders import Conversation, compaction, tool_completed
 
 TOKEN = "abcd"  # estimate: one token per four characters
@@ -76,3 +82,20 @@ def test_marking_keeps_the_output_and_sets_compacted() -> None:
     assert isinstance(marked, ToolPart) and isinstance(marked.state, ToolStateCompleted)
     assert marked.state.output == "data" and marked.state.time.compacted == 123
     assert marked.id == part.id
+
+
+def test_may_prune_is_false_only_when_nothing_could_be_selected() -> None:
+    # The loop skips pruning's history read when what it saw cannot hold enough tool output.
+    for sizes in ([15_000] * 3, [30_000, 30_000, 100_000], [20_000] * 4, [10_000] * 7, [61_000], []):
+        chat = Conversation()
+        for size in sizes:
+            chat.user("go")
+            chat.assistant(tool_completed("read", {}, output(size)))
+        chat.user("last")
+        chat.assistant("done")
+        chat.user("now")
+        assert may_prune(chat.messages) == (sum(sizes) > PRUNE_PROTECT + PRUNE_MINIMUM)
+        if prunable_parts(chat.messages):
+            assert may_prune(chat.messages)
+    # Counted twice (the reply the loop wrote after its last read), it can only say yes more often.
+    assert may_prune(chat.messages * 2) or not may_prune(chat.messages)

@@ -9,6 +9,7 @@ placeholder instead (history.CLEARED_TOOL_OUTPUT). The stored output stays. On b
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from agentforge.model.message import AssistantMessage, UserMessage, WithParts
@@ -59,6 +60,18 @@ def prunable_parts(messages: list[WithParts]) -> list[ToolPart]:
     return selected if freed > PRUNE_MINIMUM else []
 
 
+def may_prune(messages: Iterable[WithParts]) -> bool:
+    """Whether these messages hold enough completed tool output for `prunable_parts` to find any:
+    it frees only output past the newest PRUNE_PROTECT tokens, and only more than PRUNE_MINIMUM.
+    Counting a message twice only overestimates, which is safe."""
+    total = 0
+    for item in messages:
+        for part in item.parts:
+            if isinstance(part, ToolPart) and isinstance(part.state, ToolStateCompleted):
+                total += estimate_tokens(part.state.output)
+    return total > PRUNE_PROTECT + PRUNE_MINIMUM
+
+
 def mark_pruned(part: ToolPart, when: int) -> ToolPart:
     state = part.state
     assert isinstance(state, ToolStateCompleted)
@@ -66,9 +79,17 @@ def mark_pruned(part: ToolPart, when: int) -> ToolPart:
     return part.model_copy(update={"state": state.model_copy(update={"time": time})})
 
 
-async def prune(services: SessionServices, scope: TenantScope, session_id: str) -> int:
-    """Mark the session's prunable tool outputs; returns how many were marked."""
+async def prune(
+    services: SessionServices,
+    scope: TenantScope,
+    session_id: str,
+    seen: Sequence[WithParts] | None = None,
+) -> int:
+    """Mark the session's prunable tool outputs; returns how many were marked. `seen`: what the loop
+    that just ended read and wrote; when it holds too little tool output, the history is not read."""
     if not CompactionConfig.of(scope.settings.config).prune:
+        return 0
+    if seen is not None and not may_prune(seen):
         return 0
     tenant_id = scope.tenant_id
     # Pruning stops at a summary, so what lies before the last compaction is never needed.
@@ -85,12 +106,17 @@ async def prune(services: SessionServices, scope: TenantScope, session_id: str) 
     return len(parts)
 
 
-def schedule_prune(services: SessionServices, scope: TenantScope, session_id: str) -> None:
+def schedule_prune(
+    services: SessionServices,
+    scope: TenantScope,
+    session_id: str,
+    seen: Sequence[WithParts] | None = None,
+) -> None:
     """Prune in the background; a failure is logged, never raised into the turn."""
 
     async def run() -> None:
         try:
-            await prune(services, scope, session_id)
+            await prune(services, scope, session_id, seen)
         except Exception:
             log.exception("session %s: pruning failed", session_id)
 

@@ -61,13 +61,35 @@ def context_for(
     )
 
 
-async def system_prompt(
-    agent: Agent, model: ResolvedModel, context: SystemContext, user_system: str | None = None
-) -> list[str]:
-    """[base prompt, environment + instructions + the user's system text]."""
-    # One hop off the event loop for all the file system work.
+@dataclass(frozen=True, slots=True)
+class Surroundings:
+    """What the file system says about a session's directory: a git repo or not, the instructions."""
+
+    is_git: bool
+    instructions: list[str]
+
+
+async def look_around(context: SystemContext) -> Surroundings:
+    """One hop off the event loop for all the file system work of a system prompt."""
     is_git, found = await asyncio.to_thread(_look_around, context)
-    pieces = [environment(model, context.directory, context.workspace, is_git=is_git), *found]
+    return Surroundings(is_git, found)
+
+
+async def system_prompt(
+    agent: Agent,
+    model: ResolvedModel,
+    context: SystemContext,
+    user_system: str | None = None,
+    *,
+    surroundings: Surroundings | None = None,
+) -> list[str]:
+    """[base prompt, environment + instructions + the user's system text]. `surroundings`: already
+    looked up (the loop does it while it reads history), else looked up now."""
+    seen = surroundings if surroundings is not None else await look_around(context)
+    pieces = [
+        environment(model, context.directory, context.workspace, is_git=seen.is_git),
+        *seen.instructions,
+    ]
     if user_system:
         pieces.append(user_system)
     return [base_prompt(agent, model), "\n".join(pieces)]
