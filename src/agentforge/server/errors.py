@@ -14,6 +14,7 @@ from agentforge.server.unsupported import not_offered
 from agentforge.session.errors import InvalidInputError, NotFoundError
 from agentforge.session.events import MessageIdTakenError, PartIdTakenError
 from agentforge.session.runner import SessionBusyError, ShuttingDownError
+from agentforge.store.errors import ClusterUnavailableError
 from agentforge.terminal.registry import TerminalNotFoundError, TooManyTerminalsError
 from agentforge.tools.confinement import ShellNotAllowedError
 from agentforge.workspace.access import OutsideWorkspaceError
@@ -115,6 +116,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ShuttingDownError)
     async def shutting_down(_request: Request, exc: ShuttingDownError) -> WireResponse:
         body = error_body("ShuttingDownError", str(exc))
+        return WireResponse(body, status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(ClusterUnavailableError)
+    async def cluster_unavailable(_request: Request, exc: ClusterUnavailableError) -> WireResponse:
+        # This replica lost its lease connection: another replica can serve the request.
+        body = error_body("ClusterUnavailableError", str(exc))
         return WireResponse(body, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(TenantScopeError)

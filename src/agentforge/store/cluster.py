@@ -31,6 +31,7 @@ import asyncpg
 from sqlalchemy import Connection, text
 
 from agentforge.store.engine import DatabaseTarget
+from agentforge.store.errors import ClusterUnavailableError
 from agentforge.store.seal import SEAL_OVERHEAD, Seal
 from agentforge.store.tenancy import TENANT_SETTING
 
@@ -96,10 +97,6 @@ _LOST: Final = (
     ConnectionError,
     OSError,
 )
-
-
-class ClusterUnavailableError(ConnectionError):
-    """The lease connection is lost and did not come back in time: nothing may be run here."""
 
 
 def channel_name(schema: str | None) -> str:
