@@ -17,8 +17,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-import asyncpg
-
 from agentforge.store.engine import DatabaseTarget
 
 log = logging.getLogger(__name__)
@@ -64,7 +62,7 @@ class ClusterLink:
         opened: list[Any] = []
         try:
             for _ in range(3):
-                opened.append(await asyncpg.connect(dsn, server_settings=settings))
+                opened.append(await _connect(dsn, settings))
             channel = channel_name(target.schema)
             await opened[2].add_listener(channel, lambda _c, _pid, _ch, payload: on_message(payload))
         except BaseException:
@@ -111,3 +109,9 @@ class ClusterLink:
         for conn in (self._listener, self._notifier, self._leases):
             with contextlib.suppress(Exception):
                 await conn.close()
+
+
+async def _connect(dsn: str, settings: dict[str, str]) -> Any:
+    import asyncpg  # here: a SQLite server never loads the Postgres driver
+
+    return await asyncpg.connect(dsn, server_settings=settings)

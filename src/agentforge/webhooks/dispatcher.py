@@ -29,7 +29,6 @@ from agentforge.store.store import Store
 from agentforge.webhooks.notifications import notification_type, payload
 from agentforge.webhooks.signing import signed_headers
 from agentforge.webhooks.target import TargetRefused, check_target
-from agentforge.webhooks.transport import GuardedTransport
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,9 @@ class WebhookDispatcher:
 
     async def run(self) -> None:
         """Resume pending deliveries, then fan out notifications until cancelled."""
+        # Imported here: its connection pool stack is for deployments that have webhooks.
+        from agentforge.webhooks.transport import GuardedTransport
+
         headers = {"user-agent": USER_AGENT}
         transport = GuardedTransport(self._policy)  # connects to checked addresses only
         async with httpx2.AsyncClient(
