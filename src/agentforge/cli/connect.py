@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -112,6 +114,10 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         code = exits.INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout has gone (`| head -1`): nothing to say, and nothing more to flush.
+        _discard_stdout()
+        code = exits.OUTPUT_CLOSED
     except (typer.Exit, click.ClickException):
         raise  # usage errors: click prints them and exits 2
     except Exception as exc:
@@ -120,6 +126,12 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
         typer.echo(f"error: {type(exc).__name__}: {_one_line(exc)}{hint}", err=True)
         code = exits.ERROR
     raise typer.Exit(code)
+
+
+def _discard_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _last_line(exc: BaseException) -> str:

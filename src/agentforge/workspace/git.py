@@ -30,10 +30,10 @@ if TYPE_CHECKING:
 MAX_STATUS_FILES = 2000
 
 
-def _untracked() -> int:
+def _untracked() -> pygit2.enums.DiffOption:
     import pygit2
 
-    return int(
+    return (
         pygit2.enums.DiffOption.INCLUDE_UNTRACKED
         | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS
         | pygit2.enums.DiffOption.SHOW_UNTRACKED_CONTENT
