@@ -12,8 +12,10 @@ import sys
 from collections.abc import Callable
 
 import pytest
+import typer
 from rich.console import Console
 
+from agentforge.cli.connect import run_command
 from agentforge.cli.render import TurnPrinter
 from agentforge.cli.run import run_turn
 from agentforge.client import AsyncAgentForge
@@ -263,3 +265,14 @@ async def test_run_shows_the_models_reasoning_dimmed_on_stderr(cli: Cli, fake_op
     assert result.exit_code == 0, result.output
     assert result.stdout == "The answer.\n"
     assert "[thinking] Thinking it through." in result.stderr.splitlines()
+
+
+async def _bad_option() -> int:
+    raise typer.BadParameter("not like that", param_hint="--thing")
+
+
+def test_a_usage_error_inside_a_command_stays_a_usage_error() -> None:
+    # Typer vendors its own click: its errors are no `click.ClickException`, and must not be
+    # reported as an unexpected failure (exit 1) but printed by typer as usage (exit 2).
+    with pytest.raises(typer.BadParameter):
+        run_command(_bad_option())

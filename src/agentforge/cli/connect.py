@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 
 from agentforge.cli import exits
@@ -118,8 +117,8 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
         # The reader of stdout has gone (`| head -1`): nothing to say, and nothing more to flush.
         _discard_stdout()
         code = exits.OUTPUT_CLOSED
-    except (typer.Exit, click.ClickException):
-        raise  # usage errors: click prints them and exits 2
+    except (typer.Exit, typer.TyperException):
+        raise  # usage errors (typer's own click, not the click package): printed, exit 2
     except Exception as exc:
         notes = "; ".join(getattr(exc, "__notes__", []))
         hint = f" ({notes}; --verbose shows it as it happens)" if notes else ""
