@@ -13,9 +13,9 @@ from agentforge.llm.adapter import ADAPTER_MODULES, load_adapter
 
 SDKS = ("anthropic", "openai", "google.genai", "mcp", "mcp_types")
 # Snapshots, web pages, MCP/structured-output schemas, migrations (a database at head needs none),
-# Postgres, and what only the benchmarks and tests use.
+# Postgres, audit checkpoint keys and JWTs, YAML front matter, and what only benchmarks and tests use.
 FEATURE_LIBRARIES = (
-    *("pygit2", "bs4", "markdownify", "jsonschema", "alembic", "asyncpg"),
+    *("pygit2", "bs4", "markdownify", "jsonschema", "alembic", "asyncpg", "cryptography", "jwt", "yaml"),
     *("matplotlib", "schemathesis", "hypothesis", "psycopg"),
 )
 PROBE = (
