@@ -7,6 +7,7 @@ transport, so the CLI speaks the same HTTP API either way, live events included.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -128,9 +129,11 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
 
 
 def _discard_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    """Points stdout at /dev/null, so the interpreter's last flush at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout with no descriptor has nothing to flush
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _last_line(exc: BaseException) -> str:
