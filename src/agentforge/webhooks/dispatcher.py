@@ -89,8 +89,9 @@ class WebhookDispatcher:
                 self._http = None
 
     def _client(self) -> httpx2.AsyncClient:
-        """The HTTP client, made for the first delivery: its TLS context alone is some 16 MB and a
-        tenth of a second of CPU, which a server without webhooks should not pay at start-up."""
+        """The HTTP client, made for the first delivery: its transport stack and TLS context (the CA
+        bundle loaded) cost megabytes and tens of milliseconds that a server without webhooks should
+        not pay at start-up."""
         if self._http is None:
             from agentforge.webhooks.transport import GuardedTransport
 
