@@ -1,7 +1,7 @@
 """Replica benchmark: what reading a turn from another replica costs. Writes JSON and a PNG chart.
 
     AGENTFORGE_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test \\
-        python bench/replicas.py [--turns 20] [--deltas 5000] [--out bench/results]
+        python bench/replicas.py [--turns 20] [--deltas 5000] [--out docs/bench]
 
 Two `agentforge serve` processes on one fresh Postgres schema and the fake provider; every turn is
 prompted through replica A while SSE streams of the session are open on A and on B:
@@ -123,7 +123,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--deltas", type=int, default=5000)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "docs" / "bench")
     parsed = parser.parse_args()
     outcome = asyncio.run(main(parsed))
     parsed.out.mkdir(parents=True, exist_ok=True)

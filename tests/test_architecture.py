@@ -1,20 +1,26 @@
 """The package's import rules (docs/architecture.md), checked on the source itself.
 
-Every `import` and `from ... import` of every module under src/agentforge counts, wherever it stands
-(module level, inside a function, under TYPE_CHECKING): a rule that an import hidden in a function
-may break is no rule. `from package import submodule` is an import of the submodule.
+Every `import` and `from ... import` of every module under src/agentforge and
+clients/python/src/agentforge (the two distributions of the `agentforge` namespace package) counts,
+wherever it stands (module level, inside a function, under TYPE_CHECKING): a rule that an import
+hidden in a function may break is no rule. `from package import submodule` is an import of the submodule.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
+import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+REPO = Path(__file__).resolve().parents[1]
+SERVER_SRC = REPO / "src"
+CLIENT_SRC = REPO / "clients" / "python" / "src"
 ROOT = "agentforge"
 # Modules that may talk to a database directly: the store, and the deployment checks and the `db`
 # command, which inspect a database before any store runs on it.
@@ -22,8 +28,8 @@ SQL_LIBRARIES = ("sqlalchemy", "asyncpg", "sqlite3", "aiosqlite", "alembic")
 MAY_USE_SQL = ("store", "doctor", "cli")
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+def _module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -31,7 +37,11 @@ def _module_name(path: Path) -> str:
 
 @functools.cache
 def modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in sorted((SRC / ROOT).rglob("*.py"))}
+    return {
+        _module_name(path, src): path
+        for src in (SERVER_SRC, CLIENT_SRC)
+        for path in sorted((src / ROOT).rglob("*.py"))
+    }
 
 
 def _imported_names(name: str, path: Path) -> Iterator[str]:
@@ -128,6 +138,28 @@ def test_only_the_cli_imports_the_server() -> None:
 
 def test_the_client_sdk_imports_only_the_model() -> None:
     assert breaking("client", {"model"}) == []
+
+
+def test_the_client_distribution_imports_only_itself_the_stdlib_and_its_dependencies() -> None:
+    """What `pip install agentforge-client` brings must be enough for every module it holds."""
+    project = tomllib.loads((CLIENT_SRC.parent / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[^A-Za-z0-9_.-]", dep, maxsplit=1)[0].lower() for dep in project["dependencies"]}
+    ours = {name for name, path in modules().items() if path.is_relative_to(CLIENT_SRC)}
+    assert {"agentforge.client", "agentforge.model.event_types"} <= ours
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name in ours
+        for imported in _imported_names(name, modules()[name])
+        if not _client_may_import(imported, ours, declared)
+    )
+    assert offenders == []
+
+
+def _client_may_import(imported: str, ours: set[str], declared: set[str]) -> bool:
+    top = imported.split(".")[0]
+    if top == ROOT:
+        return _ours(imported) in ours
+    return top in sys.stdlib_module_names or top == "__future__" or top.replace("_", "-") in declared
 
 
 def test_no_sql_above_the_store() -> None:

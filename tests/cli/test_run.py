@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 
+import pytest
+import typer
 from rich.console import Console
 
+from agentforge.cli.connect import run_command
 from agentforge.cli.render import TurnPrinter
 from agentforge.cli.run import run_turn
 from agentforge.client import AsyncAgentForge
@@ -70,6 +77,20 @@ async def test_run_exits_1_when_the_turn_fails(cli: Cli, fake_openai: FakeOpenAI
     assert result.exit_code == 1
     assert "[error] the request was bad" in result.stderr
     assert result.stdout == ""
+    # The message and the failed answer are stored: the error says how to continue.
+    match = SESSION_LINE.search(result.stderr)
+    assert match is not None
+    assert f"the session is kept: continue it with --session {match.group(1)}" in result.stderr
+    listed = await cli.run_local("session", "list", "--json")
+    assert [entry["id"] for entry in json.loads(listed.stdout)] == [match.group(1)]
+
+
+async def test_a_run_refused_before_anything_was_stored_leaves_no_session(cli: Cli) -> None:
+    result = await cli.run_local("run", "hello", "--model", "nowhere/model")
+    assert result.exit_code == 1
+    assert "Provider not found: nowhere" in result.stderr
+    listed = await cli.run_local("session", "list", "--json")
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == []
 
 
 async def test_run_continues_a_session(cli: Cli, fake_openai: FakeOpenAI) -> None:
@@ -176,9 +197,82 @@ async def test_interrupting_a_turn_aborts_it_on_the_server(live: LiveServer) -> 
     assert last["info"]["error"]["name"] == "MessageAbortedError"
 
 
+class ClosedAfterFirstLine(WatchedOutput):
+    """stdout whose reader leaves after the first line, as `| head -1` does."""
+
+    def write(self, text: str) -> int:
+        if "\n" in self.getvalue():
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(text)
+
+
+async def test_a_closed_output_aborts_the_turn_on_the_server(live: LiveServer) -> None:
+    gate, held = asyncio.Event(), asyncio.Event()
+    live.fake.enqueue(Script().text("one line\n").pause(gate).text("more").pause(held).finish())
+    out = ClosedAfterFirstLine()
+    async with AsyncAgentForge(live.url) as client:
+        session = await client.create_session()
+        async with client.events(session.id) as watch:
+            turn = asyncio.create_task(run_turn(client, session.id, "go", TurnPrinter(out, quiet_console())))
+            try:
+                await out.wait_until(lambda text: "\n" in text)
+                gate.set()  # the next delta cannot be printed
+                with pytest.raises(BrokenPipeError):
+                    await asyncio.wait_for(turn, 10)
+                async with asyncio.timeout(5):
+                    async for event in watch:
+                        if event.type == "session.idle":
+                            break
+            finally:
+                gate.set()
+                held.set()
+        last = (await client.messages(session.id)).items[-1].wire()
+    assert last["info"]["error"]["name"] == "MessageAbortedError"
+
+
+async def test_run_piped_into_head_exits_141_quietly(cli: Cli, fake_openai: FakeOpenAI) -> None:
+    gate = asyncio.Event()
+    held = asyncio.Event()
+    fake_openai.enqueue(Script().text("first").pause(gate).text(" and the rest").pause(held).finish())
+    stderr = cli.workspace / "stderr.txt"
+    with stderr.open("wb") as errors:
+        # A plain pipe, closed by hand below: asyncio's would not let the test close it early.
+        process = await asyncio.to_thread(
+            subprocess.Popen,
+            [sys.executable, "-m", "agentforge.cli", "run", "hi", "--format", "json", *cli.local],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env={**os.environ, "XDG_CONFIG_HOME": str(cli.config.parent / "xdg")},
+            cwd=cli.workspace,
+        )
+    assert process.stdout is not None
+    first = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 60)
+    process.stdout.close()  # like `head -1`
+    gate.set()
+    try:
+        code = await asyncio.wait_for(asyncio.to_thread(process.wait), 60)
+    finally:
+        held.set()
+    assert json.loads(first)["type"]
+    assert code == 141
+    assert SESSION_LINE.fullmatch(stderr.read_text().strip())  # and nothing else: no traceback
+
+
 async def test_run_shows_the_models_reasoning_dimmed_on_stderr(cli: Cli, fake_openai: FakeOpenAI) -> None:
     fake_openai.enqueue(Script().reasoning("Thinking it through.").text("The answer.").usage(10, 5).finish())
     result = await cli.run_local("run", "think first")
     assert result.exit_code == 0, result.output
     assert result.stdout == "The answer.\n"
     assert "[thinking] Thinking it through." in result.stderr.splitlines()
+
+
+async def _bad_option() -> int:
+    raise typer.BadParameter("not like that", param_hint="--thing")
+
+
+def test_a_usage_error_inside_a_command_stays_a_usage_error() -> None:
+    # Typer vendors its own click: its errors are no `click.ClickException`, and must not be
+    # reported as an unexpected failure (exit 1) but printed by typer as usage (exit 2).
+    with pytest.raises(typer.BadParameter):
+        run_command(_bad_option())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 
 import pytest
 
@@ -85,3 +86,31 @@ async def test_serve_refuses_a_broken_auth_config(cli: Cli) -> None:
     result = await cli.invoke("serve", *cli.local)
     assert result.exit_code == 2
     assert "auth.jwt.public_key is not an RSA public key in PEM form" in result.stderr
+
+
+async def test_a_second_server_on_the_same_data_directory_is_one_line_and_exit_1(cli: Cli) -> None:
+    process, _line = await cli.serve()
+    try:
+        result = await cli.invoke("serve", "--port", "0", *cli.local)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.communicate(), 30)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "another Agent Forge server is already running" in lines[0], lines
+    assert "--data-dir" in lines[0]
+
+
+async def test_a_port_in_use_is_one_line_and_exit_1(cli: Cli) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = await cli.invoke("serve", "--port", str(port), *cli.local)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+        " (another server is using it: stop it or pick another --port)"
+    ]
+    assert not cli.data_dir.exists()  # refused before anything was created

@@ -7,6 +7,7 @@ import json
 import signal
 
 import httpx2
+import pytest
 
 from tests.cli.conftest import Cli
 
@@ -26,6 +27,9 @@ async def test_serve_writes_json_lines_for_the_whole_app(cli: Cli) -> None:
     lines = [json.loads(text) for text in stderr.decode().splitlines() if text.strip()]
     assert lines, "the server logged nothing"
     assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in lines)
+    # uvicorn's coloured copy of its message is not a field of ours.
+    assert any(entry["message"].startswith("Started server process") for entry in lines)
+    assert not [entry for entry in lines if "color_message" in entry]
     loggers = {entry["logger"] for entry in lines}
     assert "agentforge.runtime.runtime" in loggers  # ours, not only uvicorn's
     access = [entry for entry in lines if entry["logger"] == "uvicorn.access"]
@@ -37,3 +41,11 @@ async def test_serve_refuses_an_unknown_log_format_or_level(cli: Cli) -> None:
     assert result.exit_code == 2 and "--log-format" in result.stderr
     result = await cli.invoke("serve", "--log-level", "loud", *cli.local)
     assert result.exit_code == 2 and "--log-level" in result.stderr
+
+
+async def test_serve_help_lists_the_log_choices(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option
+    result = await cli.invoke("serve", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "debug|info|warning|error|critical" in text and "text|json" in text

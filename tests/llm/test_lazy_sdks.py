@@ -1,4 +1,5 @@
-"""Provider SDKs (and the MCP SDK) are imported when first used, not by starting the server or the CLI."""
+"""Provider SDKs (and the MCP SDK, and the libraries only some features need) are imported when first
+used, not by starting the server or the CLI."""
 
 from __future__ import annotations
 
@@ -11,13 +12,19 @@ from agentforge.llm import anthropic_messages
 from agentforge.llm.adapter import ADAPTER_MODULES, load_adapter
 
 SDKS = ("anthropic", "openai", "google.genai", "mcp", "mcp_types")
+# Snapshots, web pages, MCP/structured-output schemas, migrations (a database at head needs none),
+# Postgres, audit checkpoint keys and JWTs, YAML front matter, and what only benchmarks and tests use.
+FEATURE_LIBRARIES = (
+    *("pygit2", "bs4", "markdownify", "jsonschema", "alembic", "asyncpg", "cryptography", "jwt", "yaml"),
+    *("matplotlib", "schemathesis", "hypothesis", "psycopg"),
+)
 PROBE = (
     "import json, sys; import agentforge.cli.main, agentforge.server.app; "
-    f"print(json.dumps([name for name in {SDKS!r} if name in sys.modules]))"
+    f"print(json.dumps([name for name in {(*SDKS, *FEATURE_LIBRARIES)!r} if name in sys.modules]))"
 )
 
 
-async def test_starting_the_server_or_the_cli_imports_no_provider_sdk() -> None:
+async def test_starting_the_server_or_the_cli_imports_no_provider_sdk_nor_feature_library() -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", PROBE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 
-from agentforge import __version__
+from agentforge.version import __version__
 from tests.e2e.harness import EventCollector, LiveServer
 from tests.fakes.openai_server import Script, reply
 

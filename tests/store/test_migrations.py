@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,10 +16,13 @@ from sqlalchemy import Connection, inspect, text
 
 from agentforge.store import Store, parse_database_url
 from agentforge.store.migrate import (
+    HEAD_REVISION,
     MigrationError,
     create_schema_if_missing,
+    current_revision,
     head_revision,
     run_with_connection,
+    scripts_head,
     upgrade,
 )
 from agentforge.store.schema import metadata
@@ -70,6 +77,55 @@ async def test_open_migrates_to_head_and_head_matches_the_tables(empty_database_
         "ix_part_session_id_id": ["session_id", "id"],
     }
     assert schema["tenant_columns"] == dict.fromkeys(("session", "message", "part", "event"), False)
+
+
+def test_the_head_the_store_knows_is_the_scripts_head() -> None:
+    assert HEAD_REVISION == head_revision() == scripts_head()
+
+
+async def test_a_database_behind_head_is_upgraded_on_open(empty_database_url: str) -> None:
+    owner_url = owner_url_for(empty_database_url)
+    target = parse_database_url(owner_url or empty_database_url)
+
+    def to_0009(conn: Connection) -> None:
+        if target.schema is not None:
+            create_schema_if_missing(conn, target.schema)
+        upgrade(conn, "0009_replicas")
+
+    await asyncio.to_thread(run_with_connection, target, to_0009)
+    store = await Store.open(empty_database_url, owner_url=owner_url)
+    await store.close()
+    assert (await _schema_of(empty_database_url))["revision"] == HEAD_REVISION
+
+
+REOPEN = textwrap.dedent(
+    """
+    import asyncio, sys
+    from agentforge.store import Store
+
+    async def main():
+        store = await Store.open(sys.argv[1])
+        await store.close()
+
+    asyncio.run(main())
+    print("alembic" in sys.modules)
+    """
+)
+
+
+async def test_opening_a_database_at_head_does_not_load_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'forge.db'}"
+    await (await Store.open(url)).close()
+    reopened = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", REOPEN, url], capture_output=True, text=True, timeout=60
+    )
+    assert reopened.returncode == 0, reopened.stderr
+    assert reopened.stdout.split() == ["False"]
+    found: list[str | None] = []
+    await asyncio.to_thread(
+        run_with_connection, parse_database_url(url), lambda conn: found.append(current_revision(conn))
+    )
+    assert found == [HEAD_REVISION]
 
 
 async def test_opening_again_keeps_the_data(database_url: str) -> None:

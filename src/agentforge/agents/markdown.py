@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agentforge.config import ConfigError
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
@@ -33,6 +31,8 @@ def parse_front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
     match = _FRONT_MATTER.match(text)
     if match is None:
         return {}, text.strip()
+    import yaml  # here: only Markdown agents and commands with front matter need a YAML parser
+
     try:
         fields = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:

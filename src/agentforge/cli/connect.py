@@ -7,14 +7,16 @@ transport, so the CLI speaks the same HTTP API either way, live events included.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 
 from agentforge.cli import exits
@@ -112,14 +114,26 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         code = exits.INTERRUPTED
-    except (typer.Exit, click.ClickException):
-        raise  # usage errors: click prints them and exits 2
+    except BrokenPipeError:
+        # The reader of stdout has gone (`| head -1`): nothing to say, and nothing more to flush.
+        _discard_stdout()
+        code = exits.OUTPUT_CLOSED
+    except (typer.Exit, typer.TyperException):
+        raise  # usage errors (typer's own click, not the click package): printed, exit 2
     except Exception as exc:
         notes = "; ".join(getattr(exc, "__notes__", []))
         hint = f" ({notes}; --verbose shows it as it happens)" if notes else ""
         typer.echo(f"error: {type(exc).__name__}: {_one_line(exc)}{hint}", err=True)
         code = exits.ERROR
     raise typer.Exit(code)
+
+
+def _discard_stdout() -> None:
+    """Points stdout at /dev/null, so the interpreter's last flush at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout with no descriptor has nothing to flush
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _last_line(exc: BaseException) -> str:

@@ -14,3 +14,5 @@ USAGE: Final = 2
 REFUSED: Final = 3
 # Ctrl-C (the turn is aborted on the server too).
 INTERRUPTED: Final = 130
+# Whoever read the output stopped reading (`| head -1`): the turn is aborted too, nothing is printed.
+OUTPUT_CLOSED: Final = 141

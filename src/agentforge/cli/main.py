@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from agentforge import __version__
 from agentforge.cli.audit import audit_app
 from agentforge.cli.db import db_app
 from agentforge.cli.doctor import doctor
@@ -17,6 +16,7 @@ from agentforge.cli.question import question_app
 from agentforge.cli.run import RUN_EPILOG, run
 from agentforge.cli.serve import serve
 from agentforge.cli.session import session_app
+from agentforge.version import __version__
 
 app = typer.Typer(
     name="agentforge",

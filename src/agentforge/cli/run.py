@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from enum import StrEnum
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 import typer
 from rich.console import Console
@@ -66,7 +66,8 @@ class Printer(Protocol):
 RUN_EPILOG = (
     "Exit codes: 0 the turn finished; 1 error (server unreachable or failing, the turn ended with an"
     " error); 2 usage (bad option, argument or config); 3 a permission request was refused or a"
-    " question went unanswered; 130 interrupted (the turn is aborted on the server too)."
+    " question went unanswered; 130 interrupted (the turn is aborted on the server too); 141 the"
+    " output was closed, as by `| head -1` (the turn is aborted too)."
 )
 
 
@@ -157,29 +158,49 @@ async def _run(
     # Lines are not cut to a width: the terminal wraps them, a pipe or a log file keeps them whole.
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     async with connect(target) as client:
-        session_id = await _pick_session(client, session_id, continue_last=continue_last)
-        err.print(Text(f"session {session_id}", style="dim"))
+        picked, created = await _pick_session(client, session_id, continue_last=continue_last)
+        err.print(Text(f"session {picked}", style="dim"))
         printer: Printer = JsonLinesPrinter(sys.stdout) if as_json else TurnPrinter(sys.stdout, err)
         prompter = TerminalPrompter(err) if approve == "ask" else None
-        answerer = Answerer(client, session_id, err, approve=approve, prompter=prompter)
-        final = await run_turn(client, session_id, text, printer, model=model, agent=agent, answerer=answerer)
+        answerer = Answerer(client, picked, err, approve=approve, prompter=prompter)
+        try:
+            final = await run_turn(client, picked, text, printer, model=model, agent=agent, answerer=answerer)
+        except AgentForgeError:
+            if created:
+                await _forget_if_empty(client, picked)
+            raise
         error = printer.finish(final)
         printer.footer()
     if answerer.refused:
         err.print(Text(visible("[refused] " + "; ".join(answerer.refused)), style="bold yellow"))
         return exits.REFUSED
-    return exits.ERROR if error is not None else exits.OK
+    if error is not None:
+        # The message and the failed answer are stored: the session is worth continuing.
+        err.print(Text(f"the session is kept: continue it with --session {picked} (or -c)", style="dim"))
+        return exits.ERROR
+    return exits.OK
 
 
-async def _pick_session(client: AsyncAgentForge, session_id: str | None, *, continue_last: bool) -> str:
+async def _forget_if_empty(client: AsyncAgentForge, session_id: str) -> None:
+    """A session this run created whose prompt was refused before anything was stored (an unknown
+    model, a bad agent) is deleted: it would only be an empty entry in listings and `--continue`."""
+    with contextlib.suppress(AgentForgeError):
+        if not (await client.messages(session_id, limit=1)).items:
+            await client.delete_session(session_id)
+
+
+async def _pick_session(
+    client: AsyncAgentForge, session_id: str | None, *, continue_last: bool
+) -> tuple[str, bool]:
+    """The session to prompt, and whether this run created it."""
     if session_id is not None:
-        return session_id
+        return session_id, False
     if continue_last:
         # Newest first: the last session started (or continued) in this directory.
         found = await client.list_sessions(directory=os.getcwd(), roots=True, limit=1)
         if found:
-            return found[0].id
-    return (await client.create_session()).id
+            return found[0].id, False
+    return (await client.create_session()).id, True
 
 
 async def run_turn(
@@ -205,10 +226,12 @@ async def run_turn(
             await asyncio.wait_for(_until_connected(everything), CONNECT_WAIT_SECONDS)
             pumps.append(asyncio.create_task(_answer_events(everything, printer, answerer)))
         idle = asyncio.Event()
-        pumps.append(asyncio.create_task(_print_events(events, printer, idle)))
+        printing = asyncio.create_task(_print_events(events, printer, idle))
+        pumps.append(printing)
         printer.started()
         try:
-            final = await _prompt_or_abort(client, session_id, text, model=model, agent=agent)
+            prompt = _prompt_or_abort(client, session_id, text, model=model, agent=agent)
+            final = await _unless_output_closes(prompt, printing)
             # The turn is over; let its trailing events (final part updates, idle) arrive.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(idle.wait(), IDLE_WAIT_SECONDS)
@@ -232,6 +255,26 @@ async def _prompt_or_abort(
         with contextlib.suppress(AgentForgeError, TimeoutError):
             await asyncio.wait_for(client.abort(session_id), ABORT_WAIT_SECONDS)
         raise
+
+
+async def _unless_output_closes(
+    prompt: Coroutine[Any, Any, WithParts], printing: asyncio.Task[None]
+) -> WithParts:
+    """The prompt's answer; but when stdout's reader goes away (BrokenPipeError while printing) the
+    prompt is cancelled, which aborts the turn as Ctrl-C does, and the error is raised."""
+    answer = asyncio.create_task(prompt)
+    try:
+        await asyncio.wait({answer, printing}, return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done() and not printing.cancelled():
+            error = printing.exception()
+            if isinstance(error, BrokenPipeError):
+                raise error
+        return await answer
+    finally:
+        if not answer.done():
+            answer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await answer
 
 
 async def _until_connected(events: AsyncIterator[ServerEvent]) -> None:

@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 import socket
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 import uvicorn
 from fastapi import FastAPI
 
+from agentforge.cli import exits
 from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.nondumpable import make_non_dumpable
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
 from agentforge.config import Settings, is_loopback
 from agentforge.server.serve import ForgeServer
-from agentforge.telemetry.logs import LEVELS, LogFormat, configure_logging
+from agentforge.store.engine import parse_database_url
+from agentforge.store.ownership import server_running
+from agentforge.telemetry.logs import LogFormat, configure_logging
 
 __all__ = ["is_loopback", "serve"]
+
+
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+    critical = "critical"
+
+
+class LogFormatChoice(StrEnum):
+    text = "text"
+    json = "json"
 
 
 class _AnnouncingServer(ForgeServer):
@@ -43,13 +60,15 @@ def serve(
     data_dir: DataDir = None,
     db: DatabaseUrl = None,
     log_level: Annotated[
-        str,
-        typer.Option("--log-level", help="Log level of the whole server: debug, info, warning, error."),
-    ] = "info",
+        LogLevel,
+        typer.Option("--log-level", help="Log level of the whole server.", case_sensitive=False),
+    ] = LogLevel.info,
     log_format: Annotated[
-        str,
-        typer.Option("--log-format", help="Log lines as `text` or `json` (one object a line)."),
-    ] = "text",
+        LogFormatChoice,
+        typer.Option(
+            "--log-format", help="Log lines as text, or json (one object a line).", case_sensitive=False
+        ),
+    ] = LogFormatChoice.text,
     production: Annotated[
         bool,
         typer.Option(
@@ -59,7 +78,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the Agent Forge server."""
-    logs = _log_options(log_format, log_level)
+    logs: tuple[LogFormat, str] = ("json" if log_format is LogFormatChoice.json else "text", log_level.value)
     settings = build_settings(
         Target(config_path=config, data_dir=data_dir, database_url=db), host=host, port=port
     )
@@ -73,23 +92,43 @@ def serve(
         raise typer.Exit(2)
     if production:
         _require_production_checks(settings)
+    # Before anything starts: what would stop this server is one line, not a log of a failed start.
+    _refuse_a_second_server(settings)
+    listener = _listen(settings.host, settings.port)
     # From here on, same-uid processes (tenants' commands) cannot read our environ or ptrace us.
     make_non_dumpable()
     from agentforge.server.app import create_app
 
     # Only now: the process is serving, every logger of it goes through the structured handler.
     configure_logging(*logs)
-    _run_server(create_app(settings), settings.host, settings.port, logs[1])
+    _run_server(create_app(settings), listener, logs[1])
 
 
-def _log_options(log_format: str, log_level: str) -> tuple[LogFormat, str]:
-    if log_format not in ("text", "json"):
-        typer.echo(f"error: --log-format must be text or json, got {log_format!r}", err=True)
-        raise typer.Exit(2)
-    if log_level.lower() not in LEVELS:
-        typer.echo(f"error: --log-level must be one of {', '.join(LEVELS)}, got {log_level!r}", err=True)
-        raise typer.Exit(2)
-    return ("json" if log_format == "json" else "text"), log_level.lower()
+def _refuse_a_second_server(settings: Settings) -> None:
+    target = parse_database_url(settings.database_url)
+    if target.dialect == "sqlite" and server_running(target.sqlite_path):
+        typer.echo(
+            f"error: another Agent Forge server is already running on {target.sqlite_path}; stop it,"
+            " or give this one its own --data-dir (several servers on one database need Postgres)",
+            err=True,
+        )
+        raise typer.Exit(exits.ERROR)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The bound listening socket (uvicorn serves on it), or one line and exit 1 when the address
+    cannot be taken (a port in use, an address not of this machine)."""
+    address = host.strip("[]")
+    listener = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((address, port))
+    except OSError as exc:
+        listener.close()
+        hint = " (another server is using it: stop it or pick another --port)" if port else ""
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}{hint}", err=True)
+        raise typer.Exit(exits.ERROR) from None
+    return listener
 
 
 def _require_production_checks(settings: Settings) -> None:
@@ -105,8 +144,9 @@ def _require_production_checks(settings: Settings) -> None:
         raise typer.Exit(2)
 
 
-def _run_server(app: FastAPI, host: str, port: int, log_level: str) -> None:
-    _AnnouncingServer(app, host=host, port=port, log_level=log_level).run()
+def _run_server(app: FastAPI, listener: socket.socket, log_level: str) -> None:
+    host, port = listener.getsockname()[:2]
+    _AnnouncingServer(app, host=host, port=port, log_level=log_level).run(sockets=[listener])
 
 
 def _bound_url(server: uvicorn.Server) -> str:

@@ -21,7 +21,7 @@ import binascii
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import httpx2
 
@@ -35,9 +35,11 @@ from agentforge.identity.gateway import (
     GatewayVerifier,
     has_gateway_headers,
 )
-from agentforge.identity.jwt import JwtVerifier
 from agentforge.identity.model import LOCAL_IDENTITY, Identity
 from agentforge.identity.request import RequestFacts
+
+if TYPE_CHECKING:
+    from agentforge.identity.jwt import JwtVerifier
 
 KeyLookup = Callable[[str, str], Awaitable[StoredApiKey | None]]
 FailureHook = Callable[[AuthFailure, RequestFacts], Awaitable[None]]
@@ -100,12 +102,18 @@ class Authenticator:
         claim_nonce: NonceClaim | None = None,
     ) -> Authenticator:
         auth = settings.config.auth
+        jwt = None
+        if auth.jwt is not None:
+            # Imported only when JWTs are configured: PyJWT brings `cryptography` (several MB).
+            from agentforge.identity.jwt import JwtVerifier
+
+            jwt = JwtVerifier(auth.jwt, jwks_transport=jwks_transport)
         return cls(
             auth,
             enabled=auth.enabled(settings.host),
             find_key=find_key,
             on_failure=on_failure,
-            jwt=JwtVerifier(auth.jwt, jwks_transport=jwks_transport) if auth.jwt is not None else None,
+            jwt=jwt,
             gateway=GatewayVerifier(auth.gateway) if auth.gateway is not None else None,
             claim_nonce=claim_nonce,
         )

@@ -24,7 +24,6 @@ import httpx2
 import orjson
 from anthropic import AsyncAnthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex, not_given
 
-from agentforge import __version__
 from agentforge.config import ConfigError
 from agentforge.llm import aws_eventstream
 from agentforge.llm.anthropic_request import request_body
@@ -50,6 +49,7 @@ from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
+from agentforge.version import __version__
 
 ANTHROPIC_APIS = ("anthropic", "anthropic-bedrock", "anthropic-vertex")
 _FINISH_REASONS = {

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 
 from openai import AsyncAzureOpenAI
 
-from agentforge import __version__
 from agentforge.config import ConfigError
 from agentforge.llm import openai_chat
 from agentforge.llm.errors import MissingApiKeyError
@@ -20,6 +19,7 @@ from agentforge.llm.events import StreamEvent
 from agentforge.llm.messages import ModelRequest
 from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
+from agentforge.version import __version__
 
 # Pooled per event loop and endpoint, for the same reasons as `openai_chat`'s clients.
 _clients: ClientPool[AsyncAzureOpenAI] = ClientPool(lambda client: client.close())

@@ -28,7 +28,6 @@ from google.genai import _transformers as transformers
 from google.genai import errors as genai_errors
 from google.genai._api_client import BaseApiClient
 
-from agentforge import __version__
 from agentforge.config import deep_merge
 from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError
 from agentforge.llm.events import (
@@ -62,6 +61,7 @@ from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
+from agentforge.version import __version__
 
 API_VERSION = "v1beta"
 _FINISH_REASONS = {

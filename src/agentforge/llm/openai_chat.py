@@ -31,7 +31,6 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agentforge import __version__
 from agentforge.config import deep_merge
 from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError
 from agentforge.llm.events import (
@@ -66,6 +65,7 @@ from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
+from agentforge.version import __version__
 
 # Keyless endpoints (Ollama, vLLM...) still get a bearer value: the SDK refuses to send none.
 NO_KEY_PLACEHOLDER = "agentforge-no-key"

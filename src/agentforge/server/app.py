@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from agentforge import __version__
 from agentforge.bus.bus import DEFAULT_BUFFER
 from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings
@@ -59,6 +58,7 @@ from agentforge.session.processor import StreamFn
 from agentforge.store.audit import AUTH_FAILED
 from agentforge.telemetry.observer import Telemetry
 from agentforge.terminal.registry import Terminals
+from agentforge.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ class Asset:
 
 
 def _load(name: str, media_type: str) -> Asset:
-    body = (resources.files("agentforge") / "console" / name).read_bytes()
+    body = (resources.files("agentforge.console") / name).read_bytes()
     return Asset(body, media_type, f'"{hashlib.sha256(body).hexdigest()[:32]}"')
 
 

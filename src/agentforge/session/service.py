@@ -11,7 +11,6 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentforge import __version__
 from agentforge.model import ids
 from agentforge.model.events import SESSION_CREATED, SESSION_DELETED, SESSION_UPDATED, Event
 from agentforge.model.message import AssistantMessage, WithParts
@@ -21,6 +20,7 @@ from agentforge.session.events import now_ms
 from agentforge.session.inputs import SessionCreateInput, SessionUpdateInput
 from agentforge.session.scope import TenantScope
 from agentforge.session.services import SessionServices
+from agentforge.version import __version__
 
 _SLUG_WORDS = (
     "amber", "brisk", "calm", "dusky", "eager", "fuzzy", "gentle", "hidden", "ivory", "jolly",

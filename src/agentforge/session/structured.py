@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import jsonschema
-
 from agentforge.llm.messages import ModelRequest
 from agentforge.model.errors import StructuredOutputError, StructuredOutputErrorData
 from agentforge.model.message import (
@@ -52,6 +50,8 @@ def schema_problem(output_format: OutputFormat | None) -> str | None:
         return None
     if output_format.retry_count < 0:
         return "format.retryCount must be 0 or more"
+    import jsonschema  # here, not at start-up: only a prompt with a schema needs it
+
     try:
         jsonschema.validators.validator_for(output_format.schema_).check_schema(output_format.schema_)
     except jsonschema.SchemaError as exc:

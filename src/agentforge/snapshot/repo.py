@@ -13,15 +13,17 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-import pygit2
+from typing import TYPE_CHECKING, Literal
 
 from agentforge.tools.diff import file_diff
 
+if TYPE_CHECKING:
+    # Imported where used: libgit2's bindings cost start-up time a server that never snapshots
+    # should not pay.
+    import pygit2
+
 SNAPSHOTS_DIR = "snapshots"
 _EXCLUDE_HEADER = "# Written by Agent Forge: directories inside the workspace that are not the tenant's.\n"
-_LINK_MODE = pygit2.enums.FileMode.LINK
 
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -79,6 +81,8 @@ class SnapshotRepo:
     def _open(self) -> pygit2.Repository:
         if self._repo is not None:
             return self._repo
+        import pygit2
+
         if not (self.git_dir / "HEAD").exists():
             self.git_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             pygit2.init_repository(str(self.git_dir), bare=True)
@@ -98,6 +102,8 @@ class SnapshotRepo:
             return self._track()
 
     def _track(self) -> str:
+        import pygit2
+
         repo = self._open()
         index = repo.index
         index.read(force=True)
@@ -167,6 +173,8 @@ class SnapshotRepo:
             return None
 
     def _text_in(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
+        import pygit2
+
         entry = self._entry(tree, path)
         if entry is None:
             return None
@@ -203,6 +211,8 @@ class SnapshotRepo:
         return target
 
     def _restore_one(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
+        import pygit2
+
         target = self._inside(path)
         if target is None:
             return "it lies outside the workspace or is not the tenant's"
@@ -217,9 +227,10 @@ class SnapshotRepo:
         if not isinstance(blob, pygit2.Blob):
             return "the snapshot holds a directory there"
         target.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.lexists(target) and (target.is_symlink() or entry.filemode == _LINK_MODE):
+        link = pygit2.enums.FileMode.LINK
+        if os.path.lexists(target) and (target.is_symlink() or entry.filemode == link):
             target.unlink()
-        if entry.filemode == _LINK_MODE:
+        if entry.filemode == link:
             os.symlink(blob.data.decode("utf-8", errors="surrogateescape"), target)
             return None
         mode = 0o755 if entry.filemode == pygit2.enums.FileMode.BLOB_EXECUTABLE else 0o644
@@ -232,6 +243,8 @@ class SnapshotRepo:
 
 
 def _tree(repo: pygit2.Repository, tree_id: str) -> pygit2.Tree:
+    import pygit2
+
     try:
         found = repo[tree_id]
     except (KeyError, ValueError) as exc:

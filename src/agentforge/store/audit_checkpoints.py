@@ -25,12 +25,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from sqlalchemy import Connection, func, select
 
 from agentforge.store.audit import canonical_json
@@ -65,10 +62,17 @@ class Checkpoint:
         return orjson.dumps({**self.signed_part(), "signature": self.signature}).decode()
 
 
+if TYPE_CHECKING:
+    # `cryptography` (several MB) is imported by the methods that use it, off the start-up path.
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+
 class CheckpointKey:
     """An Ed25519 key pair, or only its public half (enough to verify)."""
 
     def __init__(self, public: Ed25519PublicKey, private: Ed25519PrivateKey | None = None) -> None:
+        from cryptography.hazmat.primitives import serialization
+
         self.public = public
         self.private = private
         raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -77,6 +81,9 @@ class CheckpointKey:
     @classmethod
     def from_pem(cls, pem: bytes, *, where: str) -> CheckpointKey:
         """A private key (to sign and verify) or a public key (to verify) in PEM."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
         try:
             if b"PRIVATE KEY" in pem:
                 private = serialization.load_pem_private_key(pem, password=None)
@@ -91,6 +98,8 @@ class CheckpointKey:
         return cls(public)
 
     def public_pem(self) -> str:
+        from cryptography.hazmat.primitives import serialization
+
         return self.public.public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ).decode()
@@ -105,6 +114,8 @@ class CheckpointKey:
         return Checkpoint(unsigned.time, unsigned.key, unsigned.heads, base64.b64encode(signature).decode())
 
     def verifies(self, checkpoint: Checkpoint) -> bool:
+        from cryptography.exceptions import InvalidSignature
+
         if checkpoint.key != self.fingerprint:
             return False
         try:
@@ -118,6 +129,9 @@ class CheckpointKey:
 
 def load_key_file(path: Path, *, create: bool) -> CheckpointKey:
     """The key in `path`; with `create`, a new one is generated there (0600) when there is none."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     if create and not path.exists():
         pem = Ed25519PrivateKey.generate().private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()

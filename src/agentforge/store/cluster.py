@@ -27,7 +27,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
-import asyncpg
 from sqlalchemy import Connection, text
 
 from agentforge.store.engine import DatabaseTarget
@@ -89,14 +88,24 @@ _KEEPALIVES: Final = {
 }
 
 OnMessage = Callable[[str], None]
-# A connection that ended: closed under us, or its backend terminated (57P01) mid-query.
-_LOST: Final = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.OperatorInterventionError,
-    ConnectionError,
-    OSError,
-)
+
+
+def _asyncpg() -> Any:
+    import asyncpg  # here: a SQLite server never loads the Postgres driver
+
+    return asyncpg
+
+
+def _lost() -> tuple[type[BaseException], ...]:
+    """A connection that ended: closed under us, or its backend terminated (57P01) mid-query."""
+    asyncpg = _asyncpg()
+    return (
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.OperatorInterventionError,
+        ConnectionError,
+        OSError,
+    )
 
 
 def channel_name(schema: str | None) -> str:
@@ -146,7 +155,7 @@ class ClusterLink:
     @classmethod
     async def open(cls, target: DatabaseTarget, on_message: OnMessage) -> ClusterLink:
         dsn, settings = _connect_args(target)
-        first = await asyncpg.connect(dsn, server_settings=settings)
+        first = await _asyncpg().connect(dsn, server_settings=settings)
         try:
             key = await first.fetchval(_KEY)
         except BaseException:
@@ -169,7 +178,7 @@ class ClusterLink:
     # --- connections -----------------------------------------------------------------------------
 
     async def _connect(self, role: str) -> Any:
-        conn = await asyncpg.connect(self._dsn, server_settings=self._settings)
+        conn = await _asyncpg().connect(self._dsn, server_settings=self._settings)
         conn.add_termination_listener(lambda ended: self._ended(role, ended))
         return conn
 
@@ -236,7 +245,7 @@ class ClusterLink:
                 self.reconnects += 1
                 log.warning("cluster: the %s connection is open again", role)
                 return
-            except (*_LOST, asyncpg.PostgresError):
+            except (*_lost(), _asyncpg().PostgresError):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX)
 
@@ -256,7 +265,7 @@ class ClusterLink:
         except TimeoutError:
             log.warning("cluster: the %s connection stopped answering; ending it", role)
             conn.terminate()  # its termination callback opens it again (and stops runs: leases)
-        except _LOST:
+        except _lost():
             pass  # ended: its termination callback does the rest
 
     async def _ping_now(self, conn: Any, locked: bool) -> None:
@@ -279,7 +288,7 @@ class ClusterLink:
             try:
                 async with self._lease_lock:
                     return await query(conn)
-            except _LOST:
+            except _lost():
                 if self._leases is conn and not conn.is_closed():
                     raise
                 self._ended("leases", conn)  # noticed here first: the callback may not have run yet
@@ -328,7 +337,7 @@ class ClusterLink:
                         async with conn.transaction():
                             await conn.fetchval(_SET_TENANT, tenant_id)
                             await conn.execute(_FORGET, tenant_id, session_id, self._replica)
-                    except asyncpg.PostgresError:  # a stale row is ignored: the lock decides
+                    except _asyncpg().PostgresError:  # a stale row is ignored: the lock decides
                         log.exception("cluster: could not remove the run_lease row of %s", session_id)
             await conn.fetchval(_RELEASE, session_id)
 
@@ -400,7 +409,7 @@ class ClusterLink:
                         raise ConnectionError("the notify connection is closed")
                     await conn.fetchval(_NOTIFY, self.channel, sealed)
                     return
-                except _LOST:
+                except _lost():
                     if attempt or self._closed:
                         raise
                     self._notifier = await self._connect("notify")

@@ -1,5 +1,9 @@
 """Programmatic Alembic: the migrations ship inside the package, so an installed wheel can migrate
 without an alembic.ini. Everything here blocks; the store calls it through `asyncio.to_thread`.
+
+A database already at `HEAD_REVISION` (every start but the first) is recognised by one read of
+`alembic_version`, without importing Alembic: its import and script parsing used to be a large share
+of start-up.
 """
 
 from __future__ import annotations
@@ -7,19 +11,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 
 from agentforge.store.engine import DatabaseTarget, parse_database_url, postgres_engine, sqlite_engine
 from agentforge.store.private import ensure_private_file
 from agentforge.store.privileges import grant_runtime_role
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
+# The newest migration's revision; tests/store/test_migrations.py checks it against the scripts, so
+# adding a migration without moving it fails there.
+HEAD_REVISION: Final = "0010_audit_throttle"
+VERSION_TABLE: Final = "alembic_version"
 
 
 class MigrationError(Exception):
@@ -28,24 +35,40 @@ class MigrationError(Exception):
 
 
 def alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return config
 
 
-def head_revision() -> str | None:
+def head_revision() -> str:
+    return HEAD_REVISION
+
+
+def scripts_head() -> str | None:
+    """The head as Alembic reads it from the migration scripts (slow: imports and parses them)."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def upgrade(conn: Connection, revision: str = "head") -> None:
     """Upgrade the database behind `conn` (the env picks the connection up from the config)."""
+    from alembic import command
+
     config = alembic_config()
     config.attributes["connection"] = conn
     command.upgrade(config, revision)
 
 
 def current_revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+    """The revision the database is stamped with (None: never migrated). The migrations are one
+    line, so the table holds at most one row, as Alembic's own reading assumes."""
+    if not inspect(conn).has_table(VERSION_TABLE):
+        return None
+    revision: str | None = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+    return revision
 
 
 _MIGRATION_LOCK = text("SELECT pg_advisory_lock(hashtext('agentforge.migrate'), hashtext(:schema))")
@@ -69,7 +92,8 @@ def upgrade_to_head(url: str, *, runtime_role: str | None = None) -> None:
             conn.commit()
         if target.schema is not None:
             create_schema_if_missing(conn, target.schema)
-        upgrade(conn)
+        if current_revision(conn) != HEAD_REVISION:
+            upgrade(conn)
         if runtime_role is not None:
             grant_runtime_role(conn, runtime_role)
 

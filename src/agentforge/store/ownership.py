@@ -22,6 +22,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+SERVER_LOCK_SUFFIX = ".server"
 _ADVISORY_CLAIM = text("SELECT pg_try_advisory_lock(hashtext(current_schema() || :key))")
 _ADVISORY_KEY = {"key": "/agentforge-owner"}
 
@@ -47,18 +48,35 @@ class FileOwnership(Ownership):
         return self._fd is not None
 
     def _try_lock(self) -> int | None:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        return fd
+        return _try_flock(self._path)
 
     async def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)  # closing the descriptor drops the lock
+
+
+def _try_flock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def server_running(database: Path) -> bool:
+    """Whether a live `agentforge serve` holds the SQLite database's server lock: taken and dropped
+    at once, so `serve` can say so in one line before starting (the store's claim stays the guard).
+    Blocks briefly: call it before the event loop runs."""
+    if not database.parent.is_dir():
+        return False
+    fd = _try_flock(database.with_name(database.name + SERVER_LOCK_SUFFIX))
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
 
 
 class AdvisoryOwnership(Ownership):

@@ -31,7 +31,7 @@ from agentforge.store.engine import (
     sqlite_engine,
 )
 from agentforge.store.migrate import MigrationError, current_revision, upgrade_to_head
-from agentforge.store.ownership import AdvisoryOwnership, FileOwnership, Ownership
+from agentforge.store.ownership import SERVER_LOCK_SUFFIX, AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.parsed import SharedRows
 from agentforge.store.privileges import current_role
 from agentforge.store.projector import checkpoint_part
@@ -296,7 +296,7 @@ class Store:
         """SQLite: become the one server process of this database, or raise SecondServerError."""
         if self._target is not None or self._server_lock is not None:
             return  # Postgres: replicas share the database
-        lock = FileOwnership(self._sqlite_path, ".server")
+        lock = FileOwnership(self._sqlite_path, SERVER_LOCK_SUFFIX)
         if not await lock.claim():
             raise SecondServerError(
                 f"Another Agent Forge server is already running on {self._sqlite_path}: a SQLite"

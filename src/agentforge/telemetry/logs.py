@@ -85,6 +85,16 @@ def _trace_ids(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mut
     return event
 
 
+# `extra=` fields that are no data: uvicorn passes its message again with terminal colour codes.
+_DROPPED_EXTRAS = ("color_message",)
+
+
+def _drop_extras(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key in _DROPPED_EXTRAS:
+        event.pop(key, None)
+    return event
+
+
 def _shared_processors() -> list[Processor]:
     return [
         structlog.contextvars.merge_contextvars,
@@ -92,6 +102,7 @@ def _shared_processors() -> list[Processor]:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True, key="time"),
         structlog.stdlib.ExtraAdder(),
+        _drop_extras,
         _trace_ids,
     ]
 

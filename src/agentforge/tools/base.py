@@ -12,9 +12,8 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-import jsonschema
 from pydantic import BaseModel
 
 from agentforge.tools.asking import AskPermission as AskPermission
@@ -24,6 +23,9 @@ from agentforge.tools.asking import PermissionRequest as PermissionRequest
 from agentforge.tools.asking import ToolError as ToolError
 from agentforge.tools.confinement import Confinement
 from agentforge.tools.services import ToolServices
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 @dataclass(slots=True)
@@ -110,6 +112,8 @@ class RawSchemaTool(Tool[Any]):
     """
 
     def __init__(self, *, id: str, description: str, schema: dict[str, Any]) -> None:
+        import jsonschema  # here, not at start-up: only MCP tools and structured output need it
+
         validator_class = jsonschema.validators.validator_for(schema)
         validator_class.check_schema(schema)  # a broken schema fails here, not on every call
         self.id = id

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from agentforge.tools.base import RawSchemaTool, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.truncation import TruncationLimits, truncate_output
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _MAX_SHOWN_INPUT = 80
 

@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-import jsonschema
-
 from agentforge.tools.base import Tool
 from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp_config import McpConfigError, parse_server_config
@@ -147,6 +145,8 @@ class McpManager:
         return listed
 
     def _add_tools(self, connection: McpConnection, listed: list[mcp_types.Tool]) -> None:
+        import jsonschema
+
         from agentforge.tools.mcp_tool import McpTool, tool_key
 
         for remote in listed:

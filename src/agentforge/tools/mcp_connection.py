@@ -22,12 +22,12 @@ from mcp.client import Transport
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from agentforge import __version__
 from agentforge.tools.base import ToolError
 from agentforge.tools.confinement import ProcessEnv
 from agentforge.tools.mcp_config import LocalServerConfig, RemoteServerConfig
 from agentforge.tools.mcp_stderr import StderrTail
 from agentforge.tools.sandbox import UNSANDBOXED, Sandbox
+from agentforge.version import __version__
 
 log = logging.getLogger("agentforge.mcp")
 

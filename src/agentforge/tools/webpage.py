@@ -6,9 +6,11 @@ CPU-bound and synchronous (a big page takes a while): callers run these in a thr
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from bs4 import BeautifulSoup
-from markdownify import ATX, MarkdownConverter
+if TYPE_CHECKING:
+    # The parsers are imported on the first page converted: start-up should not pay for them.
+    from bs4 import BeautifulSoup
 
 # Never content a reader sees: dropped with everything inside them.
 _INVISIBLE_TAGS = ("script", "style", "noscript", "template", "iframe", "object", "embed", "meta", "link")
@@ -29,6 +31,8 @@ def is_html(mime: str) -> bool:
 
 
 def _visible_soup(html: str) -> BeautifulSoup:
+    from bs4 import BeautifulSoup
+
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup.find_all(_INVISIBLE_TAGS):
         tag.decompose()
@@ -36,6 +40,8 @@ def _visible_soup(html: str) -> BeautifulSoup:
 
 
 def html_to_markdown(html: str) -> str:
+    from markdownify import ATX, MarkdownConverter
+
     soup = _visible_soup(html)
     converter = MarkdownConverter(heading_style=ATX, bullets="-", escape_misc=False)
     markdown = converter.convert_soup(soup)

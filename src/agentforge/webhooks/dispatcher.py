@@ -29,7 +29,6 @@ from agentforge.store.store import Store
 from agentforge.webhooks.notifications import notification_type, payload
 from agentforge.webhooks.signing import signed_headers
 from agentforge.webhooks.target import TargetRefused, check_target
-from agentforge.webhooks.transport import GuardedTransport
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +57,7 @@ class WebhookDispatcher:
         self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=queue_limit)
         self._slots = asyncio.Semaphore(CONCURRENT_POSTS)
         self._deliveries: set[asyncio.Task[None]] = set()
+        self._http: httpx2.AsyncClient | None = None
         self.dropped = 0
 
     def observe(self, event: Event) -> None:
@@ -72,34 +72,47 @@ class WebhookDispatcher:
 
     async def run(self) -> None:
         """Resume pending deliveries, then fan out notifications until cancelled."""
-        headers = {"user-agent": USER_AGENT}
-        transport = GuardedTransport(self._policy)  # connects to checked addresses only
-        async with httpx2.AsyncClient(
-            timeout=self._policy.timeout, headers=headers, transport=transport, trust_env=False
-        ) as client:
-            try:
-                await self._resume(client)
-                while True:
-                    event = await self._queue.get()
-                    try:
-                        await self._fan_out(client, event)
-                    except Exception:
-                        log.exception("could not queue the webhooks of %s", event.type)
-            finally:
-                for task in self._deliveries:
-                    task.cancel()
-                await asyncio.gather(*self._deliveries, return_exceptions=True)
+        try:
+            await self._resume()
+            while True:
+                event = await self._queue.get()
+                try:
+                    await self._fan_out(event)
+                except Exception:
+                    log.exception("could not queue the webhooks of %s", event.type)
+        finally:
+            for task in self._deliveries:
+                task.cancel()
+            await asyncio.gather(*self._deliveries, return_exceptions=True)
+            if self._http is not None:
+                await self._http.aclose()
+                self._http = None
 
-    async def _resume(self, client: httpx2.AsyncClient) -> None:
+    def _client(self) -> httpx2.AsyncClient:
+        """The HTTP client, made for the first delivery: its transport stack and TLS context (the CA
+        bundle loaded) cost megabytes and tens of milliseconds that a server without webhooks should
+        not pay at start-up."""
+        if self._http is None:
+            from agentforge.webhooks.transport import GuardedTransport
+
+            self._http = httpx2.AsyncClient(
+                timeout=self._policy.timeout,
+                headers={"user-agent": USER_AGENT},
+                transport=GuardedTransport(self._policy),  # connects to checked addresses only
+                trust_env=False,
+            )
+        return self._http
+
+    async def _resume(self) -> None:
         try:
             pending = await self._store.pending_webhook_deliveries()
         except Exception:
             log.exception("could not read the pending webhook deliveries")
             return
         for tenant_id, delivery in pending:
-            self._start(client, tenant_id, delivery)
+            self._start(tenant_id, delivery)
 
-    async def _fan_out(self, client: httpx2.AsyncClient, event: Event) -> None:
+    async def _fan_out(self, event: Event) -> None:
         kind = notification_type(event)
         if kind is None:
             return
@@ -120,10 +133,10 @@ class WebhookDispatcher:
                 time_updated=created,
             )
             await self._store.record_webhook_delivery(event.tenant_id, delivery)
-            self._start(client, event.tenant_id, delivery)
+            self._start(event.tenant_id, delivery)
 
-    def _start(self, client: httpx2.AsyncClient, tenant_id: str, delivery: WebhookDelivery) -> None:
-        task = asyncio.create_task(self._deliver(client, tenant_id, delivery))
+    def _start(self, tenant_id: str, delivery: WebhookDelivery) -> None:
+        task = asyncio.create_task(self._deliver(self._client(), tenant_id, delivery))
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
 

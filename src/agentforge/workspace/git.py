@@ -12,23 +12,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import pygit2
 from pydantic import Field
 
 from agentforge.model.base import Wire
 from agentforge.tools.diff import unified_diff
 from agentforge.workspace.access import WorkspaceAccess
 
+if TYPE_CHECKING:
+    # Imported where used (`import pygit2` in each method): libgit2's bindings are for the requests
+    # that read a repository, not for start-up.
+    import pygit2
+
 # A status listing stops after this many changed files: a workspace full of untracked build output
 # must not turn one request into minutes of diffing.
 MAX_STATUS_FILES = 2000
-_UNTRACKED = (
-    pygit2.enums.DiffOption.INCLUDE_UNTRACKED
-    | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS
-    | pygit2.enums.DiffOption.SHOW_UNTRACKED_CONTENT
-)
+
+
+def _untracked() -> pygit2.enums.DiffOption:
+    import pygit2
+
+    return (
+        pygit2.enums.DiffOption.INCLUDE_UNTRACKED
+        | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS
+        | pygit2.enums.DiffOption.SHOW_UNTRACKED_CONTENT
+    )
 
 
 class VcsInfo(Wire):
@@ -59,6 +68,8 @@ class GitView:
     @classmethod
     def open(cls, access: WorkspaceAccess) -> GitView:
         """The repository holding the workspace; `repo` is None when there is none (or it is bare)."""
+        import pygit2
+
         root = access.real_root
         ceiling = "" if access.repo_above else str(root.parent)
         try:
@@ -120,6 +131,8 @@ class GitView:
     def diff(self, against: Literal["head", "branch"]) -> list[VcsFileDiff]:
         """The working tree's changes as patches: against HEAD, or against where HEAD left the default
         branch (what a pull request would show), untracked files as added."""
+        import pygit2
+
         if self.repo is None or self.repo.head_is_unborn:
             return []
         repo = self.repo
@@ -133,7 +146,7 @@ class GitView:
                 if isinstance(found_base, pygit2.Commit):
                     base = found_base
         found: list[VcsFileDiff] = []
-        for patch in base.tree.diff_to_workdir(flags=_UNTRACKED):
+        for patch in base.tree.diff_to_workdir(flags=_untracked()):
             if patch is None:
                 continue
             delta = patch.delta
@@ -157,13 +170,15 @@ class GitView:
 
     def status(self) -> list[FileStatus]:
         """Files that differ from HEAD (untracked ones as added), with their line counts."""
+        import pygit2
+
         if self.repo is None:
             return []
         repo = self.repo
         if repo.head_is_unborn:
             return self._unborn_status()
         found: list[FileStatus] = []
-        for patch in repo.head.peel(pygit2.Tree).diff_to_workdir(flags=_UNTRACKED):
+        for patch in repo.head.peel(pygit2.Tree).diff_to_workdir(flags=_untracked()):
             if patch is None:
                 continue
             delta = patch.delta
@@ -180,6 +195,8 @@ class GitView:
 
     def _unborn_status(self) -> list[FileStatus]:
         """Before the first commit every file git sees is new: its lines count as added."""
+        import pygit2
+
         assert self.repo is not None
         workdir = self._workdir()
         found: list[FileStatus] = []
@@ -209,6 +226,8 @@ class GitView:
 
     def diff_against_head(self, relative: str, text: str) -> str | None:
         """The unified diff from the file as HEAD has it to `text`; None when unchanged or untracked."""
+        import pygit2
+
         if self.repo is None or self.repo.head_is_unborn:
             return None
         in_repo = self._repo_path(relative)
@@ -227,6 +246,8 @@ class GitView:
 
 
 def _status(delta: pygit2.enums.DeltaStatus) -> Literal["added", "deleted", "modified"]:
+    import pygit2
+
     if delta in (pygit2.enums.DeltaStatus.ADDED, pygit2.enums.DeltaStatus.UNTRACKED):
         return "added"
     if delta == pygit2.enums.DeltaStatus.DELETED:

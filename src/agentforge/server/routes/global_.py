@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agentforge import __version__
 from agentforge.runtime.lifecycle import readiness
 from agentforge.server.deps import RuntimeDep
 from agentforge.server.responses import WireResponse
+from agentforge.version import __version__
 
 router = APIRouter(tags=["global"])
 

@@ -11,10 +11,10 @@ from typing import Literal
 import httpx2
 from pydantic import Field
 
-from agentforge import __version__
 from agentforge.tools.base import Attachment, PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.params import ToolParams
 from agentforge.tools.webpage import html_to_markdown, html_to_text, is_html
+from agentforge.version import __version__
 
 MAX_RESPONSE_BYTES = 5 * 1024 * 1024
 MAX_RESPONSE_LABEL = "5 MB"
