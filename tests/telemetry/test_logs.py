@@ -155,3 +155,25 @@ def test_more_credential_shapes_are_masked(secret_text: str, masked: str) -> Non
 def test_urls_without_credentials_are_kept() -> None:
     text = "fetched https://example.com:8443/a/b?x=1 and http://user@host/path"
     assert mask(text) == text
+
+
+@pytest.mark.parametrize("client", ["httpx", "httpx2"])
+def test_http_clients_request_lines_show_only_at_debug(
+    client: str, restore_root: list[logging.Handler]
+) -> None:
+    client_log = logging.getLogger(client)
+    before = client_log.level
+    try:
+        quiet = io.StringIO()
+        restore_root.append(configure_logging("json", "info", stream=quiet))
+        client_log.info('HTTP Request: POST http://model/v1/chat/completions "HTTP/1.1 200 OK"')
+        client_log.warning("connection reset")
+        logging.getLogger("agentforge.test").info("ours still shows")
+        assert [line["message"] for line in _lines(quiet)] == ["connection reset", "ours still shows"]
+
+        loud = io.StringIO()
+        restore_root.append(configure_logging("json", "debug", stream=loud))
+        client_log.info("HTTP Request: POST http://model/v1/chat/completions")
+        assert [line["logger"] for line in _lines(loud)] == [client]
+    finally:
+        client_log.setLevel(before)

@@ -43,6 +43,9 @@ _SECRET_TEXT = re.compile(
 )
 
 _HANDLER_NAME = "agentforge"
+# HTTP clients that log an INFO line per request: each model call already has our own line, and
+# theirs costs CPU on the turn path. Shown only at debug.
+_CHATTY_LOGGERS = ("httpx", "httpx2")
 
 
 def mask(text: str) -> str:
@@ -153,4 +156,7 @@ def configure_logging(
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()
         uvicorn_logger.propagate = True
+    chatty_level = logging.NOTSET if level.lower() == "debug" else logging.WARNING
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(chatty_level)
     return handler
