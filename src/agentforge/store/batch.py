@@ -34,7 +34,7 @@ from agentforge.store.audit import ChainBuffer, lock_chains
 from agentforge.store.audit_events import record_event
 from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
 from agentforge.store.schema import event as event_table
-from agentforge.store.tenancy import set_tenant
+from agentforge.store.tenancy import TENANT_SETTING, set_tenant
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +106,13 @@ Outcome = Committed | Applied | Grouped | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
 # One transaction-level lock per session, taken in the order of their keys (the subquery's order).
+# The same statement scopes the transaction to the first item's tenant (`tenancy.py`): one round
+# trip to the database less per batch than a separate `set_config`.
 _LOCK_SESSIONS = text(
-    "SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
+    f"SELECT set_config('{TENANT_SETTING}', :tenant, true),"
+    " (SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
     " SELECT DISTINCT hashtext('agentforge.seq') AS k1, hashtext(current_schema() || ':' || s) AS k2"
-    " FROM unnest(CAST(:sessions AS text[])) AS s ORDER BY 1, 2) AS keys"
+    " FROM unnest(CAST(:sessions AS text[])) AS s ORDER BY 1, 2) AS keys)"
 )
 # Then one per tenant for its `position` counter, likewise ordered (after the sessions, before the
 # audit chains: every writer takes them in that order, so none waits on another in a cycle).
@@ -122,6 +125,7 @@ _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id ==
 _MAX_POSITION = select(func.max(event_table.c.position)).where(
     event_table.c.tenant_id == bindparam("tenant_id")
 )
+_MAX_SEQ_AND_POSITION = select(_MAX_SEQ.scalar_subquery(), _MAX_POSITION.scalar_subquery())
 
 
 class SeqCache:
@@ -160,11 +164,12 @@ class TenantRuns:
     setting, then the setting changes. Without scoping (SQLite) everything waits for `flush`.
     """
 
-    def __init__(self, conn: Connection, *, scoped: bool) -> None:
+    def __init__(self, conn: Connection, *, scoped: bool, tenant_id: str | None = None) -> None:
+        """`tenant_id`: the tenant the transaction is already scoped to, if any."""
         self.writes = Writes(conn)
         self.chain = ChainBuffer()  # the run's audit entries, inserted with its event-log rows
         self._scoped = scoped
-        self._tenant: str | None = None
+        self._tenant = tenant_id
         self._log_rows: list[dict[str, Any]] = []
 
     def enter(self, tenant_id: str) -> None:
@@ -222,9 +227,9 @@ class BatchApplier:
         positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
         with conn.begin():
-            self._lock_sessions(conn, events)
+            scoped_to = self._lock_sessions(conn, events)
             _lock_audit_chains(conn, events)
-            runs = TenantRuns(conn, scoped=self._scoped)
+            runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             for item in events:
                 runs.enter(item.tenant_id)
                 if isinstance(item, Mutation):
@@ -238,8 +243,7 @@ class BatchApplier:
                         runs.log(event_row(event, done.seq, done.position))
                     outcomes.append(grouped)
                     continue
-                seq = self._next_seq(conn, draft, session_of(item))
-                position = self._next_position(conn, positions, item.tenant_id)
+                seq, position = self._next_numbers(conn, draft, positions, session_of(item), item.tenant_id)
                 record_event(runs.writes, item, runs.chain)
                 apply_event(runs.writes, item)
                 draft[session_of(item)] = seq
@@ -255,9 +259,9 @@ class BatchApplier:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
         with conn.begin():
-            self._lock_sessions(conn, events)
+            scoped_to = self._lock_sessions(conn, events)
             _lock_audit_chains(conn, events)
-            runs = TenantRuns(conn, scoped=self._scoped)
+            runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             outcomes: list[Outcome] = []
             for item in events:
                 # Outside the item's savepoint: rolling that back must not undo the setting.
@@ -277,8 +281,7 @@ class BatchApplier:
         session_id = session_of(item)
         try:
             with conn.begin_nested():
-                seq = self._next_seq(conn, draft, session_id)
-                position = self._next_position(conn, positions, item.tenant_id)
+                seq, position = self._next_numbers(conn, draft, positions, session_id, item.tenant_id)
                 writes = Writes(conn)
                 record_event(writes, item)
                 apply_event(writes, item)
@@ -313,8 +316,9 @@ class BatchApplier:
         try:
             for event in group.events:
                 try:
-                    seq = self._next_seq(writes.conn, local, session_of(event))
-                    position = self._next_position(writes.conn, local_positions, event.tenant_id)
+                    seq, position = self._next_numbers(
+                        writes.conn, local, local_positions, session_of(event), event.tenant_id
+                    )
                     record_event(writes, event, chain)
                     apply_event(writes, event)
                     writes.flush()
@@ -350,31 +354,48 @@ class BatchApplier:
             return GroupWriteError(f"the event group could not be written: {_short(exc)}")
         return grouped
 
-    def _lock_sessions(self, conn: Connection, items: Sequence[Item]) -> None:
+    def _lock_sessions(self, conn: Connection, items: Sequence[Item]) -> str | None:
         """Shared database: hold every written session, then each tenant's position counter, until
-        commit (before the chain locks)."""
+        commit (before the chain locks). Returns the tenant the transaction is now scoped to (the
+        first item's), or None when nothing was locked."""
         events = [event for item in items for event in events_of(item)]
         sessions = sorted({session_of(event) for event in events})
-        if self._shared and sessions:
-            conn.execute(_LOCK_SESSIONS, {"sessions": sessions})
-            tenants = sorted({event.tenant_id for event in events})
-            conn.execute(_LOCK_TENANT_POSITIONS, {"tenants": tenants})
+        if not (self._shared and sessions):
+            return None
+        tenant_id = items[0].tenant_id
+        if not tenant_id:
+            raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
+        conn.execute(_LOCK_SESSIONS, {"tenant": tenant_id, "sessions": sessions})
+        tenants = sorted({event.tenant_id for event in events})
+        conn.execute(_LOCK_TENANT_POSITIONS, {"tenants": tenants})
+        return tenant_id
 
-    def _next_seq(self, conn: Connection, draft: dict[str, int], session_id: str) -> int:
-        last = draft.get(session_id)
-        if last is None:
-            last = self._last_seq.get(session_id)
-        if last is None:
-            last = conn.execute(_MAX_SEQ, {"session_id": session_id}).scalar() or 0
-        return last + 1
+    def _next_numbers(
+        self,
+        conn: Connection,
+        draft: dict[str, int],
+        positions: dict[str, int],
+        session_id: str,
+        tenant_id: str,
+    ) -> tuple[int, int]:
+        """The next event's seq in its session and position in its tenant. What neither this batch
+        nor the caches know is read, both in one statement when both are unknown."""
+        last_seq = _known(draft, self._last_seq, session_id)
+        last_position = _known(positions, self._last_position, tenant_id)
+        if last_seq is None and last_position is None:
+            found = {"session_id": session_id, "tenant_id": tenant_id}
+            row = conn.execute(_MAX_SEQ_AND_POSITION, found).one()
+            last_seq, last_position = row[0] or 0, row[1] or 0
+        if last_seq is None:
+            last_seq = conn.execute(_MAX_SEQ, {"session_id": session_id}).scalar() or 0
+        if last_position is None:
+            last_position = conn.execute(_MAX_POSITION, {"tenant_id": tenant_id}).scalar() or 0
+        return last_seq + 1, last_position + 1
 
-    def _next_position(self, conn: Connection, draft: dict[str, int], tenant_id: str) -> int:
-        last = draft.get(tenant_id)
-        if last is None:
-            last = self._last_position.get(tenant_id)
-        if last is None:
-            last = conn.execute(_MAX_POSITION, {"tenant_id": tenant_id}).scalar() or 0
-        return last + 1
+
+def _known(draft: dict[str, int], cache: SeqCache, key: str) -> int | None:
+    last = draft.get(key)
+    return cache.get(key) if last is None else last
 
 
 def _lock_audit_chains(conn: Connection, items: Sequence[Item]) -> None:
