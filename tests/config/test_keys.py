@@ -34,3 +34,11 @@ def test_typos_are_named_with_a_suggestion() -> None:
         "unknown config key 'zzzz'",
         "unknown config key 'server.prot' (did you mean 'port'?)",
     ]
+
+
+def test_a_typo_is_matched_to_a_key_we_use_before_an_unused_opencode_key() -> None:
+    # "modle" is closer to opencode's unused "mode" by spelling; it is "model" that was meant.
+    assert describe({"modle": "fake/test-model", "themee": "x"}) == [
+        "unknown config key 'modle' (did you mean 'model'?)",
+        "unknown config key 'themee' (did you mean 'theme'?)",
+    ]

@@ -78,3 +78,14 @@ def test_a_replica_drops_its_own_payloads() -> None:
     sender, _receiver = _pair()
     assert sender.open(sender.seal("mine")) is None
     assert sender.refused == 0
+
+
+def test_payloads_sealed_while_the_receiver_did_not_listen_are_refused_after() -> None:
+    clock = Clock()
+    sender, receiver = _pair(clock)
+    assert receiver.open(sender.seal("heard")) == "heard"
+    during_the_gap = sender.seal("missed")  # a role that can LISTEN may have kept it
+    clock.ms += CLOCK_SLACK_MS + 1
+    receiver.listening_again()
+    assert receiver.open(during_the_gap) is None  # resynced from the log, never replayed
+    assert receiver.open(sender.seal("after")) == "after"

@@ -29,6 +29,7 @@ from agentforge.client import (
     AgentForgeConnectionError,
     AgentForgeError,
     AsyncAgentForge,
+    BadRequestError,
     ServerEvent,
     parse_model,
 )
@@ -165,7 +166,9 @@ async def _run(
         answerer = Answerer(client, picked, err, approve=approve, prompter=prompter)
         try:
             final = await run_turn(client, picked, text, printer, model=model, agent=agent, answerer=answerer)
-        except AgentForgeError:
+        except BadRequestError:
+            # Refused whole (400: an unknown model, a bad agent): a transport error or a timeout
+            # says nothing of what the server stored, so only a refusal lets the session go.
             if created:
                 await _forget_if_empty(client, picked)
             raise

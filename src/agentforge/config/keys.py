@@ -17,22 +17,9 @@ from pydantic import BaseModel
 from agentforge.config.sections import Config
 
 # Top-level keys read from the extras, and opencode's keys that its TUI may write (accepted, unused).
-EXTRA_KEYS: Final = frozenset(
+# A typo is matched against the keys we use before opencode's unused ones ("modle" is "model").
+UNUSED_KEYS: Final = frozenset(
     {
-        "$schema",
-        "agent",
-        "command",
-        "compaction",
-        "instructions",
-        "mcp",
-        "permission",
-        "permission_default",
-        "permission_timeout",
-        "plugin",
-        "question_timeout",
-        "snapshot",
-        "title",
-        # opencode's
         "autoshare",
         "autoupdate",
         "disabled_providers",
@@ -48,6 +35,23 @@ EXTRA_KEYS: Final = frozenset(
         "tui",
         "username",
         "watcher",
+    }
+)
+EXTRA_KEYS: Final = UNUSED_KEYS | frozenset(
+    {
+        "$schema",
+        "agent",
+        "command",
+        "compaction",
+        "instructions",
+        "mcp",
+        "permission",
+        "permission_default",
+        "permission_timeout",
+        "plugin",
+        "question_timeout",
+        "snapshot",
+        "title",
     }
 )
 
@@ -97,5 +101,8 @@ def _wire_name(model: type[BaseModel], name: str) -> str:
 
 
 def _closest(key: str, known: set[str]) -> str | None:
-    matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-    return matches[0] if matches else None
+    for candidates in (known - UNUSED_KEYS, known & UNUSED_KEYS):
+        matches = difflib.get_close_matches(key, sorted(candidates), n=1, cutoff=0.6)
+        if matches:
+            return matches[0]
+    return None

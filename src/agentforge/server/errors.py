@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agentforge.config.errors import ConfigError
 from agentforge.runtime.scope import TenantScopeError
 from agentforge.server.responses import WireResponse, error_body
 from agentforge.server.unsupported import not_offered
@@ -123,6 +124,11 @@ def install(app: FastAPI) -> None:
         # This replica lost its lease connection: another replica can serve the request.
         body = error_body("ClusterUnavailableError", str(exc))
         return WireResponse(body, status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(ConfigError)
+    async def config_broken(_request: Request, exc: ConfigError) -> WireResponse:
+        # Found only when used (a provider's options): the server's fault, said so it can be fixed.
+        return WireResponse(error_body("ConfigError", str(exc)), status_code=500)
 
     @app.exception_handler(TenantScopeError)
     async def tenant_unavailable(_request: Request, exc: TenantScopeError) -> WireResponse:

@@ -115,14 +115,26 @@ class ToolCallRunner:
             try:
                 # Write-ahead: a call's effects never happen before the store knows it runs, so a
                 # process killed mid-call leaves the call in the history (recovered as interrupted).
-                await asyncio.shield(running)
-                refused = await self._run(call, tool_input)
+                if await self._recorded(call, running):
+                    refused = await self._run(call, tool_input)
+                else:
+                    refused = None
             except asyncio.CancelledError:
                 observed.finish("interrupted")
                 raise
             state = call.part.state
             error = state.error if isinstance(state, ToolStateError) else None
             observed.finish(state.status, refused_by=refused, error=error)
+
+    @staticmethod
+    async def _recorded(call: ToolPartLifecycle, running: Written) -> bool:
+        """Whether the running state is stored; if its write failed, the call fails unrun."""
+        try:
+            await asyncio.shield(running)
+        except Exception as exc:
+            call.fail(f"the call was not run: its start could not be stored ({exc})", None)
+            return False
+        return True
 
     async def _run(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> str | None:
         """Run the call to its final state; returns who refused it, if it was refused."""

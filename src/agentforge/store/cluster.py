@@ -240,6 +240,7 @@ class ClusterLink:
                 else:
                     self._listener = await self._listen()
                     self._down.discard(role)
+                    self._seal.listening_again()
                     if self.on_gap is not None:
                         self.on_gap()  # what was said while nobody listened is lost
                 self.reconnects += 1

@@ -80,13 +80,16 @@ class Seal:
             self._last.popitem(last=False)
         return body.decode()
 
+    def listening_again(self) -> None:
+        """After a gap in listening: what was sealed meanwhile is never accepted later (a role that
+        can LISTEN could replay it); the gap is resynced from the log instead."""
+        self._since = self._now()
+
     def _fresh(self, sender: str, count: int, sent: int) -> bool:
-        if abs(self._now() - sent) > FRESHNESS_MS:
+        if abs(self._now() - sent) > FRESHNESS_MS or sent < self._since - CLOCK_SLACK_MS:
             return False
         last = self._last.get(sender)
-        if last is None:
-            return sent >= self._since - CLOCK_SLACK_MS
-        return count > last
+        return last is None or count > last
 
 
 def _now_ms() -> int:
