@@ -10,16 +10,21 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx2
 import orjson
 import pytest
 
+from agentforge.identity.apikeys import mint_api_key
+from agentforge.identity.model import MEMBER
+from agentforge.model.events import PART_DELTA, Event
 from agentforge.runtime.cluster import INBOX_LIMIT, MAX_PIECES, Cluster
 from agentforge.store import parse_database_url
-from agentforge.store.cluster import channel_name
+from agentforge.store.cluster import NOTIFY_LIMIT, channel_name
 from tests.databases import POSTGRES_URL_ENV, _postgres_schema
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI, Script, reply
@@ -34,8 +39,10 @@ async def postgres_url() -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def _pair(tmp_path: Path, url: str, fake: FakeOpenAI) -> AsyncIterator[tuple[LiveServer, LiveServer]]:
-    config = fake_provider_config(fake)
+async def _pair(
+    tmp_path: Path, url: str, fake: FakeOpenAI, **config_extra: Any
+) -> AsyncIterator[tuple[LiveServer, LiveServer]]:
+    config = {**fake_provider_config(fake), **config_extra}
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
     async with (
@@ -269,28 +276,187 @@ async def test_terminated_cluster_connections_stop_the_runs_and_come_back(
         await _until(idle_everywhere, "the run's lease was given back")
 
 
-async def test_a_payload_missing_a_piece_is_discarded_and_subscribers_resync(
+def _delta(tenant_id: str, session_id: str, text: str) -> Event:
+    properties = {
+        "sessionID": session_id,
+        "messageID": "msg_x",
+        "partID": "prt_x",
+        "field": "text",
+        "delta": text,
+    }
+    return Event(type=PART_DELTA, properties=properties, session_id=session_id, tenant_id=tenant_id)
+
+
+def _pieces_of(sender: Cluster, event: Event) -> list[str]:
+    """What `sender` says on the channel for `event`: a large one goes in pieces, each under the limit."""
+    pieces = sender._payloads([event])
+    assert len(pieces) > 1
+    assert all(len(piece.encode()) <= NOTIFY_LIMIT for piece in pieces)
+    return pieces
+
+
+async def test_a_payload_missing_a_piece_is_discarded_and_only_its_subscribers_resync(
     tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
 ) -> None:
     async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
         session_id = (await a.create_session())["id"]
+        bystander_id = (await a.create_session())["id"]
         cluster = _cluster(b)
+        # Control characters take 6 bytes each once escaped: the pieces still fit a notification.
+        pieces = _pieces_of(_cluster(a), _delta("default", session_id, "\x01" * 9000))
 
-        def piece(index: int, count: int) -> str:
+        def piece(index: int, count: int) -> str:  # as a replica before pieces said whom they concern
             return orjson.dumps({"r": "peer", "k": "piece", "i": index, "n": count, "d": "x"}).decode()
 
-        for pieces in (
-            [piece(1, 3)],  # the second piece of a payload whose first one this replica never heard
+        bystander = EventCollector()
+        await bystander.start(b.client, f"/event?sessionID={bystander_id}")
+        for heard, everyone in (
+            ([pieces[0], *pieces[2:]], False),  # a piece in the middle was lost
+            (pieces[1:], False),  # the first piece was lost (before this replica listened)
+            ([pieces[0], pieces[1], pieces[0]], False),  # the end of the last payload never came
+            # Whom the payload concerns is unknown: everyone resyncs (fail closed).
+            ([piece(1, 3)], True),
             # More pieces than a payload may have: the first is refused, so the second misses it.
-            [piece(0, MAX_PIECES + 1), piece(1, MAX_PIECES + 1)],
+            ([piece(0, MAX_PIECES + 1), piece(1, MAX_PIECES + 1)], True),
         ):
             stream = EventCollector()
             await stream.start(b.client, f"/event?sessionID={session_id}")
-            for heard in pieces:
-                cluster._heard(heard)
+            for notification in heard:
+                cluster._heard(notification)
             await stream.wait_for(lambda f: f.type == "stream.lagged")
             await stream.stop()
             assert [f.type for f in stream.frames] == ["server.connected", "stream.lagged"]
+            if everyone:
+                await bystander.wait_for(lambda f: f.type == "stream.lagged")
+                await bystander.stop()
+                bystander = EventCollector()
+                await bystander.start(b.client, f"/event?sessionID={bystander_id}")
+            else:  # what is heard next reaches the other session's subscriber: it was never cut off
+                cluster._heard(_events_from("peer", _delta("default", bystander_id, "still here")))
+                await bystander.wait_for(
+                    lambda f: f.type == PART_DELTA and f.properties["delta"] == "still here"
+                )
+                assert not bystander.of_type("stream.lagged")
+        await bystander.stop()
+
+
+def _events_from(sender: str, event: Event) -> str:
+    item = {
+        "type": event.type,
+        "properties": event.properties,
+        "session": event.session_id,
+        "tenant": event.tenant_id,
+        "id": event.id,
+    }
+    return orjson.dumps({"r": sender, "k": "events", "items": [item]}).decode()
+
+
+@dataclass
+class _Tenant:
+    name: str
+    on_a: httpx2.AsyncClient
+    on_b: httpx2.AsyncClient
+
+    async def create_session(self) -> str:
+        response = await self.on_a.post("/session")
+        response.raise_for_status()
+        session_id: str = response.json()["id"]
+        return session_id
+
+    async def prompt(self, session_id: str, text: str) -> None:
+        body = {"parts": [{"type": "text", "text": text}]}
+        response = await self.on_a.post(f"/session/{session_id}/message", json=body)
+        assert response.status_code == 200, response.text
+
+
+@contextlib.asynccontextmanager
+async def _tenants(a: LiveServer, b: LiveServer, *names: str) -> AsyncIterator[list[_Tenant]]:
+    """A member's API key per tenant, and a client with it on each replica."""
+    async with contextlib.AsyncExitStack() as stack:
+        tenants = []
+        for name in names:
+            minted = mint_api_key(name, "cluster-test", frozenset({MEMBER}), "test")
+            await a.runtime.store.create_api_key(minted.stored)
+            headers = {"Authorization": f"Bearer {minted.token}"}
+            on_a, on_b = [
+                await stack.enter_async_context(
+                    httpx2.AsyncClient(base_url=s.url, headers=headers, timeout=30)
+                )
+                for s in (a, b)
+            ]
+            tenants.append(_Tenant(name, on_a, on_b))
+        yield tenants
+
+
+async def test_a_tenant_flooding_the_inbox_with_pieces_cuts_off_only_its_own_streams(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    """One tenant's large deltas overflow a replica's inbox: the pieces dropped are its own, so only
+    the streams that would have had them lag (and resume from the log); another tenant's streams,
+    and even that tenant's other sessions, go on uninterrupted."""
+    async with (
+        _pair(tmp_path, postgres_url, fake_openai, auth={"required": True}) as (a, b),
+        _tenants(a, b, "acme", "globex") as (acme, globex),
+    ):
+        flooded, quiet, other = (
+            await acme.create_session(),
+            await acme.create_session(),
+            await globex.create_session(),
+        )
+        streams = {
+            "flooded": (acme.on_b, f"/event?sessionID={flooded}"),
+            "acme": (acme.on_b, "/event"),  # tenant-wide: it would have had the flooded session's
+            "quiet": (acme.on_b, f"/event?sessionID={quiet}"),
+            "other": (globex.on_b, f"/event?sessionID={other}"),
+            "globex": (globex.on_b, "/event"),
+        }
+        on_b = {name: EventCollector() for name in streams}
+        for name, (client, path) in streams.items():
+            await on_b[name].start(client, path)
+
+        # A real large delta crosses the sealed channel in pieces and arrives whole.
+        fake_openai.enqueue(Script().text("y" * 8000, chunk_size=8000).finish())
+        await acme.prompt(flooded, "a long answer")
+        await on_b["flooded"].wait_for(lambda f: f.type == PART_DELTA and f.properties["delta"] == "y" * 8000)
+        await on_b["flooded"].wait_for(lambda f: f.type == "session.idle")
+        last_seen = [f.id for f in on_b["flooded"].frames if f.id is not None][-1]
+
+        # The oldest notification in B's inbox is globex's; then a burst of acme's pieces, more than
+        # the inbox holds, heard before B's receiving loop gets a turn.
+        cluster = _cluster(b)
+        cluster._heard(_events_from("peer", _delta("globex", other, "oldest")))
+        pieces = _pieces_of(_cluster(a), _delta("acme", flooded, "z" * 8000))
+        burst = pieces * (INBOX_LIMIT // len(pieces) + 2)
+        for piece in burst:
+            cluster._heard(piece)
+        assert cluster.dropped == len(burst) + 1 - INBOX_LIMIT
+
+        for name in ("flooded", "acme"):
+            await on_b[name].wait_for(lambda f: f.type == "stream.lagged")
+            await on_b[name].stop()
+        # Globex's oldest event was kept; its streams and acme's other session stay live.
+        await on_b["other"].wait_for(lambda f: f.type == PART_DELTA and f.properties["delta"] == "oldest")
+        fake_openai.enqueue(reply("globex carries on"))
+        await globex.prompt(other, "hello")
+        fake_openai.enqueue(reply("acme's other session too"))
+        await acme.prompt(quiet, "hello")
+        for name, session_id in (("other", other), ("globex", other), ("quiet", quiet)):
+            await on_b[name].wait_for(
+                lambda f, s=session_id: f.type == "session.idle" and f.properties["sessionID"] == s
+            )
+            assert not on_b[name].of_type("stream.lagged"), name
+            await on_b[name].stop()
+
+        # The cut-off stream resumes from the log: what happened while it was away comes back.
+        fake_openai.enqueue(reply("while it was away"))
+        await acme.prompt(flooded, "again")
+        resumed = EventCollector()
+        await resumed.start(acme.on_b, f"/event?sessionID={flooded}", **{"Last-Event-ID": last_seen})
+        await resumed.wait_for(
+            lambda f: f.type == "message.part.updated" and "while it was away" in str(f.properties)
+        )
+        await resumed.stop()
+        assert all(int(f.id) > int(last_seen) for f in resumed.frames if f.id is not None)
 
 
 def _local_backend(pid: int) -> bool:

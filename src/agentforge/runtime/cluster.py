@@ -13,9 +13,11 @@
   replica died after answering 204).
 - Questions live in memory where their turn runs: replies and listings go over the channel.
 - Bounded and fail-closed: what other replicas say waits in a bounded inbox (a replica that falls
-  behind drops the oldest events and cuts its affected SSE subscribers off as lagging: they resume
-  from the log); a lost lease connection stops this replica's runs, since their leases ended with it;
-  a lost channel cuts every subscriber off once it listens again (notifications were missed).
+  behind drops the oldest events of the tenant holding most of it and cuts off the SSE subscribers
+  that would have had them as lagging: they resume from the log; every piece of a split payload
+  says whom it concerns, so a lost piece cuts off only those); a lost lease connection stops this
+  replica's runs, since their leases ended with it; a lost channel cuts every subscriber off once it
+  listens again (notifications were missed).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -41,6 +44,7 @@ from agentforge.model.events import (
 from agentforge.model.permission import PermissionReply
 from agentforge.model.session import StatusIdle
 from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
+from agentforge.runtime.inbox import Inbox
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
 from agentforge.session.channels.questions import QuestionService
 from agentforge.session.errors import NotFoundError
@@ -73,6 +77,9 @@ MAX_PIECES: Final = 512
 ASSEMBLIES_KEPT: Final = 64
 # What `_envelope` adds around the items (the replica id, the kind): batches leave room for it.
 _ENVELOPE: Final = 64
+# A split payload names at most this many (tenant, session) pairs it concerns; beyond, it says
+# "unknown" and a lost piece cuts off everyone (a split payload holds one event: this never happens).
+CONCERN_KEPT: Final = 8
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 
 
@@ -88,9 +95,8 @@ class Cluster:
         self._link: ClusterLink | None = None
         self._outbox: deque[Event] = deque()
         self._outbox_ready = asyncio.Event()
-        self._inbox: deque[dict[str, Any]] = deque()
-        self._inbox_ready = asyncio.Event()
-        self._fragments: dict[str, list[str]] = {}  # pieces so far, by sender (oldest first)
+        self._inbox = Inbox(INBOX_LIMIT)
+        self._fragments: dict[str, _Assembly] = {}  # pieces so far, by sender (oldest first)
         self._ended: dict[str, set[asyncio.Event]] = {}  # who waits for which session's lease
         self._tasks: set[asyncio.Task[None]] = set()
         self._permissions: PermissionService | None = None
@@ -219,7 +225,8 @@ class Cluster:
         self._answered[ticket] = taken
         notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
         try:
-            await self.link.notify(self._fragment(_dumps({**notice, "a": answers})))  # answers may be long
+            # Answers may be long; a lost piece only costs this reply (no stream carries it).
+            await self.link.notify(self._fragment(_dumps({**notice, "a": answers}), []))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(taken, QUESTION_FORWARD_TIMEOUT)
                 return True
@@ -248,7 +255,7 @@ class Cluster:
     async def _list_here(self, message: dict[str, Any]) -> None:
         mine = [] if self._questions is None else self._questions.pending(message["t"])
         payload = _dumps({"r": self.replica, "k": "questions-listed", "q": message["q"], "items": mine})
-        await self.link.notify(self._fragment(payload))
+        await self.link.notify(self._fragment(payload, []))
 
     async def _answer_here(self, message: dict[str, Any]) -> None:
         if self._questions is None:
@@ -284,31 +291,36 @@ class Cluster:
                 log.exception("cluster: could not announce %d event(s)", len(events))
 
     def _payloads(self, events: Sequence[Event]) -> list[str]:
-        payloads: list[str] = []
+        batches: list[list[Any]] = []
         items: list[Any] = []
         size = 0
         for item in _items(events):
             encoded = len(orjson.dumps(item))  # bytes: the limit is Postgres's, in bytes
             if items and size + encoded > NOTIFY_LIMIT - _ENVELOPE:
-                payloads.append(self._envelope(items))
+                batches.append(items)
                 items, size = [], 0
             items.append(item)
             size += encoded + 1
         if items:
-            payloads.append(self._envelope(items))
-        return [piece for payload in payloads for piece in self._fragment(payload)]
+            batches.append(items)
+        return [
+            piece for items in batches for piece in self._fragment(self._envelope(items), _concern(items))
+        ]
 
     def _envelope(self, items: list[Any]) -> str:
         return _dumps({"r": self.replica, "k": "events", "items": items})
 
-    def _fragment(self, payload: str) -> list[str]:
-        """A payload too big for one notification (one large delta) goes as numbered pieces."""
+    def _fragment(self, payload: str, concern: list[list[str | None]] | None) -> list[str]:
+        """A payload too big for one notification (one large delta) goes as numbered pieces, each
+        saying whom the payload concerns (`concern`: (tenant, session) pairs whose streams carry it,
+        None: unknown) so that a receiver losing any piece cuts off only those streams."""
         if len(payload.encode()) <= NOTIFY_LIMIT:
             return [payload]
-        step = (NOTIFY_LIMIT - _ENVELOPE) // 6  # characters: at most 6 bytes each once escaped
+        whom = len(orjson.dumps(concern)) + 8  # with its key
+        step = (NOTIFY_LIMIT - _ENVELOPE - whom) // 6  # characters: at most 6 bytes each once escaped
         pieces = [payload[i : i + step] for i in range(0, len(payload), step)]
         return [
-            _dumps({"r": self.replica, "k": "piece", "i": index, "n": len(pieces), "d": piece})
+            _dumps({"r": self.replica, "k": "piece", "i": index, "n": len(pieces), "w": concern, "d": piece})
             for index, piece in enumerate(pieces)
         ]
 
@@ -323,28 +335,23 @@ class Cluster:
             return
         if not isinstance(message, dict) or message.get("r") == self.replica:
             return
-        if len(self._inbox) >= INBOX_LIMIT:
-            self._drop_oldest()
-        self._inbox.append(message)
-        self._inbox_ready.set()
+        dropped = self._inbox.put(message, _tenants(message))
+        if dropped is not None:
+            self._dropped(dropped)
 
-    def _drop_oldest(self) -> None:
-        """This replica falls behind the others: drop the oldest events (commands are kept) and cut
-        off the subscribers that would have had them, as the bus does for a slow subscriber."""
+    def _dropped(self, message: dict[str, Any]) -> None:
+        """This replica falls behind the others and dropped `message` (the inbox chose it): cut off the
+        subscribers that would have had its events, as the bus does for a slow subscriber."""
         self.dropped += 1
         if self.dropped & (self.dropped - 1) == 0:
             log.warning("cluster: falling behind, %d notification(s) dropped", self.dropped)
-        for index, message in enumerate(self._inbox):
-            if message.get("k") == "events":
-                del self._inbox[index]
-                self._bus.missed(_stand_ins(message["items"]))
-                return
-            if message.get("k") == "piece":  # a part of something: its sender's payload is lost
-                del self._inbox[index]
-                self._bus.missed()
-                return
-        log.error("cluster: dropping a %r notification, the inbox is full", self._inbox[0].get("k"))
-        self._inbox.popleft()
+        kind = message.get("k")
+        if kind == "events":
+            self._bus.missed(_stand_ins(message["items"]))
+        elif kind == "piece":  # a part of something: its sender's payload is lost
+            self._bus.missed(_whom(message.get("w")))
+        else:
+            log.error("cluster: dropped a %r notification, the inbox is full", kind)
 
     def _leases_lost(self, sessions: set[str]) -> None:
         """The lease connection ended, and every lease with it: stop the runs that held them (fail
@@ -357,10 +364,7 @@ class Cluster:
 
     async def _receive_loop(self) -> None:
         while True:
-            while not self._inbox:
-                self._inbox_ready.clear()
-                await self._inbox_ready.wait()
-            message = self._inbox.popleft()
+            message = await self._inbox.get()
             try:
                 await self._handle(message)
             except Exception:
@@ -398,25 +402,30 @@ class Cluster:
                 ended.set()
 
     def _assemble(self, message: dict[str, Any]) -> str | None:
+        """The whole payload once its last piece is here. A payload that cannot be completed cuts off
+        the streams it concerns (each piece names them), and only those."""
         sender, index, count = message["r"], message["i"], message["n"]
-        pieces = self._fragments.pop(sender, None)
+        whom = _whom(message.get("w"))
+        held = self._fragments.pop(sender, None)
         if index == 0:
-            if pieces:  # the end of the sender's last payload never came
-                self._bus.missed()
-            pieces = []
-        elif pieces is None or len(pieces) != index:
-            self._bus.missed()  # a piece before this one was lost (dropped, or before we listened)
+            if held is not None:  # the end of the sender's last payload never came
+                self._bus.missed(held.whom)
+            held = _Assembly(whom)
+        elif held is None or len(held.pieces) != index:
+            if held is not None:  # a piece of it, or the start of this one, was lost
+                self._bus.missed(held.whom)
+            self._bus.missed(whom)  # a piece before this one was lost (dropped, or before we listened)
             return None
         if not 0 < count <= MAX_PIECES:
             log.warning("cluster: refusing a payload of %r pieces", count)
             return None
-        pieces.append(message["d"])
-        if len(pieces) < count:
-            self._fragments[sender] = pieces  # last in the order: the oldest assembly goes first
+        held.pieces.append(message["d"])
+        if len(held.pieces) < count:
+            self._fragments[sender] = held  # last in the order: the oldest assembly goes first
             while len(self._fragments) > ASSEMBLIES_KEPT:
-                del self._fragments[next(iter(self._fragments))]
+                self._bus.missed(self._fragments.pop(next(iter(self._fragments))).whom)
             return None
-        return "".join(pieces)
+        return "".join(held.pieces)
 
     async def _resolve(self, item: Any) -> list[Event]:
         """A position range read back from the event log, or an inline broadcast event."""
@@ -517,6 +526,14 @@ class Cluster:
         return len(orphans)
 
 
+@dataclass(slots=True)
+class _Assembly:
+    """A sender's payload being put together: whom it concerns (None: unknown), its pieces so far."""
+
+    whom: list[Event] | None
+    pieces: list[str] = field(default_factory=list)
+
+
 class _Listing:
     """Answers to one `questions` notice, complete once every other live replica has sent its list."""
 
@@ -574,6 +591,51 @@ def _stand_ins(items: list[Any]) -> list[Event]:
         else Event(type=item["type"], properties={}, tenant_id=item["tenant"], session_id=item.get("session"))
         for item in items
     ]
+
+
+def _concern(items: list[Any]) -> list[list[str | None]] | None:
+    """The (tenant, session) pairs whose streams carry `items` (session None: tenant-wide events);
+    None (unknown: everyone) beyond `CONCERN_KEPT`."""
+    pairs: dict[tuple[str, str | None], None] = {}
+    for item in items:
+        pair = (item[0], item[1]) if isinstance(item, list) else (item["tenant"], item.get("session"))
+        pairs[pair] = None
+    if len(pairs) > CONCERN_KEPT:
+        return None
+    return [[tenant, session] for tenant, session in pairs]
+
+
+def _whom(concern: Any) -> list[Event] | None:
+    """Stand-ins for the streams a piece's payload concerns; None (everyone) when it names none
+    readable (fail closed: cutting off too many streams costs a resync, too few loses events)."""
+    if not isinstance(concern, list):
+        return None
+    whom: list[Event] = []
+    for pair in concern:
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and isinstance(pair[0], str)
+            and (pair[1] is None or isinstance(pair[1], str))
+        ):
+            return None
+        whom.append(Event(type=STREAM_LAGGED, properties={}, tenant_id=pair[0], session_id=pair[1]))
+    return whom
+
+
+def _tenants(message: dict[str, Any]) -> frozenset[str] | None:
+    """The tenants whose streams a notification feeds, for the inbox's fair share; None: a command
+    (never dropped while anything else can be)."""
+    kind = message.get("k")
+    if kind == "piece":
+        whom = _whom(message.get("w"))
+        return frozenset(event.tenant_id for event in whom or ())
+    if kind != "events":
+        return None
+    try:
+        return frozenset(item[0] if isinstance(item, list) else item["tenant"] for item in message["items"])
+    except (KeyError, IndexError, TypeError):  # unreadable: droppable, charged to nobody
+        return frozenset()
 
 
 def _dumps(value: Any) -> str:
