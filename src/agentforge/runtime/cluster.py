@@ -405,16 +405,16 @@ class Cluster:
         """The whole payload once its last piece is here. A payload that cannot be completed cuts off
         the streams it concerns (each piece names them), and only those."""
         sender, index, count = message["r"], message["i"], message["n"]
-        whom = _whom(message.get("w"))
         held = self._fragments.pop(sender, None)
         if index == 0:
             if held is not None:  # the end of the sender's last payload never came
-                self._bus.missed(held.whom)
-            held = _Assembly(whom)
+                self._bus.missed(_whom(held.concern))
+            held = _Assembly(message.get("w"))
         elif held is None or len(held.pieces) != index:
             if held is not None:  # a piece of it, or the start of this one, was lost
-                self._bus.missed(held.whom)
-            self._bus.missed(whom)  # a piece before this one was lost (dropped, or before we listened)
+                self._bus.missed(_whom(held.concern))
+            # A piece before this one was lost (dropped, or before we listened).
+            self._bus.missed(_whom(message.get("w")))
             return None
         if not 0 < count <= MAX_PIECES:
             log.warning("cluster: refusing a payload of %r pieces", count)
@@ -423,7 +423,7 @@ class Cluster:
         if len(held.pieces) < count:
             self._fragments[sender] = held  # last in the order: the oldest assembly goes first
             while len(self._fragments) > ASSEMBLIES_KEPT:
-                self._bus.missed(self._fragments.pop(next(iter(self._fragments))).whom)
+                self._bus.missed(_whom(self._fragments.pop(next(iter(self._fragments))).concern))
             return None
         return "".join(held.pieces)
 
@@ -528,9 +528,10 @@ class Cluster:
 
 @dataclass(slots=True)
 class _Assembly:
-    """A sender's payload being put together: whom it concerns (None: unknown), its pieces so far."""
+    """A sender's payload being put together: whom it concerns (as its first piece said), its pieces
+    so far."""
 
-    whom: list[Event] | None
+    concern: Any
     pieces: list[str] = field(default_factory=list)
 
 
@@ -605,12 +606,13 @@ def _concern(items: list[Any]) -> list[list[str | None]] | None:
     return [[tenant, session] for tenant, session in pairs]
 
 
-def _whom(concern: Any) -> list[Event] | None:
-    """Stand-ins for the streams a piece's payload concerns; None (everyone) when it names none
-    readable (fail closed: cutting off too many streams costs a resync, too few loses events)."""
+def _pairs(concern: Any) -> list[tuple[str, str | None]] | None:
+    """The (tenant, session) pairs a piece says its payload concerns; None (unknown: everyone) when
+    they are not readable (fail closed: cutting off too many streams costs a resync, too few loses
+    events)."""
     if not isinstance(concern, list):
         return None
-    whom: list[Event] = []
+    pairs: list[tuple[str, str | None]] = []
     for pair in concern:
         if not (
             isinstance(pair, list)
@@ -619,8 +621,19 @@ def _whom(concern: Any) -> list[Event] | None:
             and (pair[1] is None or isinstance(pair[1], str))
         ):
             return None
-        whom.append(Event(type=STREAM_LAGGED, properties={}, tenant_id=pair[0], session_id=pair[1]))
-    return whom
+        pairs.append((pair[0], pair[1]))
+    return pairs
+
+
+def _whom(concern: Any) -> list[Event] | None:
+    """Stand-ins for the events of a payload lost in pieces: enough to tell whom they concern."""
+    pairs = _pairs(concern)
+    if pairs is None:
+        return None
+    return [
+        Event(type=STREAM_LAGGED, properties={}, tenant_id=tenant, session_id=session)
+        for tenant, session in pairs
+    ]
 
 
 def _tenants(message: dict[str, Any]) -> frozenset[str] | None:
@@ -628,8 +641,7 @@ def _tenants(message: dict[str, Any]) -> frozenset[str] | None:
     (never dropped while anything else can be)."""
     kind = message.get("k")
     if kind == "piece":
-        whom = _whom(message.get("w"))
-        return frozenset(event.tenant_id for event in whom or ())
+        return frozenset(tenant for tenant, _session in _pairs(message.get("w")) or ())
     if kind != "events":
         return None
     try:
