@@ -7,8 +7,10 @@ awaitable. The mode is the namespace's type parameter, so both are typed from th
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, get_args, get_origin, overload
 from urllib.parse import quote
 
 import httpx2
@@ -47,7 +49,14 @@ class Endpoint(Generic[P, T]):
 
     def __init__(self, build: Callable[P, Call[T]]) -> None:
         self._build = build
+        self._name = build.__name__
+        self._qualname = build.__qualname__
         self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        # help() and tracebacks should say `Messages.list`, not the private builder's name.
+        self._name = name
+        self._qualname = f"{owner.__qualname__}.{name}"
 
     @overload
     def __get__(self, namespace: Namespace[Sync], owner: type[Any]) -> Callable[P, T]: ...
@@ -59,8 +68,35 @@ class Endpoint(Generic[P, T]):
         def run(*args: P.args, **kwargs: P.kwargs) -> Any:
             return namespace._execute(self._build(*args, **kwargs))
 
-        run.__doc__ = self.__doc__
+        functools.update_wrapper(run, self._build, assigned=("__module__", "__doc__"), updated=())
+        run.__name__ = self._name
+        run.__qualname__ = self._qualname
+        run.__signature__ = _signature(self._build, awaitable=_is_async(namespace))  # type: ignore[attr-defined]
         return run
+
+
+def _is_async(namespace: Namespace[Any]) -> bool:
+    """Whether the namespace is `X[Async](...)` or a subclass of `X[Async]`: its mode, seen at run time."""
+    alias = getattr(namespace, "__orig_class__", None)
+    aliases = [alias] if alias is not None else []
+    aliases += [base for cls in type(namespace).__mro__ for base in getattr(cls, "__orig_bases__", ())]
+    return any(Async in get_args(alias) for alias in aliases)
+
+
+def _signature(build: Callable[..., Any], *, awaitable: bool) -> inspect.Signature:
+    """The builder's parameters, returning what the call reads (`Call[X]` → `X`, or `Awaitable[X]`)."""
+    try:
+        signature = inspect.signature(build, eval_str=True)
+    except NameError:  # an annotation only a type checker can see: keep the text
+        signature = inspect.signature(build)
+    result: Any = signature.return_annotation
+    if isinstance(result, str):
+        read = result.removeprefix("Call[").removesuffix("]") if result.startswith("Call[") else result
+        result = f"Awaitable[{read}]" if awaitable else read
+    elif get_origin(result) is Call:
+        (read,) = get_args(result)
+        result = Awaitable[read] if awaitable else read  # type: ignore[valid-type]
+    return signature.replace(return_annotation=result)
 
 
 def _typed(kind: Any) -> Callable[[httpx2.Response], Any]:
