@@ -7,6 +7,7 @@ import pydoc
 from collections.abc import Awaitable
 
 from agentforge.client import AgentForge, AsyncAgentForge
+from agentforge.client.resources import Endpoint, Namespace
 from agentforge.client.routes import Page
 from agentforge.model.message import WithParts
 from agentforge.model.session import Session
@@ -45,3 +46,18 @@ def test_help_text_names_the_method_not_the_wrapper() -> None:
     assert "summarize(session_id: str, model: str, *, auto: bool = False) -> bool" in text
     assert "Compact the history" in text
     assert "run(" not in text and "*args" not in text
+
+
+def test_every_method_of_every_namespace_says_what_it_does() -> None:
+    with AgentForge(URL) as forge:
+        namespaces = [value for value in vars(forge).values() if isinstance(value, Namespace)]
+        undocumented = [
+            f"{type(namespace).__name__}.{name}"
+            for namespace in namespaces
+            for name in dir(namespace)
+            if isinstance(inspect.getattr_static(namespace, name), Endpoint)
+            and not (getattr(namespace, name).__doc__ or "").strip()
+        ]
+
+    assert len(namespaces) >= 10
+    assert undocumented == []
