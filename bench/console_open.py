@@ -10,7 +10,7 @@ own). Prints JSON.
 
     python bench/console_open.py [--messages 2000] [--rounds 5] [--deltas 300]
 
-Target (issue 14): opens in under a second; no long task while 100 deltas a second stream.
+Target: opens in under a second; no long task while 100 deltas a second stream.
 """
 
 from __future__ import annotations

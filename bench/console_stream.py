@@ -15,7 +15,7 @@ Writes `console_stream.json` and `console_stream.png` into `--out` and prints th
 
     python bench/console_stream.py [--rate 120] [--seconds 30] [--out docs/bench]
 
-Target (issue 14): 100 deltas a second render without jank: no long task, frame gaps p99 under 50 ms.
+Target: 100 deltas a second render without jank: no long task, frame gaps p99 under 50 ms.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "docs" / "bench" / "turns.json"
 CHART = ROOT / "docs" / "bench" / "turns.png"
 
-# (figure, axis label, goal of issue 17 or None, whether lower is better)
+# (figure, axis label, goal of the turn-path work or None, whether lower is better)
 FIGURES: list[tuple[str, str, float | None, bool]] = [
     ("first_delta_overhead_ms", "first delta overhead (ms)", 5.0, True),
     ("turn_overhead_ms", "plain turn overhead (ms)", 8.0, True),

@@ -185,7 +185,7 @@ async def main(runs: int) -> dict[str, Any]:
     }
 
 
-# What the chart shows, with the goal of each (issue 17: 1.5 s to ready or to the first token, 100 MB).
+# What the chart shows, with the goal of each (1.5 s to ready or to the first token, 100 MB).
 CHARTED = (
     ("run_first_token_s", "run: first token (s)", 1.5),
     ("run_first_token_cpu_s", "run: CPU to first token (s)", 1.5),

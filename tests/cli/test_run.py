@@ -71,6 +71,24 @@ async def test_run_shows_tool_calls_and_their_results(cli: Cli, fake_openai: Fak
     assert len(tool_lines) == 4
 
 
+async def test_a_command_that_prints_nothing_shows_no_output_not_one_line(
+    cli: Cli, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.enqueue(
+        call("bash", {"command": "true", "description": "silent"}),
+        call("bash", {"command": "printf 'a\\nb\\n'", "description": "two"}),
+        reply("done"),
+    )
+    result = await cli.run_local("run", "Run it")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert "[ok]   bash: silent (no output)" in lines
+    assert "[ok]   bash: two (2 lines of output)" in lines
+    # The placeholder the model is shown is not printed as if the command had written it.
+    assert "    (no output)" not in lines
+    assert lines[lines.index("[ok]   bash: two (2 lines of output)") + 1 :][:2] == ["    a", "    b"]
+
+
 async def test_run_exits_1_when_the_turn_fails(cli: Cli, fake_openai: FakeOpenAI) -> None:
     fake_openai.enqueue(Script().error_status(400, {"error": {"message": "the request was bad"}}))
     result = await cli.run_local("run", "hello")

@@ -24,6 +24,8 @@ from agentforge.model.session import Session
 
 INPUT_PREVIEW_CHARS = 80
 OUTPUT_PREVIEW_LINES = 3
+# What the bash tool reports to the model for a command that printed nothing: not a line of output.
+NO_OUTPUT = "(no output)"
 
 
 def shorten(text: str, limit: int) -> str:
@@ -63,16 +65,22 @@ def tool_result_line(part: Mapping[str, Any]) -> Text:
     if state.get("status") == "error":
         line = Text("[fail] ", style="red")
         return line.append(f"{tool}: {shorten(str(state.get('error', '')), 200)}")
-    output = str(state.get("output", ""))
-    count = len(output.splitlines())
+    count = len(output_lines(state))
     line = Text("[ok]   ", style="green")
     line.append(f"{tool}: {shorten(str(state.get('title') or ''), INPUT_PREVIEW_CHARS)}")
+    if not count:
+        return line.append(f" {NO_OUTPUT}", style="dim")
     return line.append(f" ({count} line{'s' if count != 1 else ''} of output)", style="dim")
+
+
+def output_lines(state: Mapping[str, Any]) -> list[str]:
+    output = str(state.get("output", ""))
+    return [] if output.strip() == NO_OUTPUT else output.splitlines()
 
 
 def output_preview(part: Mapping[str, Any]) -> list[Text]:
     """The first lines of a finished tool's output, indented under its result line."""
-    output = str((part.get("state") or {}).get("output", "")).splitlines()
+    output = output_lines(part.get("state") or {})
     lines = [Text("    " + shorten(line, 160), style="dim") for line in output[:OUTPUT_PREVIEW_LINES]]
     if len(output) > OUTPUT_PREVIEW_LINES:
         lines.append(Text(f"    … {len(output) - OUTPUT_PREVIEW_LINES} more lines", style="dim"))

@@ -7,8 +7,10 @@ awaitable. The mode is the namespace's type parameter, so both are typed from th
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, get_args, get_origin, overload
 from urllib.parse import quote
 
 import httpx2
@@ -47,7 +49,14 @@ class Endpoint(Generic[P, T]):
 
     def __init__(self, build: Callable[P, Call[T]]) -> None:
         self._build = build
+        self._name = build.__name__
+        self._qualname = build.__qualname__
         self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        # help() and tracebacks should say `Messages.list`, not the private builder's name.
+        self._name = name
+        self._qualname = f"{owner.__qualname__}.{name}"
 
     @overload
     def __get__(self, namespace: Namespace[Sync], owner: type[Any]) -> Callable[P, T]: ...
@@ -59,8 +68,35 @@ class Endpoint(Generic[P, T]):
         def run(*args: P.args, **kwargs: P.kwargs) -> Any:
             return namespace._execute(self._build(*args, **kwargs))
 
-        run.__doc__ = self.__doc__
+        functools.update_wrapper(run, self._build, assigned=("__module__", "__doc__"), updated=())
+        run.__name__ = self._name
+        run.__qualname__ = self._qualname
+        run.__signature__ = _signature(self._build, awaitable=_is_async(namespace))  # type: ignore[attr-defined]
         return run
+
+
+def _is_async(namespace: Namespace[Any]) -> bool:
+    """Whether the namespace is `X[Async](...)` or a subclass of `X[Async]`: its mode, seen at run time."""
+    alias = getattr(namespace, "__orig_class__", None)
+    aliases = [alias] if alias is not None else []
+    aliases += [base for cls in type(namespace).__mro__ for base in getattr(cls, "__orig_bases__", ())]
+    return any(Async in get_args(alias) for alias in aliases)
+
+
+def _signature(build: Callable[..., Any], *, awaitable: bool) -> inspect.Signature:
+    """The builder's parameters, returning what the call reads (`Call[X]` → `X`, or `Awaitable[X]`)."""
+    try:
+        signature = inspect.signature(build, eval_str=True)
+    except NameError:  # an annotation only a type checker can see: keep the text
+        signature = inspect.signature(build)
+    result: Any = signature.return_annotation
+    if isinstance(result, str):
+        read = result.removeprefix("Call[").removesuffix("]") if result.startswith("Call[") else result
+        result = f"Awaitable[{read}]" if awaitable else read
+    elif get_origin(result) is Call:
+        (read,) = get_args(result)
+        result = Awaitable[read] if awaitable else read  # type: ignore[valid-type]
+    return signature.replace(return_annotation=result)
 
 
 def _typed(kind: Any) -> Callable[[httpx2.Response], Any]:
@@ -86,6 +122,8 @@ def _session(session_id: str, *rest: str) -> str:
 def _create_session(
     title: str | None = None, parent_id: str | None = None, permission: Sequence[PermissionRule] | None = None
 ) -> Call[Session]:
+    """A new session; `parent_id` makes it a child, `permission` is its own rules, applied after the
+    agents'."""
     return routes.create_session(title, parent_id, permission)
 
 
@@ -97,16 +135,20 @@ def _list_sessions(
     search: str | None = None,
     limit: int | None = None,
 ) -> Call[list[Session]]:
+    """Sessions, newest first: of `directory`, only roots, updated since `start` (ms), titles matching
+    `search`."""
     return routes.list_sessions(directory, roots, start, search, limit)
 
 
 def _update_session(
     session_id: str, *, title: str | None = None, permission: Sequence[PermissionRule] | None = None
 ) -> Call[Session]:
+    """Rename a session or replace its permission rules."""
     return routes.update_session(session_id, title, permission)
 
 
 def _children(session_id: str) -> Call[list[Session]]:
+    """The sessions whose parent is this one (subtasks' sessions, ones created with `parent_id`)."""
     return Call("GET", _session(session_id, "children"), _typed(list[Session]))
 
 
@@ -122,19 +164,25 @@ def _summarize(session_id: str, model: str, *, auto: bool = False) -> Call[bool]
 
 
 def _todo(session_id: str) -> Call[list[Todo]]:
+    """The session's todo list."""
     return Call("GET", _session(session_id, "todo"), _typed(list[Todo]))
 
 
 def _diff(session_id: str, message_id: str | None = None) -> Call[list[dict[str, Any]]]:
+    """The files the session's tools changed (only the turn answering `message_id`, when given), each
+    from before its first change to now."""
     return Call("GET", _session(session_id, "diff"), _json, params=_body(messageID=message_id))
 
 
 def _revert(session_id: str, message_id: str, part_id: str | None = None) -> Call[Session]:
+    """Hide the messages from `message_id` (from `part_id` within it) on, and put back the files they
+    changed."""
     body = _body(messageID=message_id, partID=part_id)
     return Call("POST", _session(session_id, "revert"), _typed(Session), json=body)
 
 
 def _unrevert(session_id: str) -> Call[Session]:
+    """Undo the revert: the hidden messages come back, and so do the files as they were before it."""
     return Call("POST", _session(session_id, "unrevert"), _typed(Session))
 
 
@@ -166,6 +214,8 @@ class Sessions(Namespace[M]):
 
 
 def _messages(session_id: str, *, limit: int | None = None, before: str | None = None) -> Call[Page]:
+    """Messages with their parts, oldest first; with `limit`, only the newest `limit` of them (pass
+    the page's `next_cursor` as `before` for the ones before)."""
     return routes.messages(session_id, limit, before)
 
 
@@ -203,14 +253,17 @@ def _prompt_async(
 
 
 def _delete_message(session_id: str, message_id: str) -> Call[bool]:
+    """Delete a message and its parts."""
     return Call("DELETE", _session(session_id, "message", message_id), _typed(bool))
 
 
 def _delete_part(session_id: str, message_id: str, part_id: str) -> Call[bool]:
+    """Delete one part of a message."""
     return Call("DELETE", _session(session_id, "message", message_id, "part", part_id), _typed(bool))
 
 
 def _update_part(session_id: str, message_id: str, part_id: str, part: Part | dict[str, Any]) -> Call[Part]:
+    """Replace a part (its ids must match the ones given)."""
     body = part.wire() if not isinstance(part, dict) else part
     path = _session(session_id, "message", message_id, "part", part_id)
     return Call("PATCH", path, _typed(Part), json=body)
@@ -232,6 +285,7 @@ class Messages(Namespace[M]):
 
 
 def _pending_permissions() -> Call[list[PermissionRequestInfo]]:
+    """Permission requests waiting for an answer."""
     return Call("GET", "/permission", _typed(list[PermissionRequestInfo]))
 
 
@@ -248,6 +302,7 @@ class Permissions(Namespace[M]):
 
 
 def _pending_questions() -> Call[list[QuestionRequest]]:
+    """Questions waiting for an answer."""
     return Call("GET", "/question", _typed(list[QuestionRequest]))
 
 
@@ -258,6 +313,7 @@ def _reply_question(request_id: str, answers: Sequence[Sequence[str]]) -> Call[b
 
 
 def _reject_question(request_id: str) -> Call[bool]:
+    """Dismiss a question (the turn stops)."""
     return Call("POST", f"/question/{quote(request_id, safe='')}/reject", _typed(bool))
 
 
@@ -271,6 +327,7 @@ class Questions(Namespace[M]):
 
 
 def _commands() -> Call[list[dict[str, Any]]]:
+    """Commands available in the caller's workspace."""
     return Call("GET", "/command", _json)
 
 
@@ -303,6 +360,7 @@ class Commands(Namespace[M]):
 
 
 def _agents() -> Call[list[dict[str, Any]]]:
+    """The agents: their mode, model and permissions."""
     return Call("GET", "/agent", _json)
 
 
@@ -311,10 +369,12 @@ class Agents(Namespace[M]):
 
 
 def _providers() -> Call[dict[str, Any]]:
+    """All known providers, the default model of each, and which are connected."""
     return Call("GET", "/provider", _json)
 
 
 def _connected_providers() -> Call[dict[str, Any]]:
+    """The connected providers with their models, and the default model of each."""
     return Call("GET", "/config/providers", _json)
 
 
@@ -336,22 +396,27 @@ class Audit(Namespace[M]):
 
 
 def _files(path: str = "") -> Call[list[dict[str, Any]]]:
+    """The entries of a workspace directory: directories first (ending in "/"), then files."""
     return Call("GET", "/file", _json, params=_body(path=path or None))
 
 
 def _read_file(path: str) -> Call[dict[str, Any]]:
+    """A workspace file's content: text with its diff against git HEAD, or binary as base64."""
     return Call("GET", "/file/content", _json, params={"path": path})
 
 
 def _file_status() -> Call[list[dict[str, Any]]]:
+    """Files that differ from the git HEAD (untracked ones as added), with their line counts."""
     return Call("GET", "/file/status", _json)
 
 
 def _find_text(pattern: str) -> Call[list[dict[str, Any]]]:
+    """The first matching lines of `pattern` (ripgrep), paths relative to the workspace."""
     return Call("GET", "/find", _json, params={"pattern": pattern})
 
 
 def _find_files(query: str, *, limit: int | None = None) -> Call[list[str]]:
+    """Workspace paths matching `query`, best first; directories end in "/"."""
     return Call("GET", "/find/file", _json, params=_body(query=query, limit=limit))
 
 
@@ -364,22 +429,27 @@ class Files(Namespace[M]):
 
 
 def _config() -> Call[dict[str, Any]]:
+    """The caller's effective config, without secrets."""
     return Call("GET", "/config", _json)
 
 
 def _path() -> Call[dict[str, Any]]:
+    """The caller's workspace and the directory it asked for."""
     return Call("GET", "/path", _json)
 
 
 def _vcs() -> Call[dict[str, Any]]:
+    """The workspace's git branch and default branch (empty outside a git checkout)."""
     return Call("GET", "/vcs", _json)
 
 
 def _tool_ids() -> Call[list[str]]:
+    """Every tool of the caller's tenant: built-ins, plugin tools and MCP servers' tools."""
     return Call("GET", "/experimental/tool/ids", _json)
 
 
 def _mcp_status() -> Call[dict[str, Any]]:
+    """Each configured MCP server of the caller's tenant: connected, disabled or failed (with why)."""
     return Call("GET", "/mcp", _json)
 
 

@@ -93,6 +93,7 @@ def _read_page(response: httpx2.Response) -> Page:
 
 
 def health() -> Call[dict[str, Any]]:
+    """Liveness and the server's version."""
     return Call("GET", "/global/health", _read_json)
 
 
@@ -125,6 +126,7 @@ def list_sessions(
 
 
 def get_session(session_id: str) -> Call[Session]:
+    """One session."""
     return Call("GET", _session_path(session_id), _read_session)
 
 
@@ -141,10 +143,12 @@ def update_session(
 
 
 def delete_session(session_id: str) -> Call[bool]:
+    """Delete a session and its children."""
     return Call("DELETE", _session_path(session_id), _read_bool)
 
 
 def status() -> Call[dict[str, LiveStatus]]:
+    """The live status of busy sessions (idle ones are absent)."""
     return Call("GET", "/session/status", lambda response: _statuses.validate_python(response.json()))
 
 
@@ -156,6 +160,7 @@ def messages(session_id: str, limit: int | None, before: str | None) -> Call[Pag
 
 
 def message(session_id: str, message_id: str) -> Call[WithParts]:
+    """One message with its parts."""
     return Call("GET", _session_path(session_id, "message", message_id), _read_with_parts)
 
 
@@ -168,6 +173,7 @@ def prompt_async(session_id: str, body: dict[str, Any]) -> Call[None]:
 
 
 def abort(session_id: str) -> Call[bool]:
+    """Cancel the running turn."""
     return Call("POST", _session_path(session_id, "abort"), _read_bool)
 
 
