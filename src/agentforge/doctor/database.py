@@ -20,7 +20,9 @@ from agentforge.store.migrate import current_revision, head_revision
 from agentforge.store.schema import metadata
 
 # Tables without a tenant_id column still get RLS (read-only for the runtime role), no tenant policy.
-_NON_TENANT_TABLES: Final = frozenset({"alembic_version"})
+# Tables with no tenant: the migrations' own, and the replicas' sealing key (migration 0011: row
+# security forced, read by the runtime role alone; store/cluster.py).
+_NON_TENANT_TABLES: Final = frozenset({"alembic_version", "cluster_secret"})
 
 _TABLES = text(
     """

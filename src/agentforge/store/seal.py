@@ -23,9 +23,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 _NONCE: Final = 12
 _TAG: Final = 16
 # Sender id (16), counter and time (20 digits each), separators: what sealing adds before base64.
@@ -41,6 +38,9 @@ class Seal:
     """One replica's sealing and opening of payloads on one channel."""
 
     def __init__(self, secret: str, channel: str, *, now_ms: Callable[[], int] | None = None) -> None:
+        # Here: only replicas need cryptography; a server that never joins a cluster never loads it.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         key = hashlib.sha256(f"agentforge.cluster:{channel}:{secret}".encode()).digest()
         self._aead = AESGCM(key)
         self._aad = channel.encode()
@@ -60,6 +60,8 @@ class Seal:
     def open(self, sealed: str) -> str | None:
         """The payload, or None when it was not sealed with the key, is a replay, or is stale
         (or is this replica's own)."""
+        from cryptography.exceptions import InvalidTag
+
         try:
             raw = base64.b64decode(sealed, validate=True)
             plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], self._aad)
