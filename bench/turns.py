@@ -85,6 +85,18 @@ def _cpu(process: psutil.Process) -> tuple[float, float]:
     return times.user + times.system, 0.0 if main is None else main.user_time + main.system_time
 
 
+async def settle(server: psutil.Process, timeout: float = 10.0) -> None:
+    """Wait until the server is idle (under 10% of a core over 0.2 s): what a section leaves running
+    after its responses (a long turn's follow-up work) must not be counted in the next one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before, _ = _cpu(server)
+        await asyncio.sleep(0.2)
+        after, _ = _cpu(server)
+        if after - before < 0.02:
+            return
+
+
 async def measure_turns(live: LiveServer, turns: int, server: psutil.Process) -> dict[str, float]:
     async with httpx2.AsyncClient(timeout=30) as client:
         for _ in range(3):
@@ -274,12 +286,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             }
             skip = set(args.skip.split(","))
             if "turns" not in skip:
+                await settle(server)
                 result.update(await measure_turns(live, args.turns, server))
             if "tools" not in skip:
+                await settle(server)
                 result.update(await measure_tool_turns(live, max(args.turns // 2, 5)))
             if "deltas" not in skip:
+                await settle(server)
                 result.update(await measure_delta_rate(live, args.deltas, server))
             if "concurrent" not in skip:
+                await settle(server)
                 result.update(await measure_concurrent(live, args.concurrent, server))
             if "sessions" not in skip:
                 result.update(await measure_sessions(live, args.sessions, server))

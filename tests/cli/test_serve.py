@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from agentforge.cli.serve import is_loopback
+from agentforge.cli.serve import _listen, is_loopback
 from agentforge.client import AgentForgeError, AsyncAgentForge
 from tests.cli.conftest import Cli
 
@@ -114,3 +114,24 @@ async def test_a_port_in_use_is_one_line_and_exit_1(cli: Cli) -> None:
         " (another server is using it: stop it or pick another --port)"
     ]
     assert not cli.data_dir.exists()  # refused before anything was created
+
+
+async def test_connections_accepted_on_the_listener_have_nagle_off() -> None:
+    """uvicorn serves the listener through asyncio, which sets TCP_NODELAY only on sockets whose
+    proto is TCP: otherwise a response written in pieces waits for the client's delayed ACK."""
+    listener = _listen("127.0.0.1", 0)
+    accepted: asyncio.Future[socket.socket] = asyncio.get_running_loop().create_future()
+
+    def on_connect(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set_result(writer.get_extra_info("socket"))
+
+    server = await asyncio.start_server(on_connect, sock=listener)
+    try:
+        _reader, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+        served = await asyncio.wait_for(accepted, 10)
+        assert served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        server.close()
+        await server.wait_closed()

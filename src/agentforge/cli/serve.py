@@ -119,7 +119,10 @@ def _listen(host: str, port: int) -> socket.socket:
     """The bound listening socket (uvicorn serves on it), or one line and exit 1 when the address
     cannot be taken (a port in use, an address not of this machine)."""
     address = host.strip("[]")
-    listener = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    # IPPROTO_TCP named, not 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets whose
+    # proto says TCP; with 0 a response's small writes waited ~40 ms for the client's delayed ACK.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((address, port))
