@@ -15,21 +15,17 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
 from agentforge.cli import exits
 from agentforge.cli.logs import log_file, logging_to_file
-from agentforge.client import (
-    AgentForgeConnectionError,
-    AgentForgeError,
-    AsyncAgentForge,
-    LifespanError,
-    StreamingASGITransport,
-)
 from agentforge.config import ConfigError, Settings, load_settings
 from agentforge.config.keys import unknown_keys
+
+if TYPE_CHECKING:
+    from agentforge.client import AsyncAgentForge
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +64,9 @@ def build_settings(target: Target, *, host: str | None = None, port: int | None 
 
 @asynccontextmanager
 async def connect(target: Target) -> AsyncIterator[AsyncAgentForge]:
+    # Imported here: `serve` shares this module and needs no client.
+    from agentforge.client import AsyncAgentForge, StreamingASGITransport
+
     if target.url is not None:
         async with AsyncAgentForge(target.url) as client:
             yield client
@@ -97,6 +96,8 @@ def run_command(main: Coroutine[Any, Any, int]) -> NoReturn:
     See `agentforge.cli.exits`. Never a traceback: anything unexpected is one line here and the full
     report in the log.
     """
+    from agentforge.client import AgentForgeConnectionError, AgentForgeError, LifespanError
+
     try:
         code = asyncio.run(main)
     except AgentForgeConnectionError as exc:

@@ -1,40 +1,95 @@
-"""The `agentforge` typer app (console script `agentforge = "agentforge.cli.main:app"`)."""
+"""The `agentforge` typer app (console script `agentforge = "agentforge.cli.main:app"`).
+
+Each command's module is imported when that command runs (or help lists it): `serve` does not load the
+HTTP client, rich or the doctor's checks that only the other commands use.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from collections.abc import Iterator, MutableMapping
+from typing import Annotated, Any
 
 import typer
+from typer import _click as click  # typer vendors click: its commands are these
+from typer.core import TyperGroup
 
-from agentforge.cli.audit import audit_app
-from agentforge.cli.db import db_app
-from agentforge.cli.doctor import doctor
-from agentforge.cli.keys import keys_app
 from agentforge.cli.options import HELP_MARKUP
-from agentforge.cli.permission import permission_app
-from agentforge.cli.question import question_app
-from agentforge.cli.run import RUN_EPILOG, run
-from agentforge.cli.serve import serve
-from agentforge.cli.session import session_app
 from agentforge.version import __version__
+
+# name -> (module, attribute): a command function, or the typer app of a group of commands.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("agentforge.cli.serve", "serve"),
+    "run": ("agentforge.cli.run", "run"),
+    "doctor": ("agentforge.cli.doctor", "doctor"),
+    "session": ("agentforge.cli.session", "session_app"),
+    "permission": ("agentforge.cli.permission", "permission_app"),
+    "question": ("agentforge.cli.question", "question_app"),
+    "keys": ("agentforge.cli.keys", "keys_app"),
+    "audit": ("agentforge.cli.audit", "audit_app"),
+    "db": ("agentforge.cli.db", "db_app"),
+}
+# Epilogs of single commands, by name: (module, attribute).
+EPILOGS: dict[str, tuple[str, str]] = {"run": ("agentforge.cli.run", "RUN_EPILOG")}
+
+
+def load_command(name: str) -> click.Command:
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    if isinstance(target, typer.Typer):
+        group = typer.main.get_group(target)
+        group.name = name  # as `add_typer(name=...)` would: help lists groups by name
+        return group
+    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=HELP_MARKUP)
+    epilog = None
+    if name in EPILOGS:
+        epilog_module, epilog_attribute = EPILOGS[name]
+        epilog = getattr(importlib.import_module(epilog_module), epilog_attribute)
+    single.command(name, epilog=epilog)(target)
+    return typer.main.get_command(single)
+
+
+class _LazyCommands(MutableMapping[str, click.Command]):
+    """The group's commands by name, each built the first time it is looked up."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._loaded[name] = load_command(name)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        raise TypeError("the agentforge commands are listed in COMMANDS")
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("the agentforge commands are listed in COMMANDS")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+
+class LazyGroup(TyperGroup):
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _LazyCommands()
+
 
 app = typer.Typer(
     name="agentforge",
     help="Agent Forge: LLM agents as durable multi-turn sessions.",
+    cls=LazyGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=HELP_MARKUP,
 )
-app.command("serve")(serve)
-app.command("run", epilog=RUN_EPILOG)(run)
-app.command("doctor")(doctor)
-app.add_typer(session_app, name="session")
-app.add_typer(permission_app, name="permission")
-app.add_typer(question_app, name="question")
-app.add_typer(keys_app, name="keys")
-app.add_typer(audit_app, name="audit")
-app.add_typer(db_app, name="db")
 
 
 def _print_version(requested: bool) -> None:

@@ -24,9 +24,10 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 # Commands whose arguments are never paths they open.
 NO_PATH_COMMANDS = frozenset(
@@ -90,6 +91,10 @@ _MAX_DEPTH = 4  # nested `bash -c` / `eval` levels parsed
 
 @functools.cache
 def _parser() -> Parser:
+    # Imported here: the grammar is only needed once a command is checked, not to start a server.
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
     return Parser(Language(tree_sitter_bash.language()))
 
 
