@@ -19,9 +19,8 @@ FEATURE_LIBRARIES = (
     *("matplotlib", "schemathesis", "hypothesis", "psycopg"),
 )
 # What only the other commands or the first command a tool checks need: `serve` goes without them
-# (rich: the CLI's printing, which structlog would otherwise pull in; the HTTP client; the doctor's
-# checks; the bash grammar).
-SERVE_DEFERRED = ("rich", "agentforge.client", "agentforge.doctor", "tree_sitter", "tree_sitter_bash")
+# (the HTTP client; the doctor's checks; the bash grammar).
+SERVE_DEFERRED = ("agentforge.client", "agentforge.doctor", "tree_sitter", "tree_sitter_bash")
 PROBE = (
     "import json, sys; import agentforge.cli.main, agentforge.cli.serve, agentforge.server.app; "
     f"print(json.dumps([name for name in {(*SDKS, *FEATURE_LIBRARIES, *SERVE_DEFERRED)!r} "
