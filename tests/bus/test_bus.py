@@ -172,3 +172,21 @@ async def test_filtered_out_events_do_not_count_against_the_buffer() -> None:
         bus.publish(_event(n))
     assert not subscription.lagged
     assert _numbers(subscription.drain()) == [0, 10]
+
+
+async def test_a_failing_lag_hook_neither_hides_the_lag_nor_stops_the_fan_out() -> None:
+    bus = Bus()
+
+    def broken_hook(_event: Event) -> None:
+        raise RuntimeError("telemetry is down")
+
+    bus.on_lag = broken_hook
+    slow = bus.subscribe(buffer=1)
+    fast = bus.subscribe()
+    bus.publish(_event(0))
+    bus.publish(_event(1))  # overflows `slow`: the hook raises, publish goes on
+
+    received = await asyncio.wait_for(_collect(slow), 1)
+    assert [event.type for event in received] == ["test.event", STREAM_LAGGED]
+    bus.close_all()
+    assert _numbers(await asyncio.wait_for(_collect(fast), 1)) == [0, 1]

@@ -22,6 +22,7 @@ def test_control_characters_are_escaped_and_layout_is_kept() -> None:
     assert visible("a\x1b[31mb\rc\x08\x07\x7f\x00") == "a\\x1b[31mb\\x0dc\\x08\\x07\\x7f\\x00"
     assert visible("line one\n\tline two") == "line one\n\tline two"
     assert visible("\u2067ltr\u2069") == "\\u2067ltr\\u2069"
+    assert visible("\u061cmark") == "\\u061cmark"  # the Arabic letter mark, a bidi control too
 
 
 def test_clipping_says_how_much_was_left_out() -> None:

@@ -212,3 +212,16 @@ def test_the_walk_does_not_copy_the_path_per_level() -> None:
     # Spelling the path at every level held one copy of the key per level (63 MB here); checking
     # the key's encoding makes the one transient copy left.
     assert peak < 2 * len(key), peak
+
+
+async def test_a_body_without_a_content_type_is_checked_all_the_same(live: LiveServer) -> None:
+    sid = (await live.create_session())["id"]
+    body = raw_prompt('{"type": "text", "text": "hi", "metadata": {"n": BIG}}').replace(
+        b"BIG", str(TOO_BIG).encode()
+    )
+
+    response = await live.client.post(f"/session/{sid}/message", content=body)  # no content type
+
+    assert response.status_code == 400, response.text
+    assert response.json()["data"]["message"].startswith("parts[0].metadata.n: ")
+    assert (await live.client.get(f"/session/{sid}/message")).json() == []

@@ -20,6 +20,10 @@ from tests.fakes.resolver import resolve_as
         "::ffff:127.0.0.1",
         "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
         "64:ff9b::a9fe:a9fe",  # NAT64 of the cloud metadata address
+        "64:ff9b:1::a9fe:a9fe",  # local-use NAT64 (RFC 8215)
+        "::ffff:0:a9fe:a9fe",  # SIIT of the cloud metadata address
+        "::a9fe:a9fe",  # IPv4-compatible form of it
+        "fec0::1",  # site-local
         "2002:7f00:1::",  # 6to4 of 127.0.0.1
         "2002:a00:5::1",  # 6to4 of 10.0.0.5
     ],

@@ -8,6 +8,7 @@ resume from its last seq) instead of slowing producers or growing memory without
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
@@ -15,6 +16,8 @@ from agentforge.bus.inflight import InflightParts
 from agentforge.model.events import STREAM_LAGGED, Event
 
 EventFilter = Callable[[Event], bool]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BUFFER = 10_000
 
@@ -53,8 +56,6 @@ class Subscription:
         self.lagged = True
         self._closed = True
         self._bus.unsubscribe(self)
-        if self._bus.on_lag is not None:
-            self._bus.on_lag(event)
         self._buffer.append(
             Event(
                 type=STREAM_LAGGED,
@@ -68,6 +69,11 @@ class Subscription:
             )
         )
         self._wakeup.set()
+        if self._bus.on_lag is not None:
+            try:  # telemetry: a failing hook never keeps the client from learning it must resume
+                self._bus.on_lag(event)
+            except Exception:
+                log.exception("the lag hook failed")
 
     def close(self, final: Event | None = None) -> None:
         """Stop; `final` (unfiltered) is the last event the subscriber reads."""

@@ -347,7 +347,11 @@ class Cluster:
             log.warning("cluster: falling behind, %d notification(s) dropped", self.dropped)
         kind = message.get("k")
         if kind == "events":
-            self._bus.missed(_stand_ins(message["items"]))
+            try:
+                lost = _stand_ins(message["items"])
+            except (KeyError, IndexError, TypeError):
+                lost = None  # whom it concerned cannot be told: everyone resyncs (fail closed)
+            self._bus.missed(lost)
         elif kind == "piece":  # a part of something: its sender's payload is lost
             self._bus.missed(_whom(message.get("w")))
         else:

@@ -106,10 +106,12 @@ def _declared_length(scope: Scope) -> int:
 
 
 def _is_json(scope: Scope) -> bool:
+    """Whether the body may be read as JSON: said so, or not said at all (some FastAPI versions parse
+    a body without a content type as JSON; the walk passes over one that is not)."""
     for name, value in scope.get("headers", ()):
         if name == b"content-type":
             return b"json" in value.lower()
-    return False
+    return True
 
 
 def request_line_problem(scope: Scope) -> str | None:

@@ -20,6 +20,16 @@ from typing import Final
 from agentforge.config.webhooks import WebhookDeliveryConfig
 
 NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+# IPv6 prefixes whose last 32 bits are an IPv4 address: NAT64, SIIT (::ffff:0:a.b.c.d) and the old
+# IPv4-compatible form (::a.b.c.d).
+EMBEDDING_IPV4: Final = (
+    NAT64,
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),
+    ipaddress.IPv6Network("::/96"),
+)
+# Prefixes refused whatever they embed: local-use NAT64 (RFC 8215, the IPv4 address split around
+# bits 64-71) and the deprecated site-local range.
+NEVER_PUBLIC: Final = (ipaddress.IPv6Network("64:ff9b:1::/48"), ipaddress.IPv6Network("fec0::/10"))
 
 
 class TargetRefused(Exception):
@@ -52,7 +62,10 @@ async def checked_addresses(host: str, port: int, policy: WebhookDeliveryConfig)
 
 
 def _is_public(address: str) -> bool:
-    ip = _embedded_ipv4(ipaddress.ip_address(address))
+    parsed = ipaddress.ip_address(address)
+    if isinstance(parsed, ipaddress.IPv6Address) and any(parsed in prefix for prefix in NEVER_PUBLIC):
+        return False
+    ip = _embedded_ipv4(parsed)
     return ip.is_global and not ip.is_multicast
 
 
@@ -65,7 +78,7 @@ def _embedded_ipv4(
         return ip
     if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
-    if ip in NAT64:
+    if any(ip in prefix for prefix in EMBEDDING_IPV4):
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if ip.sixtofour is not None:
         return ip.sixtofour

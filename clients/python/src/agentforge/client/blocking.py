@@ -46,6 +46,7 @@ class BlockingASGITransport(httpx2.BaseTransport):
         self._stack = AsyncExitStack()
 
     def start(self) -> None:
+        # Held until the lifespan has started: a second thread's first request waits for the app.
         with self._lock:
             if self._loop is not None:
                 return
@@ -53,12 +54,12 @@ class BlockingASGITransport(httpx2.BaseTransport):
             thread = threading.Thread(target=loop.run_forever, name="agentforge-asgi", daemon=True)
             thread.start()
             self._loop, self._thread = loop, thread
-        if self._run_lifespan:
-            try:
-                self.call(self._stack.enter_async_context(self._inner.lifespan()))
-            except BaseException:
-                self._stop_loop()
-                raise
+            if self._run_lifespan:
+                try:
+                    self.call(self._stack.enter_async_context(self._inner.lifespan()))
+                except BaseException:
+                    self._stop_loop()
+                    raise
 
     @property
     def running(self) -> bool:
