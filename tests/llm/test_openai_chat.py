@@ -470,3 +470,15 @@ async def test_unicode_line_separators_inside_a_chunk_do_not_split_it(fake_opena
     events = await collect(model_for(fake_openai))
     assert text_of(events, ev.TextDelta) == text
     assert step_finish(events).finish_reason == "stop"
+
+
+async def test_the_organisation_and_project_of_the_environment_are_sent(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK reads them when its client is made; the direct POST must send them as the SDK would.
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-forge")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-forge")
+    fake_openai.enqueue(reply("hi"))
+    await collect(model_for(fake_openai), hello_request())
+    headers = fake_openai.request_headers[0]
+    assert (headers["openai-organization"], headers["openai-project"]) == ("org-forge", "proj-forge")

@@ -148,7 +148,7 @@ async def _post_direct(
         "stream_options": {"include_usage": True},
         **body,
     }
-    headers = {**_direct_headers(model), **model.headers, **request.headers}
+    headers = {**_direct_headers(client, model), **model.headers, **request.headers}
     http = client._client  # the SDK's pooled httpx2 client
     sent = http.build_request(
         "POST",
@@ -172,14 +172,20 @@ async def _post_direct(
         await response.aclose()
 
 
-def _direct_headers(model: ResolvedModel) -> dict[str, str]:
-    # What client_for's client sends by default (no per-platform telemetry headers).
-    return {
+def _direct_headers(client: AsyncOpenAI, model: ResolvedModel) -> dict[str, str]:
+    # What client_for's client sends by default (no per-platform telemetry headers), with the
+    # organisation and project the SDK took from OPENAI_ORG_ID / OPENAI_PROJECT_ID.
+    headers = {
         "Accept": "application/json",
         "Content-Type": "application/json",
         "User-Agent": f"agentforge/{__version__}",
         "Authorization": f"Bearer {model.api_key or NO_KEY_PLACEHOLDER}",
     }
+    if client.organization:
+        headers["OpenAI-Organization"] = client.organization
+    if client.project:
+        headers["OpenAI-Project"] = client.project
+    return headers
 
 
 @contextlib.asynccontextmanager
