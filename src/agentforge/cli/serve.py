@@ -15,9 +15,7 @@ from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.nondumpable import make_non_dumpable
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
 from agentforge.config import Settings, is_loopback
-from agentforge.server.serve import ForgeServer
-from agentforge.store.engine import parse_database_url
-from agentforge.store.ownership import server_running
+from agentforge.server.serve import ForgeServer, running_server_database
 from agentforge.telemetry.logs import LogFormat, configure_logging
 
 __all__ = ["is_loopback", "serve"]
@@ -105,10 +103,10 @@ def serve(
 
 
 def _refuse_a_second_server(settings: Settings) -> None:
-    target = parse_database_url(settings.database_url)
-    if target.dialect == "sqlite" and server_running(target.sqlite_path):
+    taken = running_server_database(settings)
+    if taken is not None:
         typer.echo(
-            f"error: another Agent Forge server is already running on {target.sqlite_path}; stop it,"
+            f"error: another Agent Forge server is already running on {taken}; stop it,"
             " or give this one its own --data-dir (several servers on one database need Postgres)",
             err=True,
         )
