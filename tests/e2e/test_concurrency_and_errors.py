@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
-from tests.e2e.harness import EventCollector, LiveServer
-from tests.fakes.openai_server import Script, call, reply
+import pytest
+
+from agentforge.model.ids import ascending
+from tests.e2e import held_prompts
+from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 
 
 async def test_two_concurrent_prompts_share_one_loop(live: LiveServer) -> None:
@@ -102,3 +109,40 @@ async def test_invalid_tool_arguments_go_back_to_the_model(live: LiveServer) -> 
     assert "no_such_tool" in tools[1]["state"]["output"]
     second_request_tools = [m for m in live.fake.requests[1]["messages"] if m["role"] == "tool"]
     assert "invalid arguments" in second_request_tools[0]["content"]
+
+
+@pytest.fixture
+async def held(tmp_path: Path, fake_openai: FakeOpenAI, database_url: str) -> AsyncIterator[LiveServer]:
+    config = {**fake_provider_config(fake_openai), "plugin": ["tests.e2e.held_prompts"]}
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as server:
+        yield server
+    held_prompts.HOLDS.clear()
+
+
+@pytest.mark.parametrize("route", ["message", "prompt_async"])
+@pytest.mark.parametrize("chosen_id", [False, True], ids=["server-id", "client-id"])
+async def test_a_prompt_racing_its_sessions_delete_is_404_and_writes_nothing(
+    held: LiveServer, route: str, chosen_id: bool
+) -> None:
+    sid = (await held.create_session())["id"]
+    events = EventCollector()
+    await events.start(held.client, "/event")
+    hold = held_prompts.hold(sid)
+    body: dict[str, Any] = {"parts": [{"type": "text", "text": "too late"}]}
+    if chosen_id:
+        body["messageID"] = ascending("msg")
+    prompt = asyncio.create_task(held.client.post(f"/session/{sid}/{route}", json=body))
+    try:
+        await hold.reached.wait()  # the session was found and the message built, not yet written
+        assert (await held.client.delete(f"/session/{sid}")).status_code == 200
+        await events.wait_for(lambda f: f.type == "session.deleted")
+    finally:
+        hold.release.set()
+        response = await prompt
+        await events.stop()
+
+    assert response.status_code == 404, response.text
+    assert response.json() == {"name": "NotFoundError", "data": {"message": f"Session not found: {sid}"}}
+    assert held.fake.requests == []
+    # Nothing of the refused message went out, so nothing of it was committed.
+    assert [f.type for f in events.frames if f.type.startswith("message.")] == []

@@ -23,7 +23,7 @@ from agentforge.plugins import calls as hooks
 from agentforge.session.access import RequestAccess
 from agentforge.session.context.prune import schedule_prune
 from agentforge.session.errors import InvalidInputError, NotFoundError
-from agentforge.session.events import PartIdTakenError, now_ms
+from agentforge.session.events import MessageIdTakenError, PartIdTakenError, now_ms
 from agentforge.session.inputs import PromptInput
 from agentforge.session.loop import TurnLoop
 from agentforge.session.reverted import discard_reverted
@@ -32,6 +32,7 @@ from agentforge.session.scope import TenantScope
 from agentforge.session.service import SessionService
 from agentforge.session.structured import schema_problem
 from agentforge.session.user_parts import PartContext, resolve_parts
+from agentforge.store import StoreWriteError
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,10 @@ class SessionPrompt:
             )
         except PartIdTakenError as exc:
             raise PartIdTakenError(exc.part_id, _part_field(body, exc.part_id)) from None
+        except (MessageIdTakenError, StoreWriteError):
+            # Deleted while this prompt was on its way: the session is what is missing, not the id.
+            await self.sessions.get(session.id)
+            raise
         session.time.updated, session.model = touched.time.updated, touched.model
         return WithParts(info=info, parts=parts)
 

@@ -1,0 +1,33 @@
+"""A plugin (config `plugin: ["tests.e2e.held_prompts"]`) that holds a chosen session's prompts in
+`chat_message`, the last step before the user message is written, so a test can act in between."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from agentforge.model.part import ModelRef
+from agentforge.plugins import ChatMessage, hookimpl
+
+
+@dataclass
+class Hold:
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+HOLDS: dict[str, Hold] = {}
+
+
+def hold(session_id: str) -> Hold:
+    """Hold the next prompts of `session_id` until the returned hold is released."""
+    HOLDS[session_id] = Hold()
+    return HOLDS[session_id]
+
+
+@hookimpl
+async def chat_message(session_id: str, agent: str, model: ModelRef, output: ChatMessage) -> None:
+    held = HOLDS.get(session_id)
+    if held is not None:
+        held.reached.set()
+        await held.release.wait()
