@@ -12,8 +12,19 @@ from agentforge.plugins import ChatMessage, hookimpl
 
 @dataclass
 class Hold:
-    reached: asyncio.Event = field(default_factory=asyncio.Event)
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: int = 0
+    _arrival: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def reached(self, count: int = 1) -> None:
+        """Wait until `count` prompts are held."""
+        while self.arrived < count:
+            self._arrival.clear()
+            await self._arrival.wait()
+
+    def arrive(self) -> None:
+        self.arrived += 1
+        self._arrival.set()
 
 
 HOLDS: dict[str, Hold] = {}
@@ -29,5 +40,5 @@ def hold(session_id: str) -> Hold:
 async def chat_message(session_id: str, agent: str, model: ModelRef, output: ChatMessage) -> None:
     held = HOLDS.get(session_id)
     if held is not None:
-        held.reached.set()
+        held.arrive()
         await held.release.wait()

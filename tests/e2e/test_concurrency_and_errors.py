@@ -133,7 +133,7 @@ async def test_a_prompt_racing_its_sessions_delete_is_404_and_writes_nothing(
         body["messageID"] = ascending("msg")
     prompt = asyncio.create_task(held.client.post(f"/session/{sid}/{route}", json=body))
     try:
-        await hold.reached.wait()  # the session was found and the message built, not yet written
+        await hold.reached()  # the session was found and the message built, not yet written
         assert (await held.client.delete(f"/session/{sid}")).status_code == 200
         await events.wait_for(lambda f: f.type == "session.deleted")
     finally:

@@ -10,14 +10,19 @@ their child sessions.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from agentforge.agents.registry import Agent
 from agentforge.llm.provider import UnknownModelError
 from agentforge.model import ids
 from agentforge.model.errors import unknown_error
 from agentforge.model.events import SESSION_UPDATED
-from agentforge.model.message import UserMessage, UserTime, WithParts
-from agentforge.model.part import ModelRef
+from agentforge.model.message import AssistantMessage, UserMessage, UserTime, WithParts
+from agentforge.model.part import ModelRef, Part
 from agentforge.model.session import Session, SessionModel, StatusIdle
 from agentforge.plugins import calls as hooks
 from agentforge.session.access import RequestAccess
@@ -37,6 +42,14 @@ from agentforge.store import StoreWriteError
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A prompt's user message as stored; `new` is False for a retry of a stored one."""
+
+    message: WithParts
+    new: bool = True
+
+
 class SessionPrompt:
     """Prompting the sessions of one tenant (one instance per request)."""
 
@@ -51,17 +64,27 @@ class SessionPrompt:
         `noReply`)."""
         self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
-        user = await self.create_user_message(session, body)
+        accepted = await self.create_user_message(session, body)
+        user = accepted.message
         if body.no_reply:
             return user
+        if not accepted.new:
+            return await self._answer_again(session, user.info.id)
         return await self.run(session, user.info.id)
 
     async def prompt_async(self, session_id: str, body: PromptInput) -> None:
         """Persist the message now (so bad input still gets a 4xx) and run the loop in the background."""
         self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
-        user = await self.create_user_message(session, body)
+        accepted = await self.create_user_message(session, body)
+        user = accepted.message
         if body.no_reply:
+            return
+        if not accepted.new:
+            # A retry: the accepted turn runs (or ran) once. One found unanswered and idle was
+            # stored by an attempt that failed before queueing it: run it now.
+            if await self._needs_running(session, user.info.id):
+                self.services.spawn(self.run_queued(session, user.info.id))
             return
         # Queued durably before the 204: should this process die, another replica runs it.
         await self.services.store.enqueue_prompt(self.tenant_id, session_id, user.info.id)
@@ -77,9 +100,10 @@ class SessionPrompt:
             await self._report_crash(session.id, exc)
         await self.services.store.finish_prompts(self.tenant_id, session.id, user_id)
 
-    async def create_user_message(self, session: Session, body: PromptInput) -> WithParts:
+    async def create_user_message(self, session: Session, body: PromptInput) -> Accepted:
         """Validate the agent and model, then persist the user message and its parts (KERNEL 4.2).
-        Nothing is written when any of it is refused."""
+        Nothing is written when any of it is refused. A client's `messageID` this session already
+        holds, for the same content, is a retry: the stored message, not written again."""
         scope = await self.sessions.scope()
         try:
             agent = scope.agents.get(body.agent or scope.agents.default_name)
@@ -115,6 +139,11 @@ class SessionPrompt:
             parts=parts,
         )
         info, parts = hooked.message, hooked.parts
+        if (
+            body.message_id is not None
+            and (stored := await self._stored(session, body.message_id)) is not None
+        ):
+            return _retried(stored, info, parts, body)
         await discard_reverted(self.services, self.tenant_id, session)  # a new prompt makes a revert final
         touched = _touched(session, model)
         try:
@@ -132,9 +161,41 @@ class SessionPrompt:
         except (MessageIdTakenError, StoreWriteError):
             # Deleted while this prompt was on its way: the session is what is missing, not the id.
             await self.sessions.get(session.id)
+            if (
+                body.message_id is not None
+                and (stored := await self._stored(session, body.message_id)) is not None
+            ):
+                return _retried(stored, info, parts, body)  # the same prompt sent twice at once
             raise
         session.time.updated, session.model = touched.time.updated, touched.model
-        return WithParts(info=info, parts=parts)
+        return Accepted(WithParts(info=info, parts=parts))
+
+    async def _stored(self, session: Session, message_id: str) -> WithParts | None:
+        return await self.services.store.get_message(self.tenant_id, session.id, message_id)
+
+    async def _answer_again(self, session: Session, user_id: str) -> WithParts:
+        """A retried prompt's answer, as its first attempt got (or will get) it, without a second turn."""
+        if not await self.services.runners.is_busy_anywhere(session.id):
+            reply = await self._written_reply(session, user_id)
+            if reply is not None:
+                return reply
+        return await self.run(session, user_id)  # joins the run answering it, or runs it
+
+    async def _needs_running(self, session: Session, user_id: str) -> bool:
+        """Idle everywhere and no reply yet: the stored message was never run."""
+        if await self.services.runners.is_busy_anywhere(session.id):
+            return False
+        return await self._written_reply(session, user_id) is None
+
+    async def _written_reply(self, session: Session, user_id: str) -> WithParts | None:
+        await self.services.store.barrier()  # a run just ended may not have written its end yet
+        return await self._reply_to(session, user_id)
+
+    async def _reply_to(self, session: Session, user_id: str) -> WithParts | None:
+        """The newest assistant message answering `user_id` (ids ascend, so it is read from there on)."""
+        later = await self.services.store.history(self.tenant_id, session.id, since_message_id=user_id)
+        replies = [m for m in later if isinstance(m.info, AssistantMessage) and m.info.parent_id == user_id]
+        return replies[-1] if replies else None
 
     def _part_context(
         self, scope: TenantScope, session: Session, message_id: str, agent: Agent, body: PromptInput
@@ -217,6 +278,33 @@ def _pick_model(scope: TenantScope, session: Session, body: PromptInput, agent_m
             f"Unknown variant {body.variant!r} for {provider_id}/{model_id}; available: {known}"
         )
     return ModelRef(provider_id=provider_id, model_id=model_id, variant=body.variant)
+
+
+def _retried(stored: WithParts, info: UserMessage, parts: Sequence[Part], body: PromptInput) -> Accepted:
+    """`stored` when this prompt is the one it was stored from, else MessageIdTakenError."""
+    if not isinstance(stored.info, UserMessage) or not _same_message(stored, info, parts, body):
+        raise MessageIdTakenError(info.id)
+    return Accepted(stored, new=False)
+
+
+def _same_message(stored: WithParts, info: UserMessage, parts: Sequence[Part], body: PromptInput) -> bool:
+    """The same content: the message's fields and its parts as this prompt resolves them now.
+
+    Left out: ids the server chose, times, the turn's `summary`, and the model unless the request
+    names one (without one it follows the session, which later prompts move)."""
+    skip = {"time", "summary"} if body.model or body.variant else {"time", "summary", "model"}
+    same_info = _content(stored.info.wire(), skip) == _content(info.wire(), skip)
+    # Sorted: the store lists parts by id, and a client may have chosen ids in any order.
+    return same_info and sorted(_content(p.wire(), {"id"}) for p in stored.parts) == sorted(
+        _content(p.wire(), {"id"}) for p in parts
+    )
+
+
+def _content(wire: dict[str, Any], skip: set[str]) -> bytes:
+    """`wire` without the `skip` keys, as canonical JSON."""
+    return orjson.dumps(
+        {key: value for key, value in wire.items() if key not in skip}, option=orjson.OPT_SORT_KEYS
+    )
 
 
 def _check_part_ids(body: PromptInput) -> None:
