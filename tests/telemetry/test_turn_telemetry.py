@@ -4,6 +4,7 @@ wire-level fake provider."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import io
 import json
 import logging
@@ -141,6 +142,7 @@ async def test_a_turn_logs_its_fields_and_no_secret(observed: Observed) -> None:
     tool = one("tool call finished")
     assert tool["tool"] == "read" and tool["status"] == "completed" and tool["duration_ms"] >= 0
     assert tool["session_id"] == session_id and tool["call_id"]
+    assert tool["tenant"] == "default"
 
 
 async def test_message_content_is_logged_only_when_opted_in(
@@ -311,3 +313,20 @@ async def test_a_failed_model_call_ends_the_turn_as_an_error_everywhere(observed
     (chat,) = _by_name(observed.finished(), "chat test-model")
     assert chat.status.status_code is StatusCode.ERROR
     assert dict(chat.attributes or {})["error.type"] == "ProviderAuthError"
+
+
+def test_a_tool_call_names_its_tenant_without_a_turn_around_it(json_logs: io.StringIO) -> None:
+    """The tool call binds its tenant itself, as the turn and the model call do, rather than
+    relying on a turn's context around it (a fresh context here: nothing else binds it)."""
+    telemetry = Telemetry(provider=TracerProvider())
+
+    def call() -> None:
+        with telemetry.tool_call("tenant-a", "ses_1", "msg_1", "call_1", "read", {}) as observed:
+            observed.finish("completed")
+
+    contextvars.Context().run(call)
+
+    lines = [json.loads(line) for line in json_logs.getvalue().splitlines() if line.strip()]
+    for message in ("tool call started", "tool call finished"):
+        (line,) = [line for line in lines if line["message"] == message]
+        assert line["tenant"] == "tenant-a" and line["session_id"] == "ses_1" and line["call_id"] == "call_1"

@@ -55,7 +55,7 @@ class SessionObserver(Protocol):
     ) -> AbstractContextManager[ModelCallObservation]: ...
 
     def tool_call(
-        self, session_id: str, message_id: str, call_id: str, tool: str, tool_input: object
+        self, tenant_id: str, session_id: str, message_id: str, call_id: str, tool: str, tool_input: object
     ) -> AbstractContextManager[ToolCallObservation]: ...
 
 
@@ -93,7 +93,7 @@ class NullObserver:
         return _nothing()
 
     def tool_call(
-        self, session_id: str, message_id: str, call_id: str, tool: str, tool_input: object
+        self, tenant_id: str, session_id: str, message_id: str, call_id: str, tool: str, tool_input: object
     ) -> AbstractContextManager[ToolCallObservation]:
         return _nothing()
 

@@ -110,7 +110,7 @@ class ToolCallRunner:
     async def _execute(self, call: ToolPartLifecycle, tool_input: dict[str, Any], running: Written) -> None:
         part = call.part
         with self._observer.tool_call(
-            part.session_id, part.message_id, part.call_id, part.tool, tool_input
+            self._events.tenant_id, part.session_id, part.message_id, part.call_id, part.tool, tool_input
         ) as observed:
             try:
                 # Write-ahead: a call's effects never happen before the store knows it runs, so a

@@ -223,7 +223,7 @@ class Telemetry:
 
     @contextmanager
     def tool_call(
-        self, session_id: str, message_id: str, call_id: str, tool: str, tool_input: object
+        self, tenant_id: str, session_id: str, message_id: str, call_id: str, tool: str, tool_input: object
     ) -> Iterator[_ToolCall]:
         attributes = {
             "gen_ai.operation.name": "execute_tool",
@@ -232,7 +232,7 @@ class Telemetry:
             "gen_ai.conversation.id": session_id,
         }
         with (
-            bound(session_id=session_id, message_id=message_id, call_id=call_id),
+            bound(tenant=tenant_id, session_id=session_id, message_id=message_id, call_id=call_id),
             self.tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes) as span,
         ):
             if self.wants_content:
