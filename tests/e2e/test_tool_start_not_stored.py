@@ -1,0 +1,82 @@
+"""Write-ahead for tool calls (session/tool_calls.py `_recorded`): when the store refuses a call's
+`running` state, the tool never runs and the call is stored as an error saying why. The refusal is
+a real database fault: a trigger on the `part` table rejects that one write, on SQLite and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from agentforge.store import parse_database_url
+from tests.databases import owner_url_for
+from tests.e2e.harness import fake_provider_config, start_live_server
+from tests.fakes.openai_server import FakeOpenAI, call, reply
+
+SQLITE_TRIGGERS = [
+    f"""CREATE TRIGGER refuse_running_{when} BEFORE {when} ON part
+    WHEN json_extract(NEW.data, '$.state.status') = 'running'
+    BEGIN SELECT RAISE(ABORT, 'injected: running refused'); END"""
+    for when in ("INSERT", "UPDATE")
+]
+POSTGRES_TRIGGER = [
+    """CREATE FUNCTION refuse_running() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF (NEW.data::json -> 'state' ->> 'status') = 'running' THEN
+            RAISE EXCEPTION 'injected: running refused';
+        END IF;
+        RETURN NEW;
+    END $$""",
+    """CREATE TRIGGER refuse_running BEFORE INSERT OR UPDATE ON part
+    FOR EACH ROW EXECUTE FUNCTION refuse_running()""",
+]
+
+
+async def _refuse_running_states(database_url: str) -> None:
+    """Install the fault as the schema's owner (the server's runtime role may not create triggers)."""
+    target = parse_database_url(owner_url_for(database_url) or database_url)
+    if target.dialect == "sqlite":
+        await asyncio.to_thread(_sqlite_triggers, target.sqlite_path)
+        return
+    engine = create_async_engine(target.url)
+    try:
+        async with engine.begin() as conn:
+            await conn.exec_driver_sql(f'SET LOCAL search_path TO "{target.schema}"')
+            for statement in POSTGRES_TRIGGER:
+                await conn.exec_driver_sql(statement)
+    finally:
+        await engine.dispose()
+
+
+def _sqlite_triggers(path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        for statement in SQLITE_TRIGGERS:
+            conn.execute(statement)
+
+
+async def test_a_call_whose_start_cannot_be_stored_fails_without_running(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    config = {**fake_provider_config(fake_openai), "permission": {"bash": "allow"}}
+    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as live:
+        await _refuse_running_states(database_url)
+        marker = live.workspace / "ran.txt"
+        sid = (await live.create_session())["id"]
+        live.fake.enqueue(
+            call("bash", {"command": f"touch {marker}", "description": "Leave a mark"}),
+            reply("It did not run."),
+        )
+
+        response = await live.prompt(sid, "leave a mark")
+
+        assert response.status_code == 200, response.text
+        history = (await live.client.get(f"/session/{sid}/message")).json()
+        (tool,) = [p for m in history for p in m["parts"] if p["type"] == "tool"]
+        assert tool["state"]["status"] == "error"
+        assert tool["state"]["error"].startswith("the call was not run: its start could not be stored")
+        assert not marker.exists(), "the tool ran although its start was not stored"
+        # The model was told, and the turn went on to its answer.
+        assert len(live.fake.requests) == 2
