@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
+from difflib import get_close_matches
 from typing import Annotated, Any
 
 import typer
 from typer import _click as click  # typer vendors click: its commands are these
+from typer._click.exceptions import NoSuchOption
 from typer.core import TyperGroup
 
 from agentforge.cli.options import HELP_MARKUP
@@ -75,10 +77,39 @@ class _LazyCommands(MutableMapping[str, click.Command]):
         return len(COMMANDS)
 
 
+def suggest_close_options(exc: NoSuchOption) -> None:
+    """Suggest only options whose names are close to the unknown one. click compares them with their
+    dashes, so `--bogus` looked close to `--verbose`; the names alone, with difflib's same cutoff."""
+    ctx = exc.ctx
+    if ctx is None:
+        return
+    names = {
+        name.lstrip("-"): name
+        for param in ctx.command.get_params(ctx)
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("--")
+    }
+    exc.possibilities = [names[close] for close in get_close_matches(exc.option_name.lstrip("-"), names)]
+
+
 class LazyGroup(TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.commands = _LazyCommands()
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            suggest_close_options(exc)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NoSuchOption as exc:  # raised by a command's (or a group's command's) parsing
+            suggest_close_options(exc)
+            raise
 
 
 app = typer.Typer(
