@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentforge.agents.agent import AgentInfo
+from agentforge.agents.agent import agent_info
 from agentforge.agents.markdown import MarkdownDefinition
 from agentforge.agents.registry import AgentRegistry, UnknownAgentError
 from agentforge.config import Config, ConfigError
@@ -172,7 +172,7 @@ def test_variant_goes_with_the_agents_own_model(tmp_path: Path) -> None:
 
 def test_wire_shape(tmp_path: Path) -> None:
     agents = registry(tmp_path, agent={"plan": {"model": "fake/org/big", "top_p": 0.5, "color": "#ff0000"}})
-    wire = AgentInfo.of(agents.get("plan")).wire()
+    wire = agent_info(agents.get("plan")).wire()
     assert wire["model"] == {"providerID": "fake", "modelID": "org/big"}
     assert (wire["mode"], wire["native"], wire["topP"], wire["color"]) == ("primary", True, 0.5, "#ff0000")
     assert {"permission": "edit", "pattern": "*", "action": "deny"} in wire["permission"]

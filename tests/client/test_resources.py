@@ -24,6 +24,7 @@ from agentforge.client import (
 )
 from agentforge.client.errors import error_from_response
 from agentforge.config import Settings
+from agentforge.model.agent import AgentInfo
 from agentforge.model.event_types import (
     EventMessagePartDelta,
     EventPermissionAsked,
@@ -35,6 +36,7 @@ from agentforge.model.event_types import (
 )
 from agentforge.model.message import AssistantMessage
 from agentforge.model.part import TextPart
+from agentforge.model.provider import ConfigProviders, ProviderList
 from agentforge.model.session import PermissionRule
 from tests.client.conftest import BASE_URL
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
@@ -145,9 +147,17 @@ async def test_session_namespace_covers_its_routes(forge: AsyncAgentForge, fake_
 
 
 async def test_the_other_namespaces_read_the_server(forge: AsyncAgentForge) -> None:
-    assert {agent["name"] for agent in await forge.agents.list()} >= {"build", "plan"}
-    assert "fake" in (await forge.providers.list())["connected"]
-    assert [provider["id"] for provider in (await forge.providers.connected())["providers"]] == ["fake"]
+    agents = await forge.agents.list()
+    assert all(isinstance(agent, AgentInfo) for agent in agents)
+    assert {agent.name for agent in agents} >= {"build", "plan"}
+    plan = next(agent for agent in agents if agent.name == "plan")
+    assert plan.mode == "primary" and plan.permission  # typed all the way down
+    providers = await forge.providers.list()
+    assert isinstance(providers, ProviderList) and "fake" in providers.connected
+    connected = await forge.providers.connected()
+    assert isinstance(connected, ConfigProviders)
+    assert [provider.id for provider in connected.providers] == ["fake"]
+    assert connected.providers[0].models[providers.default["fake"]].limit.context > 0
     assert isinstance((await forge.commands.list()), list)
     page = await forge.audit.list(limit=5)
     assert set(page) == {"entries", "next"}

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from agentforge.model.base import Wire
-from agentforge.model.session import PermissionRule
+from agentforge.model.agent import AgentInfo, AgentModelRef, Mode
 from agentforge.permission.rules import Ruleset
 
-Mode = Literal["primary", "subagent", "all"]
+__all__ = ["Agent", "AgentInfo", "AgentModelRef", "Mode", "UnknownAgentError", "agent_info"]
 
 
 class UnknownAgentError(Exception):
@@ -51,48 +48,25 @@ class Agent:
         return self.variant if (own_provider, own_model) == (provider_id, model_id) else None
 
 
-class AgentModelRef(Wire):
-    provider_id: str = Field(alias="providerID")
-    model_id: str = Field(alias="modelID")
-
-
-class AgentInfo(Wire):
-    """An agent as `GET /agent` lists it; `permission` is the flat list of its rules in order."""
-
-    name: str
-    description: str | None = None
-    mode: Mode
-    native: bool | None = None
-    hidden: bool | None = None
-    top_p: float | None = Field(default=None, alias="topP")
-    temperature: float | None = None
-    color: str | None = None
-    permission: list[PermissionRule]
-    model: AgentModelRef | None = None
-    variant: str | None = None
-    prompt: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    steps: int | None = None
-
-    @classmethod
-    def of(cls, agent: Agent) -> AgentInfo:
-        model = None
-        if agent.model:
-            provider_id, _, model_id = agent.model.partition("/")
-            model = AgentModelRef(provider_id=provider_id, model_id=model_id)
-        return cls(
-            name=agent.name,
-            description=agent.description or None,
-            mode=agent.mode,
-            native=agent.native,
-            hidden=agent.hidden,
-            top_p=agent.top_p,
-            temperature=agent.temperature,
-            color=agent.color,
-            permission=agent.permission.rules,
-            model=model,
-            variant=agent.variant,
-            prompt=agent.prompt,
-            options=dict(agent.options or {}),
-            steps=agent.steps,
-        )
+def agent_info(agent: Agent) -> AgentInfo:
+    """The agent's wire shape (`model/agent.py`, shared with the SDK)."""
+    model = None
+    if agent.model:
+        provider_id, _, model_id = agent.model.partition("/")
+        model = AgentModelRef(provider_id=provider_id, model_id=model_id)
+    return AgentInfo(
+        name=agent.name,
+        description=agent.description or None,
+        mode=agent.mode,
+        native=agent.native,
+        hidden=agent.hidden,
+        top_p=agent.top_p,
+        temperature=agent.temperature,
+        color=agent.color,
+        permission=agent.permission.rules,
+        model=model,
+        variant=agent.variant,
+        prompt=agent.prompt,
+        options=dict(agent.options or {}),
+        steps=agent.steps,
+    )

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field
-
 from agentforge.config import (
     Config,
     ConfigError,
@@ -27,7 +25,21 @@ from agentforge.config import (
 from agentforge.llm.catalog import CatalogModel, bundled_catalog
 from agentforge.llm.catalog import Cost as Cost  # re-exported: callers import it from here
 from agentforge.llm.stall import DEFAULT_CHUNK_TIMEOUT
-from agentforge.model.base import Wire
+from agentforge.model.provider import (  # the wire shapes, shared with the SDK
+    ModelCostInfo as ModelCostInfo,
+)
+from agentforge.model.provider import (
+    ModelCostTierInfo as ModelCostTierInfo,
+)
+from agentforge.model.provider import (
+    ModelInfo as ModelInfo,
+)
+from agentforge.model.provider import (
+    ModelLimitInfo as ModelLimitInfo,
+)
+from agentforge.model.provider import (
+    ProviderInfo as ProviderInfo,
+)
 
 _T = TypeVar("_T")
 
@@ -112,43 +124,6 @@ class ResolvedModel:
             f"limit_context={self.limit_context}, limit_output={self.limit_output}, "
             f"limit_input={self.limit_input}, cost={self.cost!r}, options={self.options!r})"
         )
-
-
-class ModelLimitInfo(Wire):
-    context: int
-    output: int
-    input: int | None = None
-
-
-class ModelCostTierInfo(Wire):
-    input: float = 0.0
-    output: float = 0.0
-    cache_read: float = 0.0
-    cache_write: float = 0.0
-
-
-class ModelCostInfo(ModelCostTierInfo):
-    # The prices of a request whose prompt exceeds 200K tokens, for models that charge more for it.
-    context_over_200k: ModelCostTierInfo | None = None
-
-
-class ModelInfo(Wire):
-    id: str
-    provider_id: str = Field(alias="providerID")
-    name: str
-    limit: ModelLimitInfo
-    cost: ModelCostInfo
-
-
-class ProviderInfo(Wire):
-    """A provider as clients see it (no credentials)."""
-
-    id: str
-    name: str
-    api: str
-    # "catalog": known from the bundled catalogue only, not connected (no key, not configured).
-    source: Literal["config", "env", "catalog"]
-    models: dict[str, ModelInfo]
 
 
 @dataclass(frozen=True, slots=True)

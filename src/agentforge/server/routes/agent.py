@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from agentforge.agents.agent import AgentInfo
+from agentforge.agents.agent import AgentInfo, agent_info
 from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
 
@@ -18,4 +18,4 @@ _AGENTS: dict[int | str, dict[str, Any]] = {200: {"model": list[AgentInfo]}}
 @router.get("/agent", operation_id="app.agents", responses=_AGENTS, summary="List agents")
 async def list_agents(rt: RuntimeDep, tenant_id: TenantDep) -> WireResponse:
     scope = await rt.scope(tenant_id)
-    return WireResponse([AgentInfo.of(agent) for agent in scope.agents.list()])
+    return WireResponse([agent_info(agent) for agent in scope.agents.list()])

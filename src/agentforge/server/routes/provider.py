@@ -6,25 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import Field
 
-from agentforge.llm.provider import ProviderInfo
-from agentforge.model.base import Wire
+from agentforge.model.provider import ConfigProviders, ProviderList
 from agentforge.server.deps import RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
 
 router = APIRouter(tags=["provider"])
-
-
-class ProviderList(Wire):
-    all: list[ProviderInfo] = Field(description="Connected providers, then the rest of the catalogue")
-    default: dict[str, str] = Field(description="providerID → default modelID, for connected providers")
-    connected: list[str] = Field(description="Providers that are configured or have their key set")
-
-
-class ConfigProviders(Wire):
-    providers: list[ProviderInfo]
-    default: dict[str, str]
 
 
 _PROVIDER_LIST: dict[int | str, dict[str, Any]] = {200: {"model": ProviderList}}

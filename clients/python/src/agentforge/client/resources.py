@@ -18,10 +18,12 @@ from pydantic import TypeAdapter
 
 from agentforge.client import routes
 from agentforge.client.routes import Call, Page, PartInput
+from agentforge.model.agent import AgentInfo
 from agentforge.model.event_types import QuestionRequest, Todo
 from agentforge.model.message import WithParts
 from agentforge.model.part import Part
 from agentforge.model.permission import PermissionReply, PermissionRequestInfo
+from agentforge.model.provider import ConfigProviders, ProviderList
 from agentforge.model.session import PermissionRule, Session
 
 P = ParamSpec("P")
@@ -359,23 +361,23 @@ class Commands(Namespace[M]):
     shell = Endpoint(_shell)
 
 
-def _agents() -> Call[list[dict[str, Any]]]:
+def _agents() -> Call[list[AgentInfo]]:
     """The agents: their mode, model and permissions."""
-    return Call("GET", "/agent", _json)
+    return Call("GET", "/agent", _typed(list[AgentInfo]))
 
 
 class Agents(Namespace[M]):
     list = Endpoint(_agents)
 
 
-def _providers() -> Call[dict[str, Any]]:
+def _providers() -> Call[ProviderList]:
     """All known providers, the default model of each, and which are connected."""
-    return Call("GET", "/provider", _json)
+    return Call("GET", "/provider", _typed(ProviderList))
 
 
-def _connected_providers() -> Call[dict[str, Any]]:
+def _connected_providers() -> Call[ConfigProviders]:
     """The connected providers with their models, and the default model of each."""
-    return Call("GET", "/config/providers", _json)
+    return Call("GET", "/config/providers", _typed(ConfigProviders))
 
 
 class Providers(Namespace[M]):
