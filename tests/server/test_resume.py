@@ -12,9 +12,17 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, delete
 
-from agentforge.model.events import DEFAULT_TENANT, PART_UPDATED, SESSION_UPDATED, Event
+from agentforge.model.events import (
+    DEFAULT_TENANT,
+    PART_DELTA,
+    PART_UPDATED,
+    SESSION_IDLE,
+    SESSION_UPDATED,
+    Event,
+)
 from agentforge.store.schema import event as event_table
 from tests.e2e.harness import EventCollector, Frame, LiveServer
+from tests.fakes.openai_server import Script
 
 
 async def _rename(live: LiveServer, session_id: str, count: int, *, concurrency: int = 16) -> None:
@@ -256,3 +264,37 @@ async def test_a_users_part_claiming_a_start_time_is_not_streamed_to_new_subscri
     await collector.stop()
 
     assert collector.of_type(PART_UPDATED) == []
+
+
+async def test_a_client_connecting_mid_part_gets_the_text_so_far_then_the_rest(live: LiveServer) -> None:
+    """The in-flight view (bus/inflight.py) is fed by every event this process publishes, from the
+    bus's creation on: a turn of this process is always seen from its assistant message's first
+    update, however late a client subscribes (docs/events.md, "Snapshots")."""
+    sid = (await live.create_session())["id"]
+    gate = asyncio.Event()
+    live.fake.enqueue(Script().text("hello there ").pause(gate).text("and the rest").finish("stop"))
+    early = EventCollector()
+    await early.start(live.client, f"/event?sessionID={sid}")
+    turn = asyncio.create_task(live.prompt(sid, "stream something"))
+
+    def streamed(frames: list[Frame]) -> str:
+        return "".join(f.properties["delta"] for f in frames if f.type == PART_DELTA)
+
+    await early.wait_for(lambda _f: streamed(early.frames) == "hello there ")
+    late = EventCollector()
+    await late.start(live.client, f"/event?sessionID={sid}")
+    gate.set()
+    assert (await turn).status_code == 200
+    await late.wait_for(lambda f: f.type == SESSION_IDLE)
+    await early.stop()
+    await late.stop()
+
+    (snapshot,) = [f for f in late.frames if f.type == PART_UPDATED and f.id is None]
+    assert snapshot.properties["part"]["text"] == "hello there "
+    text = ""
+    for frame in late.frames[late.frames.index(snapshot) :]:
+        if frame.type == PART_UPDATED and frame.properties["part"]["id"] == snapshot.properties["part"]["id"]:
+            text = frame.properties["part"]["text"]
+        elif frame.type == PART_DELTA:
+            text += frame.properties["delta"]
+    assert text == "hello there and the rest"

@@ -6,6 +6,11 @@ snapshot of each open part first (its text so far, as the deltas before the snap
 the deltas after it, so it renders exactly the text the part ends with. The view follows the bus
 synchronously (a listener), so a snapshot taken right after subscribing lines up with that
 subscription's first event.
+
+It sees every event this process publishes from the bus's creation on, and a turn publishes its
+assistant message before that message's parts: no turn of this process can have started unseen.
+Another replica's events (`Bus.deliver`) do not feed it: their deltas from before this replica
+listened are lost to it, so it could not rebuild their text (docs/events.md, "Snapshots").
 """
 
 from __future__ import annotations
