@@ -499,3 +499,21 @@ async def test_a_lease_connection_that_stops_answering_is_ended_and_its_runs_sto
         fake_openai.enqueue(reply("answering again"))
         again = await a.prompt(session_id, "again")
         assert [p["text"] for p in again.json()["parts"] if p["type"] == "text"] == ["answering again"]
+
+
+async def test_a_notification_that_failed_to_go_out_resyncs_the_other_replicas_subscribers(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        # A seals a notification and Postgres refuses it (too long): nobody hears it.
+        with pytest.raises(asyncpg.PostgresError):
+            await _cluster(a).link.notify(["x" * 8000])
+        fake_openai.enqueue(reply("after the loss"))
+        assert (await a.prompt(session_id, "hello")).status_code == 200
+        # A's next notification shows B the counter it skipped: B's subscribers resync.
+        await on_b.wait_for(lambda f: f.type == "stream.lagged")
+        await on_b.stop()
+        assert _cluster(b).link.gaps == 1

@@ -14,7 +14,8 @@ a notification nobody sealed with it is dropped unread.
 A connection that ends (Postgres restarted, the backend terminated, the network lost) is opened
 again with backoff. Leases end with their connection: the replica is told which sessions it held
 (`on_leases_lost`) before anything else may take them here, and stops those runs. The channel may
-have missed notifications meanwhile: the replica is told (`on_gap`) once it listens again.
+have missed notifications meanwhile: the replica is told (`on_gap`) once it listens again, and
+whenever a sender's counter shows a notification it never took (store/seal.py).
 """
 
 from __future__ import annotations
@@ -371,6 +372,11 @@ class ClusterLink:
         return self._seal.refused
 
     @property
+    def gaps(self) -> int:
+        """Other replicas' notifications this one should have heard and never took."""
+        return self._seal.gaps
+
+    @property
     def holds(self) -> set[str]:
         """The sessions whose lease this replica holds now."""
         return set(self._holds)
@@ -416,11 +422,21 @@ class ClusterLink:
                     self._notifier = await self._connect("notify")
 
     def _heard(self, sealed: str) -> None:
+        gaps = self._seal.gaps
         payload = self._seal.open(sealed)
+        if self._seal.gaps != gaps:
+            self._missed()
         if payload is not None:
             self._on_message(payload)
         elif self._seal.refused and self._seal.refused & (self._seal.refused - 1) == 0:
             log.warning("cluster: %d notification(s) not sealed by a replica dropped", self._seal.refused)
+
+    def _missed(self) -> None:
+        """A sender's counter skipped payloads this replica never took (a NOTIFY that failed, one
+        refused as stale): whom they concerned is unknown, so every subscriber resyncs."""
+        log.warning("cluster: %d gap(s) in other replicas' notifications; resyncing", self._seal.gaps)
+        if self.on_gap is not None:
+            self.on_gap()
 
     async def close(self) -> None:
         self._closed = True
