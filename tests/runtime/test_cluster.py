@@ -517,3 +517,67 @@ async def test_a_notification_that_failed_to_go_out_resyncs_the_other_replicas_s
         await on_b.wait_for(lambda f: f.type == "stream.lagged")
         await on_b.stop()
         assert _cluster(b).link.gaps == 1
+
+
+async def test_reopening_a_connection_goes_on_after_an_unexpected_failure(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        link = _cluster(a).link
+        before = link.backend_pids()["listen"]
+        on_a = EventCollector()
+        await on_a.start(a.client)
+        real_connect = asyncpg.connect
+        injected: list[str] = []
+
+        async def connect(*args: Any, **kwargs: Any) -> Any:
+            # The driver fails in a way nobody planned for, once, for a cluster connection.
+            if not injected and "tcp_keepalives_idle" in kwargs.get("server_settings", {}):
+                injected.append("once")
+                raise RuntimeError("injected")
+            return await real_connect(*args, **kwargs)
+
+        monkeypatch.setattr(asyncpg, "connect", connect)
+        await _terminate(raw, [before])
+
+        async def reopened() -> bool:
+            return link.backend_pids().get("listen") not in (None, before)
+
+        await _until(reopened, "A opened its listen connection again after the failure")
+        assert injected
+        await on_a.wait_for(lambda f: f.type == "stream.lagged")
+        await on_a.stop()
+        # Listening again: B's turn reaches A's subscribers.
+        on_a = EventCollector()
+        await on_a.start(a.client)
+        fake_openai.enqueue(reply("from b"))
+        b_session = (await b.create_session())["id"]
+        assert (await b.prompt(b_session, "hello")).status_code == 200
+        await on_a.wait_for(lambda f: f.type == "session.idle" and f.properties["sessionID"] == b_session)
+        await on_a.stop()
+
+
+async def test_the_watch_goes_on_pinging_after_an_unexpected_failure(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, _b):
+        link = _cluster(a).link
+        link.ping_interval = 0.05
+        listener = link._listener
+        real_fetchval = asyncpg.connection.Connection.fetchval
+        pings: list[str] = []
+
+        async def fetchval(conn: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+            if conn is listener and query == "SELECT 1":
+                pings.append(query)
+                if len(pings) == 1:
+                    raise RuntimeError("injected")  # the driver fails unexpectedly, once
+            return await real_fetchval(conn, query, *args, **kwargs)
+
+        monkeypatch.setattr(asyncpg.connection.Connection, "fetchval", fetchval)
+
+        async def pinged_again() -> bool:
+            return len(pings) >= 3
+
+        await _until(pinged_again, "the watch pinged the listen connection again after the failure")
+        assert link.backend_pids()["listen"] == listener.get_server_pid()  # nothing was ended for it

@@ -221,41 +221,55 @@ class ClusterLink:
         self._holds.clear()
         self._tenants.clear()
         if held and self.on_leases_lost is not None:
-            self.on_leases_lost(held)
+            _call_back("leases lost", self.on_leases_lost, held)
 
     async def _reopen(self, role: str) -> None:
+        """Open a lost connection again, backing off, until it is open or the link closes: any
+        failure (an unexpected one logged) is one more attempt, never the end of trying."""
         delay = RECONNECT_FIRST
         while not self._closed:
             try:
-                if role == "leases":
-                    conn = await self._connect("leases")
-                    try:
-                        if self._replica is not None:
-                            await conn.fetchval(_JOIN, self._replica)
-                    except BaseException:
-                        await _close_quietly(conn)
-                        raise
-                    self._leases = conn
-                    self._down.discard(role)
-                    self._leases_ready.set()
-                else:
-                    self._listener = await self._listen()
-                    self._down.discard(role)
-                    self._seal.listening_again()
-                    if self.on_gap is not None:
-                        self.on_gap()  # what was said while nobody listened is lost
+                await self._open_again(role)
+            except (*_lost(), _asyncpg().PostgresError):
+                pass
+            except Exception:
+                log.exception("cluster: opening the %s connection again failed unexpectedly", role)
+            else:
                 self.reconnects += 1
                 log.warning("cluster: the %s connection is open again", role)
+                if role == "listen" and self.on_gap is not None:
+                    _call_back("gap", self.on_gap)  # what was said while nobody listened is lost
                 return
-            except (*_lost(), _asyncpg().PostgresError):
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX)
+
+    async def _open_again(self, role: str) -> None:
+        if role == "leases":
+            conn = await self._connect("leases")
+            try:
+                if self._replica is not None:
+                    await conn.fetchval(_JOIN, self._replica)
+            except BaseException:
+                await _close_quietly(conn)
+                raise
+            self._leases = conn
+            self._down.discard(role)
+            self._leases_ready.set()
+        else:
+            self._listener = await self._listen()
+            self._down.discard(role)
+            self._seal.listening_again()
 
     async def _watch(self) -> None:
+        """Ping the lease and listen connections; a ping that fails unexpectedly is logged and the
+        watch goes on (the next ping, one interval later, is the backoff)."""
         while not self._closed:
             await asyncio.sleep(self.ping_interval)
             for role in ("leases", "listen"):
-                await self._ping(role)
+                try:
+                    await self._ping(role)
+                except Exception:
+                    log.exception("cluster: pinging the %s connection failed unexpectedly", role)
 
     async def _ping(self, role: str) -> None:
         conn = self._leases if role == "leases" else self._listener
@@ -436,7 +450,7 @@ class ClusterLink:
         refused as stale): whom they concerned is unknown, so every subscriber resyncs."""
         log.warning("cluster: %d gap(s) in other replicas' notifications; resyncing", self._seal.gaps)
         if self.on_gap is not None:
-            self.on_gap()
+            _call_back("gap", self.on_gap)
 
     async def close(self) -> None:
         self._closed = True
@@ -445,6 +459,15 @@ class ClusterLink:
         for conn in (self._listener, self._notifier, self._leases):
             if conn is not None:
                 await _close_quietly(conn)
+
+
+def _call_back(what: str, callback: Callable[..., None], *args: Any) -> None:
+    """Tell the replica something from a connection's callback or task: its failure is logged, and
+    never ends the connection's handling."""
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("cluster: the %s callback failed", what)
 
 
 async def _close_quietly(conn: Any) -> None:
