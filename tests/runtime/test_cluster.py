@@ -581,3 +581,23 @@ async def test_the_watch_goes_on_pinging_after_an_unexpected_failure(
 
         await _until(pinged_again, "the watch pinged the listen connection again after the failure")
         assert link.backend_pids()["listen"] == listener.get_server_pid()  # nothing was ended for it
+
+
+async def test_an_abort_is_delivered_when_the_inbox_is_full_of_commands(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (_a, b):
+        gate = asyncio.Event()
+        session_id, turn = await _start_gated_turn(b, fake_openai, gate)
+        cluster = _cluster(b)
+        # Another replica forwards an abort, then more commands than the inbox holds, all heard
+        # before B's receiving loop gets a turn: the abort is the oldest of them.
+        cluster._heard(orjson.dumps({"r": "peer", "k": "abort", "s": session_id}).decode())
+        for n in range(INBOX_LIMIT + 10):
+            ended = {"r": "peer", "k": "ended", "s": f"ses_elsewhere{n}"}
+            cluster._heard(orjson.dumps(ended).decode())
+        assert cluster.dropped == 11
+        # The run stops as aborted: the abort was kept, and handed out first.
+        answer = (await asyncio.wait_for(turn, 15)).json()
+        gate.set()
+        assert answer["info"]["error"]["name"] == "MessageAbortedError"

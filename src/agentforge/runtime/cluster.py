@@ -44,7 +44,7 @@ from agentforge.model.events import (
 from agentforge.model.permission import PermissionReply
 from agentforge.model.session import StatusIdle
 from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
-from agentforge.runtime.inbox import Inbox
+from agentforge.runtime.inbox import ANSWERED, ASKED, NOTED, URGENT, Inbox
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
 from agentforge.session.channels.questions import QuestionService
 from agentforge.session.errors import NotFoundError
@@ -81,6 +81,15 @@ _ENVELOPE: Final = 64
 # "unknown" and a lost piece cuts off everyone (a split payload holds one event: this never happens).
 CONCERN_KEPT: Final = 8
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
+# What losing a command costs, for what a full inbox keeps (runtime/inbox.py): an abort most of all.
+_RANKS: Final = {
+    "abort": URGENT,
+    "permission": ANSWERED,
+    "question": ANSWERED,
+    "question-taken": ANSWERED,
+    "questions": ASKED,
+    "questions-listed": ASKED,
+}
 
 
 class Cluster:
@@ -335,7 +344,7 @@ class Cluster:
             return
         if not isinstance(message, dict) or message.get("r") == self.replica:
             return
-        dropped = self._inbox.put(message, _tenants(message))
+        dropped = self._inbox.put(message, _tenants(message), _RANKS.get(str(message.get("k")), NOTED))
         if dropped is not None:
             self._dropped(dropped)
 
