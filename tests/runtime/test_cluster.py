@@ -601,3 +601,47 @@ async def test_an_abort_is_delivered_when_the_inbox_is_full_of_commands(
         answer = (await asyncio.wait_for(turn, 15)).json()
         gate.set()
         assert answer["info"]["error"]["name"] == "MessageAbortedError"
+
+
+async def test_run_lease_rows_of_replicas_that_no_longer_hold_them_are_removed(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    table = f'"{parse_database_url(postgres_url).schema}".run_lease'
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        for server in (a, b):
+            _cluster(server).sweep_interval, _cluster(server).lease_expiry_ms = 0.0, 0
+
+        async def rows() -> dict[str, str]:
+            found = await raw.fetch(f"SELECT session_id, replica FROM {table}")
+            return {row["session_id"]: row["replica"] for row in found}
+
+        gate = asyncio.Event()
+        session_id, turn = await _start_gated_turn(a, fake_openai, gate)
+        # A replica that died long ago left a row behind.
+        await raw.execute(
+            f"INSERT INTO {table} (tenant_id, session_id, replica, time_acquired) VALUES ($1, $2, $3, 0)",
+            "default",
+            "ses_of_a_dead_replica",
+            "deadreplica0",
+        )
+
+        async def dead_row_gone() -> bool:
+            return "ses_of_a_dead_replica" not in await rows()
+
+        await _until(dead_row_gone, "a replica removed the dead replica's row")
+        # The live row stays, however old: its replica holds the lease.
+        assert await rows() == {session_id: _cluster(a).replica}
+        assert await _status(b) == {session_id: {"type": "busy"}}
+
+        # A loses its lease connection (and the lease with it) but lives on: its row is stale too.
+        await _terminate(raw, [_cluster(a).link.backend_pids()["leases"]])
+        answer = (await asyncio.wait_for(turn, 15)).json()
+        assert answer["info"]["error"]["name"] == "MessageAbortedError"
+        gate.set()
+
+        async def no_rows() -> bool:
+            return await rows() == {}
+
+        await _until(no_rows, "the row of the lease A lost was removed")
+        assert _cluster(a).purged + _cluster(b).purged == 2
+        assert await _status(a) == {} and await _status(b) == {}

@@ -63,6 +63,11 @@ FAILOVER_INTERVAL: Final = 1.0
 LEASE_POLL: Final = 0.5
 # A queued prompt younger than this is still being started by the replica that accepted it.
 QUEUE_GRACE_MS: Final = 2000
+# A `run_lease` row whose replica does not hold its lease (it died, or lost the lease with its
+# connection) is removed once it is this old, by a sweep this often (the status route ignores it
+# meanwhile; the age spares a row whose replica is taking the lease again right now).
+LEASE_ROW_EXPIRY_MS: Final = 10_000
+LEASE_SWEEP_INTERVAL: Final = 10.0
 # How long a replica answering a permission request for another one waits for the decision.
 FORWARD_TIMEOUT: Final = 10.0
 # Questions are not stored: only the replica holding one answers a forwarded reply, so an id no
@@ -114,6 +119,9 @@ class Cluster:
         self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
+        self.purged = 0  # `run_lease` rows of replicas that no longer hold them, removed
+        self.lease_expiry_ms = LEASE_ROW_EXPIRY_MS
+        self.sweep_interval = LEASE_SWEEP_INTERVAL
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
 
     @property
@@ -462,13 +470,26 @@ class Cluster:
     # --- failover --------------------------------------------------------------------------------
 
     async def _failover_loop(self, services: SessionServices) -> None:
+        loop = asyncio.get_running_loop()
+        swept = loop.time()
         while True:
             await asyncio.sleep(self._interval)
             try:
                 await self.recover_orphans(services)
                 await self.resume_queued(services)
+                if loop.time() - swept >= self.sweep_interval:
+                    swept = loop.time()
+                    await self.purge_stale_leases()
             except Exception:
                 log.exception("cluster: failover pass failed")
+
+    async def purge_stale_leases(self) -> int:
+        """Remove the `run_lease` rows of replicas that no longer hold those leases; returns how many."""
+        purged = await self._store.purge_stale_leases(now_ms() - self.lease_expiry_ms)
+        if purged:
+            log.info("cluster: removed %d run_lease row(s) of replicas that no longer hold them", purged)
+        self.purged += purged
+        return purged
 
     async def recover_orphans(self, services: SessionServices) -> int:
         """Close the open turns whose lease no replica holds (their replica died); returns how many."""

@@ -78,6 +78,21 @@ AND classid = hashtext('agentforge.run')::oid AND database = {_THIS_DATABASE})
 SELECT r.session_id, r.replica FROM run_lease AS r
 JOIN held ON held.objid = hashtext(current_schema() || ':' || r.session_id)::oid
 WHERE r.tenant_id = :tenant ORDER BY r.session_id""")
+# A `run_lease` row is live while its replica holds its lease: one backend holds both the session's
+# run lease and that replica's roster lock. Advisory locks are read once per statement.
+_LOCKS = f"""locks AS MATERIALIZED (
+SELECT pid, classid, objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+AND database = {_THIS_DATABASE})"""
+_DEAD = f"""time_acquired < :before AND NOT EXISTS (
+SELECT 1 FROM locks AS lease JOIN locks AS roster ON roster.pid = lease.pid
+WHERE lease.classid = hashtext('agentforge.run')::oid
+AND lease.objid = hashtext(current_schema() || ':' || run_lease.session_id)::oid
+AND roster.classid = {_ROSTER}::oid AND roster.objid = hashtext(run_lease.replica)::oid)"""
+_STALE = text(f"""WITH {_LOCKS}
+SELECT tenant_id, session_id, replica FROM run_lease WHERE {_DEAD} ORDER BY time_acquired LIMIT :limit""")
+_PURGE = text(f"""WITH {_LOCKS}
+DELETE FROM run_lease WHERE tenant_id = :tenant AND session_id = :session AND replica = :replica
+AND {_DEAD}""")
 
 # The server probes an idle cluster connection after 10 s, then every 5 s, and ends it after 3
 # unanswered probes: a replica cut off without a word (a lost network) loses its leases in about
@@ -123,6 +138,23 @@ def _connect_args(target: DatabaseTarget) -> tuple[str, dict[str, str]]:
 def leased_sessions(conn: Connection, tenant_id: str) -> dict[str, str]:
     """Store query (Postgres): the tenant's sessions that a replica runs right now, and which."""
     return {row.session_id: row.replica for row in conn.execute(_LEASED, {"tenant": tenant_id})}
+
+
+def stale_leases(conn: Connection, acquired_before: int, limit: int) -> list[tuple[str, str, str]]:
+    """Store query (Postgres, across tenants): (tenant, session, replica) of `run_lease` rows taken
+    before `acquired_before` (ms) whose replica does not hold that lease now (it died, or its lease
+    connection was lost and the lease with it)."""
+    rows = conn.execute(_STALE, {"before": acquired_before, "limit": limit})
+    return [(row.tenant_id, row.session_id, row.replica) for row in rows]
+
+
+def purge_stale_lease(
+    conn: Connection, tenant_id: str, session_id: str, replica: str, acquired_before: int
+) -> bool:
+    """Store write (Postgres): remove that row if it is still stale (checked again: its replica may
+    have taken the lease again meanwhile, which renews the row)."""
+    params = {"tenant": tenant_id, "session": session_id, "replica": replica, "before": acquired_before}
+    return bool(conn.execute(_PURGE, params).rowcount)
 
 
 class ClusterLink:
