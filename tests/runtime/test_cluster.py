@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -645,3 +645,108 @@ async def test_run_lease_rows_of_replicas_that_no_longer_hold_them_are_removed(
         await _until(no_rows, "the row of the lease A lost was removed")
         assert _cluster(a).purged + _cluster(b).purged == 2
         assert await _status(a) == {} and await _status(b) == {}
+
+
+@contextlib.contextmanager
+def _stopped(pid: int) -> Iterator[None]:
+    """The server process `pid` stops answering (as behind a network lost without a word), when
+    Postgres runs here and may be signalled; it goes on afterwards, finds its client gone and exits."""
+    if not _local_backend(pid):
+        pytest.skip("Postgres does not run on this machine as a user this test may signal")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def test_a_notify_connection_that_stops_answering_is_ended_and_opened_again(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        link = _cluster(a).link
+        link.ping_interval, link.ping_timeout = 0.05, 0.5
+        stuck = link.backend_pids()["notify"]
+        with _stopped(stuck):
+
+            async def ended() -> bool:
+                return link.backend_pids().get("notify") != stuck
+
+            await _until(ended, "A's watch ended its silent notify connection")
+        # The next notification opens it again: B's subscribers hear A's turn.
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        fake_openai.enqueue(reply("heard on b"))
+        assert (await a.prompt(session_id, "hello")).status_code == 200
+        await on_b.wait_for(lambda f: f.type == "session.idle")
+        await on_b.stop()
+        assert link.backend_pids()["notify"] != stuck
+
+
+async def test_events_beyond_a_full_outbox_are_a_gap_the_other_replicas_resync(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        cluster = _cluster(a)
+        cluster.outbox_limit = 1
+        cluster.link.notify_timeout = 1.0
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        with _stopped(cluster.link.backend_pids()["notify"]):
+            # The first announcement of the turn hangs until it times out: the turn's other
+            # events pile up in the outbox meanwhile, beyond its limit.
+            fake_openai.enqueue(reply("too much at once"))
+            assert (await a.prompt(session_id, "hello")).status_code == 200
+        assert cluster.unsent > 0
+        # Announced again on a new connection, with a gap in A's counter: B's subscriber resyncs.
+        await on_b.wait_for(lambda f: f.type == "stream.lagged")
+        await on_b.stop()
+        assert _cluster(b).link.gaps >= 1
+
+
+async def test_a_ping_waiting_for_a_slow_lease_call_does_not_end_the_connection(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    table = f'"{parse_database_url(postgres_url).schema}".run_lease'
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, _b), _superuser() as raw:
+        link = _cluster(a).link
+        link.ping_interval, link.ping_timeout = 0.05, 0.2
+        leases, listen = link.backend_pids()["leases"], link.backend_pids()["listen"]
+
+        async def pinging() -> bool:  # the watch's first ping is done: the next follow at once
+            query = "SELECT query FROM pg_stat_activity WHERE pid = $1"
+            return bool(await raw.fetchval(query, listen) == "SELECT 1")
+
+        await _until(pinging, "A's watch pings")
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(reply("after the wait"))
+        # Another transaction holds the session's `run_lease` row: recording A's lease waits for it,
+        # on the lease connection, longer than a ping may take (never as long as a lease call may).
+        async with raw.transaction():
+            await raw.execute(
+                f"INSERT INTO {table} (tenant_id, session_id, replica, time_acquired) VALUES ($1, $2, $3, 0)",
+                "default",
+                session_id,
+                "someone",
+            )
+            turn = asyncio.create_task(a.prompt(session_id, "hello"))
+
+            async def waited() -> bool:
+                await raw.execute("SELECT pg_stat_clear_snapshot()")  # fresh within the transaction
+                return bool(
+                    await raw.fetchval(
+                        "SELECT wait_event_type = 'Lock'"
+                        " AND clock_timestamp() - query_start > interval '1 second'"
+                        " FROM pg_stat_activity WHERE pid = $1",
+                        leases,
+                    )
+                )
+
+            await _until(waited, "A's lease call waited a second for the row, its connection kept")
+            await raw.execute(f"DELETE FROM {table} WHERE session_id = $1", session_id)
+        answer = (await turn).json()
+        assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == ["after the wait"]
+        assert link.backend_pids()["leases"] == leases
+        assert link.reconnects == 0

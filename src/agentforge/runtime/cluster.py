@@ -77,6 +77,9 @@ QUESTION_FORWARD_TIMEOUT: Final = 3.0
 QUESTION_LIST_TIMEOUT: Final = 3.0
 # Notifications heard and not yet handled; beyond this the oldest events are dropped (at ~6 KB each).
 INBOX_LIMIT: Final = 2000
+# Events published here and not yet announced (the notify connection is slow or stuck); beyond
+# this the oldest go, and the others learn of the gap from this replica's counter (store/seal.py).
+OUTBOX_LIMIT: Final = 10_000
 # A payload in more pieces than this is refused; at most this many senders' payloads half-assembled.
 MAX_PIECES: Final = 512
 ASSEMBLIES_KEPT: Final = 64
@@ -123,6 +126,8 @@ class Cluster:
         self.lease_expiry_ms = LEASE_ROW_EXPIRY_MS
         self.sweep_interval = LEASE_SWEEP_INTERVAL
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
+        self.unsent = 0  # events of this replica dropped from its full outbox, never announced
+        self.outbox_limit = OUTBOX_LIMIT
 
     @property
     def link(self) -> ClusterLink:
@@ -292,9 +297,21 @@ class Cluster:
 
     def _announce(self, event: Event) -> None:
         """Bus listener: every event published on this replica (remote ones are not re-published)."""
-        if event.type not in _LOCAL_ONLY:
-            self._outbox.append(event)
-            self._outbox_ready.set()
+        if event.type in _LOCAL_ONLY:
+            return
+        if len(self._outbox) >= self.outbox_limit:
+            self._outbox.popleft()
+            self._unsent()
+        self._outbox.append(event)
+        self._outbox_ready.set()
+
+    def _unsent(self) -> None:
+        """The outbox is full (the channel does not keep up): the oldest event is never announced.
+        Its counter is skipped, so the other replicas see the gap and resync their subscribers."""
+        self.unsent += 1
+        if self.unsent & (self.unsent - 1) == 0:
+            log.warning("cluster: the channel does not keep up, %d event(s) never announced", self.unsent)
+        self.link.skip()
 
     async def _send_loop(self) -> None:
         while True:

@@ -46,10 +46,17 @@ RECONNECT_FIRST: Final = 0.1
 RECONNECT_MAX: Final = 5.0
 # How long a lease call waits for its connection to come back before failing.
 RECONNECT_WAIT: Final = 10.0
-# The lease and listen connections are pinged this often; one that does not answer in time (a
-# network lost without a word) is ended here, well before the server's keepalives end it there.
+# The cluster connections are pinged this often; one that does not answer in time (a network lost
+# without a word) is ended here, well before the server's keepalives end it there. A ping waits its
+# turn on its connection untimed: what holds the connection is timed itself (below).
 PING_INTERVAL: Final = 5.0
 PING_TIMEOUT: Final = 5.0
+# Lease calls are instant and a NOTIFY quick: a connection that does not answer one in this long is
+# ended (the lease connection's loss stops this replica's runs; a notification goes once more on a
+# new connection).
+LEASE_CALL_TIMEOUT: Final = 5.0
+NOTIFY_TIMEOUT: Final = 5.0
+_ROLES: Final = ("leases", "notify", "listen")
 
 _LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() || ':' || $1)"
 _TRY_LEASE: Final = f"SELECT pg_try_advisory_lock({_LEASE_KEYS})"
@@ -184,6 +191,8 @@ class ClusterLink:
         self.reconnects = 0  # connections opened again after a loss, for tests and logs
         self.ping_interval = PING_INTERVAL
         self.ping_timeout = PING_TIMEOUT
+        self.lease_timeout = LEASE_CALL_TIMEOUT
+        self.notify_timeout = NOTIFY_TIMEOUT
 
     @classmethod
     async def open(cls, target: DatabaseTarget, on_message: OnMessage) -> ClusterLink:
@@ -293,35 +302,42 @@ class ClusterLink:
             self._seal.listening_again()
 
     async def _watch(self) -> None:
-        """Ping the lease and listen connections; a ping that fails unexpectedly is logged and the
-        watch goes on (the next ping, one interval later, is the backoff)."""
+        """Ping the cluster connections; a ping that fails unexpectedly is logged and the watch goes
+        on (the next ping, one interval later, is the backoff)."""
         while not self._closed:
             await asyncio.sleep(self.ping_interval)
-            for role in ("leases", "listen"):
-                try:
-                    await self._ping(role)
-                except Exception:
-                    log.exception("cluster: pinging the %s connection failed unexpectedly", role)
+            await asyncio.gather(*(self._watch_one(role) for role in _ROLES))
+
+    async def _watch_one(self, role: str) -> None:
+        try:
+            await self._ping(role)
+        except Exception:
+            log.exception("cluster: pinging the %s connection failed unexpectedly", role)
+
+    def _current(self, role: str) -> Any:
+        return {"leases": self._leases, "notify": self._notifier, "listen": self._listener}[role]
 
     async def _ping(self, role: str) -> None:
-        conn = self._leases if role == "leases" else self._listener
-        if conn is None or conn.is_closed() or role in self._down:
-            return
+        """Ping `role`'s connection once it is free (only the ping is timed: whoever holds the
+        connection is timed on its own); one that does not answer is ended, and its termination
+        callback opens it again (leases: stops the runs first; notify: on the next notification)."""
+        lock = {"leases": self._lease_lock, "notify": self._notify_lock}.get(role)
+        async with lock or contextlib.nullcontext():
+            conn = self._current(role)
+            if conn is None or conn.is_closed() or role in self._down:
+                return
+            with contextlib.suppress(*_lost()):  # ended: its termination callback does the rest
+                await self._answered(role, conn, conn.fetchval("SELECT 1"), self.ping_timeout)
+
+    async def _answered(self, role: str, conn: Any, call: Awaitable[T], timeout: float) -> T:
+        """`call` on `conn`, which is ended when it does not answer within `timeout`: a connection
+        lost without a word looks just like that."""
         try:
-            # The lease connection's lock included: lease calls are instant, a stuck one is stuck.
-            await asyncio.wait_for(self._ping_now(conn, role == "leases"), self.ping_timeout)
+            return await asyncio.wait_for(call, timeout)
         except TimeoutError:
             log.warning("cluster: the %s connection stopped answering; ending it", role)
-            conn.terminate()  # its termination callback opens it again (and stops runs: leases)
-        except _lost():
-            pass  # ended: its termination callback does the rest
-
-    async def _ping_now(self, conn: Any, locked: bool) -> None:
-        if not locked:
-            await conn.fetchval("SELECT 1")
-            return
-        async with self._lease_lock:
-            await conn.fetchval("SELECT 1")
+            conn.terminate()
+            raise ConnectionError(f"the cluster's {role} connection stopped answering") from None
 
     async def _on_leases(self, query: Callable[[Any], Awaitable[T]]) -> T:
         """Run `query` on the lease connection, waiting (a bounded time) for it to come back."""
@@ -335,7 +351,7 @@ class ClusterLink:
             conn = self._leases
             try:
                 async with self._lease_lock:
-                    return await query(conn)
+                    return await self._answered("leases", conn, query(conn), self.lease_timeout)
             except _lost():
                 if self._leases is conn and not conn.is_closed():
                     raise
@@ -460,12 +476,18 @@ class ClusterLink:
                 try:
                     if conn is None or conn.is_closed():
                         raise ConnectionError("the notify connection is closed")
-                    await conn.fetchval(_NOTIFY, self.channel, sealed)
+                    notified = conn.fetchval(_NOTIFY, self.channel, sealed)
+                    await self._answered("notify", conn, notified, self.notify_timeout)
                     return
                 except _lost():
                     if attempt or self._closed:
                         raise
                     self._notifier = await self._connect("notify")
+
+    def skip(self) -> None:
+        """Something meant for the other replicas will never be sent (this replica's outbox
+        overflowed): they see the gap at its next notification and resync (store/seal.py)."""
+        self._seal.skip()
 
     def _heard(self, sealed: str) -> None:
         gaps = self._seal.gaps
