@@ -25,9 +25,10 @@ from agentforge.model.events import PART_DELTA, Event
 from agentforge.runtime.cluster import INBOX_LIMIT, MAX_PIECES, Cluster
 from agentforge.store import parse_database_url
 from agentforge.store.cluster import NOTIFY_LIMIT, channel_name
+from tests.cli.test_run_humans import QUESTION
 from tests.databases import POSTGRES_URL_ENV, _postgres_schema
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
-from tests.fakes.openai_server import FakeOpenAI, Script, reply
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -750,3 +751,53 @@ async def test_a_ping_waiting_for_a_slow_lease_call_does_not_end_the_connection(
         assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == ["after the wait"]
         assert link.backend_pids()["leases"] == leases
         assert link.reconnects == 0
+
+
+async def test_an_event_in_more_pieces_than_receivers_take_is_not_sent_and_they_resync(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    channel = _channel(postgres_url)
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        heard: list[str] = []
+        await raw.add_listener(channel, lambda _c, _pid, _ch, payload: heard.append(payload))
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        # One delta of 600,000 characters: more pieces than a receiver accepts (MAX_PIECES).
+        huge = "y" * 600_000
+        fake_openai.enqueue(Script().text(huge, chunk_size=len(huge)).finish())
+        answer = (await a.prompt(session_id, "a very long answer")).json()
+        assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == [huge]
+        # B's subscriber is told it missed something, and resumes from the log, which has it all.
+        await on_b.wait_for(lambda f: f.type == "stream.lagged")
+        await on_b.stop()
+        assert _cluster(b).link.gaps >= 1
+        messages = (await b.client.get(f"/session/{session_id}/message")).json()
+        assert huge in [p.get("text") for m in messages for p in m["parts"]]
+        # The pieces never went out: the channel carried the turn's few notifications only.
+        assert len(heard) < MAX_PIECES
+
+
+async def test_question_answers_too_long_to_hand_over_are_refused_naming_the_field(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(call("question", QUESTION), reply("Postgres then."))
+        turn = asyncio.create_task(a.prompt(session_id, "pick a database"))
+
+        async def asked() -> bool:
+            return bool((await a.client.get("/question")).json())
+
+        await _until(asked, "the tool call asked its question")
+        [request] = (await a.client.get("/question")).json()
+        too_long = await b.client.post(
+            f"/question/{request['id']}/reply", json={"answers": [["x" * 600_000]]}
+        )
+        assert too_long.status_code == 400
+        assert "answers" in too_long.json()["data"]["message"]
+        # The question still waits: a reply that fits goes through.
+        answered = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["Postgres"]]})
+        assert answered.status_code == 200 and answered.json() is True
+        result = (await asyncio.wait_for(turn, 15)).json()
+        assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["Postgres then."]

@@ -47,7 +47,7 @@ from agentforge.permission.service import PermissionService, UnknownPermissionRe
 from agentforge.runtime.inbox import ANSWERED, ASKED, NOTED, URGENT, Inbox
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
 from agentforge.session.channels.questions import QuestionService
-from agentforge.session.errors import NotFoundError
+from agentforge.session.errors import InvalidInputError, NotFoundError
 from agentforge.session.events import now_ms
 from agentforge.session.prompt import SessionPrompt
 from agentforge.session.runner import RunnerRegistry
@@ -247,8 +247,12 @@ class Cluster:
         self._answered[ticket] = taken
         notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
         try:
-            # Answers may be long; a lost piece only costs this reply (no stream carries it).
-            await self.link.notify(self._fragment(_dumps({**notice, "a": answers}), []))
+            try:
+                # Answers may be long; a lost piece only costs this reply (no stream carries it).
+                pieces = self._fragment(_dumps({**notice, "a": answers}), [])
+            except _TooLarge as exc:
+                raise InvalidInputError(f"answers: too long to hand to another replica ({exc})") from None
+            await self.link.notify(pieces)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(taken, QUESTION_FORWARD_TIMEOUT)
                 return True
@@ -277,7 +281,12 @@ class Cluster:
     async def _list_here(self, message: dict[str, Any]) -> None:
         mine = [] if self._questions is None else self._questions.pending(message["t"])
         payload = _dumps({"r": self.replica, "k": "questions-listed", "q": message["q"], "items": mine})
-        await self.link.notify(self._fragment(payload, []))
+        try:
+            pieces = self._fragment(payload, [])
+        except _TooLarge as exc:  # the asker waits its 3 s and lists the others' without these
+            log.error("cluster: too many questions here to list to another replica (%s)", exc)
+            return
+        await self.link.notify(pieces)
 
     async def _answer_here(self, message: dict[str, Any]) -> None:
         if self._questions is None:
@@ -302,15 +311,15 @@ class Cluster:
         if len(self._outbox) >= self.outbox_limit:
             self._outbox.popleft()
             self._unsent()
+            if self.unsent & (self.unsent - 1) == 0:
+                log.warning("cluster: the channel does not keep up, %d event(s) never announced", self.unsent)
         self._outbox.append(event)
         self._outbox_ready.set()
 
     def _unsent(self) -> None:
-        """The outbox is full (the channel does not keep up): the oldest event is never announced.
-        Its counter is skipped, so the other replicas see the gap and resync their subscribers."""
+        """An event is never announced (the outbox was full, or it is too large): its counter is
+        skipped, so the other replicas see the gap and resync their subscribers."""
         self.unsent += 1
-        if self.unsent & (self.unsent - 1) == 0:
-            log.warning("cluster: the channel does not keep up, %d event(s) never announced", self.unsent)
         self.link.skip()
 
     async def _send_loop(self) -> None:
@@ -337,9 +346,14 @@ class Cluster:
             size += encoded + 1
         if items:
             batches.append(items)
-        return [
-            piece for items in batches for piece in self._fragment(self._envelope(items), _concern(items))
-        ]
+        pieces: list[str] = []
+        for items in batches:
+            try:
+                pieces.extend(self._fragment(self._envelope(items), _concern(items)))
+            except _TooLarge as exc:  # one event larger than receivers take (a huge delta)
+                log.warning("cluster: an event too large to announce (%s); the others resync", exc)
+                self._unsent()
+        return pieces
 
     def _envelope(self, items: list[Any]) -> str:
         return _dumps({"r": self.replica, "k": "events", "items": items})
@@ -353,6 +367,8 @@ class Cluster:
         whom = len(orjson.dumps(concern)) + 8  # with its key
         step = (NOTIFY_LIMIT - _ENVELOPE - whom) // 6  # characters: at most 6 bytes each once escaped
         pieces = [payload[i : i + step] for i in range(0, len(payload), step)]
+        if len(pieces) > MAX_PIECES:  # receivers refuse it: never sent, its loss told as a gap
+            raise _TooLarge(f"{len(payload)} characters in {len(pieces)} pieces, at most {MAX_PIECES}")
         return [
             _dumps({"r": self.replica, "k": "piece", "i": index, "n": len(pieces), "w": concern, "d": piece})
             for index, piece in enumerate(pieces)
@@ -575,6 +591,10 @@ class Cluster:
             log.warning("cluster: closed %d turn(s) of a replica that stopped", len(orphans))
         self.recovered += len(orphans)
         return len(orphans)
+
+
+class _TooLarge(Exception):
+    """A payload in more pieces than receivers accept (`MAX_PIECES`): it is never sent."""
 
 
 @dataclass(slots=True)
