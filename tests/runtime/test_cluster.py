@@ -801,3 +801,33 @@ async def test_question_answers_too_long_to_hand_over_are_refused_naming_the_fie
         assert answered.status_code == 200 and answered.json() is True
         result = (await asyncio.wait_for(turn, 15)).json()
         assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["Postgres then."]
+
+
+async def test_a_question_reply_taken_after_the_wait_is_reported_unknown_not_failed(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(call("question", QUESTION), reply("Postgres then."))
+        turn = asyncio.create_task(a.prompt(session_id, "pick a database"))
+
+        async def asked() -> bool:
+            return bool((await a.client.get("/question")).json())
+
+        await _until(asked, "the tool call asked its question")
+        [request] = (await a.client.get("/question")).json()
+        # B stops waiting before A can answer (as when A's inbox is far behind): A takes it later.
+        _cluster(b).question_timeout = 0.0
+        late = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["Postgres"]]})
+        # Not "unknown question" (404): B cannot tell yet, and says so.
+        assert late.status_code == 503, late.text
+        assert late.json()["name"] == "ClusterUnavailableError"
+        assert "GET /question" in late.json()["data"]["message"]
+        # It was applied: the turn goes on with the answer, and the question waits nowhere.
+        result = (await asyncio.wait_for(turn, 15)).json()
+        assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["Postgres then."]
+        assert (await b.client.get("/question")).json() == []
+        # With time to hear everyone, an id nobody holds is unknown (every replica said so).
+        _cluster(b).question_timeout = 60.0
+        unknown = await b.client.post("/question/que_unknown/reply", json={"answers": [["x"]]})
+        assert unknown.status_code == 404

@@ -54,6 +54,7 @@ from agentforge.session.runner import RunnerRegistry
 from agentforge.session.service import SessionService
 from agentforge.session.services import SessionServices
 from agentforge.store.cluster import NOTIFY_LIMIT, ClusterLink
+from agentforge.store.errors import ClusterUnavailableError
 from agentforge.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,9 @@ LEASE_ROW_EXPIRY_MS: Final = 10_000
 LEASE_SWEEP_INTERVAL: Final = 10.0
 # How long a replica answering a permission request for another one waits for the decision.
 FORWARD_TIMEOUT: Final = 10.0
-# Questions are not stored: only the replica holding one answers a forwarded reply, so an id no
-# replica holds is known unknown after this long without an answer.
+# Questions are not stored: every other live replica answers a forwarded reply (taken, or not
+# held there). One that has not answered after this long (dead, or far behind) may still take it:
+# the outcome is then unknown, and said so (503), never reported as failed.
 QUESTION_FORWARD_TIMEOUT: Final = 3.0
 # How long `GET /question` waits for the other live replicas to list theirs.
 QUESTION_LIST_TIMEOUT: Final = 3.0
@@ -95,6 +97,7 @@ _RANKS: Final = {
     "permission": ANSWERED,
     "question": ANSWERED,
     "question-taken": ANSWERED,
+    "question-missing": ANSWERED,
     "questions": ASKED,
     "questions-listed": ASKED,
 }
@@ -118,12 +121,13 @@ class Cluster:
         self._tasks: set[asyncio.Task[None]] = set()
         self._permissions: PermissionService | None = None
         self._questions: QuestionService | None = None
-        self._answered: dict[str, asyncio.Future[None]] = {}  # forwarded question replies, by ticket
+        self._answered: dict[str, _Forwarded] = {}  # forwarded question replies, by ticket
         self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
         self.purged = 0  # `run_lease` rows of replicas that no longer hold them, removed
         self.lease_expiry_ms = LEASE_ROW_EXPIRY_MS
+        self.question_timeout = QUESTION_FORWARD_TIMEOUT
         self.sweep_interval = LEASE_SWEEP_INTERVAL
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
         self.unsent = 0  # events of this replica dropped from its full outbox, never announced
@@ -239,12 +243,15 @@ class Cluster:
     async def forward_question_reply(
         self, tenant_id: str, request_id: str, answers: list[list[str]] | None
     ) -> bool:
-        """Answers (None: dismiss) for a question waiting on another replica: True once it took them."""
-        if await self.link.replica_count() <= 1:
+        """Answers (None: dismiss) for a question waiting on another replica: True once it took
+        them, False once every other live replica said it does not hold it; ClusterUnavailableError
+        when one did not answer in time (it may still take them: the outcome is unknown)."""
+        others = await self.link.replica_count() - 1
+        if others <= 0:
             return False  # alone: nobody else can hold it
         ticket = uuid.uuid4().hex
-        taken = asyncio.get_running_loop().create_future()
-        self._answered[ticket] = taken
+        forwarded = _Forwarded(others)
+        self._answered[ticket] = forwarded
         notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
         try:
             try:
@@ -254,9 +261,11 @@ class Cluster:
                 raise InvalidInputError(f"answers: too long to hand to another replica ({exc})") from None
             await self.link.notify(pieces)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(taken, QUESTION_FORWARD_TIMEOUT)
-                return True
-            return False
+                return await asyncio.wait_for(forwarded.outcome, self.question_timeout)
+            raise ClusterUnavailableError(
+                "another replica did not say in time whether it holds this question; it may still take"
+                " the reply: GET /question shows whether the question still waits"
+            )
         finally:
             self._answered.pop(ticket, None)
 
@@ -289,15 +298,15 @@ class Cluster:
         await self.link.notify(pieces)
 
     async def _answer_here(self, message: dict[str, Any]) -> None:
-        if self._questions is None:
-            return
         tenant_id, request_id, answers = message["t"], message["id"], message["a"]
-        if answers is None:
+        if self._questions is None:  # still starting: it holds no question
+            taken = False
+        elif answers is None:
             taken = self._questions.reject(tenant_id, request_id)
         else:
             taken = self._questions.reply(tenant_id, request_id, answers)
-        if taken:  # only the replica holding the question answers: the others stay silent
-            await self.link.notify([_dumps({"r": self.replica, "k": "question-taken", "q": message["q"]})])
+        kind = "question-taken" if taken else "question-missing"  # the asker counts the missing
+        await self.link.notify([_dumps({"r": self.replica, "k": kind, "q": message["q"]})])
 
     async def _tell(self, kind: str, session_id: str) -> None:
         await self.link.notify([_dumps({"r": self.replica, "k": kind, "s": session_id})])
@@ -439,10 +448,10 @@ class Cluster:
             self._spawn(self._reply_here(message), "cluster-permission")
         elif kind == "question":
             self._spawn(self._answer_here(message), "cluster-question")
-        elif kind == "question-taken":
-            taken = self._answered.get(message["q"])
-            if taken is not None and not taken.done():
-                taken.set_result(None)
+        elif kind in ("question-taken", "question-missing"):
+            forwarded = self._answered.get(message["q"])
+            if forwarded is not None:
+                forwarded.add(kind == "question-taken")
         elif kind == "questions":
             self._spawn(self._list_here(message), "cluster-questions")
         elif kind == "questions-listed":
@@ -604,6 +613,20 @@ class _Assembly:
 
     concern: Any
     pieces: list[str] = field(default_factory=list)
+
+
+class _Forwarded:
+    """Answers to one forwarded question reply: True once a replica took it, False once every
+    other live replica said it does not hold the question."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    def add(self, taken: bool) -> None:
+        self.expected -= 1
+        if not self.outcome.done() and (taken or self.expected <= 0):
+            self.outcome.set_result(taken)
 
 
 class _Listing:
