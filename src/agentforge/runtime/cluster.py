@@ -250,7 +250,7 @@ class Cluster:
         if others <= 0:
             return False  # alone: nobody else can hold it
         ticket = uuid.uuid4().hex
-        forwarded = _Forwarded(others)
+        forwarded = _Forwarded()
         self._answered[ticket] = forwarded
         notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
         try:
@@ -260,14 +260,31 @@ class Cluster:
             except _TooLarge as exc:
                 raise InvalidInputError(f"answers: too long to hand to another replica ({exc})") from None
             await self.link.notify(pieces)
-            with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(forwarded.outcome, self.question_timeout)
-            raise ClusterUnavailableError(
-                "another replica did not say in time whether it holds this question; it may still take"
-                " the reply: GET /question shows whether the question still waits"
-            )
+            return await self._forward_outcome(forwarded, others)
         finally:
             self._answered.pop(ticket, None)
+
+    async def _forward_outcome(self, forwarded: _Forwarded, others: int) -> bool:
+        """True once a replica took the reply, False once every other live replica (counted again
+        then: one may have joined meanwhile) said it does not hold the question."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.question_timeout
+        while True:
+            forwarded.heard.clear()
+            if forwarded.taken:
+                return True
+            if len(forwarded.missing) >= others:
+                others = await self.link.replica_count() - 1
+                if len(forwarded.missing) >= others:
+                    return False
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ClusterUnavailableError(
+                    "another replica did not say in time whether it holds this question; it may still"
+                    " take the reply: GET /question shows whether the question still waits"
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(forwarded.heard.wait(), remaining)
 
     async def questions_elsewhere(self, tenant_id: str) -> list[dict[str, Any]]:
         """The tenant's questions waiting on the other live replicas (each answers with its own)."""
@@ -451,7 +468,7 @@ class Cluster:
         elif kind in ("question-taken", "question-missing"):
             forwarded = self._answered.get(message["q"])
             if forwarded is not None:
-                forwarded.add(kind == "question-taken")
+                forwarded.add(str(message.get("r")), kind == "question-taken")
         elif kind == "questions":
             self._spawn(self._list_here(message), "cluster-questions")
         elif kind == "questions-listed":
@@ -616,17 +633,19 @@ class _Assembly:
 
 
 class _Forwarded:
-    """Answers to one forwarded question reply: True once a replica took it, False once every
-    other live replica said it does not hold the question."""
+    """Answers to one forwarded question reply so far: whether a replica took it, which ones said
+    they do not hold the question."""
 
-    def __init__(self, expected: int) -> None:
-        self.expected = expected
-        self.outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    def __init__(self) -> None:
+        self.taken = False
+        self.missing: set[str] = set()
+        self.heard = asyncio.Event()
 
-    def add(self, taken: bool) -> None:
-        self.expected -= 1
-        if not self.outcome.done() and (taken or self.expected <= 0):
-            self.outcome.set_result(taken)
+    def add(self, replica: str, taken: bool) -> None:
+        self.taken = self.taken or taken
+        if not taken:
+            self.missing.add(replica)
+        self.heard.set()
 
 
 class _Listing:
