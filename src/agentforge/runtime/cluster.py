@@ -15,9 +15,10 @@
 - Bounded and fail-closed: what other replicas say waits in a bounded inbox (a replica that falls
   behind drops the oldest events of the tenant holding most of it and cuts off the SSE subscribers
   that would have had them as lagging: they resume from the log; every piece of a split payload
-  says whom it concerns, so a lost piece cuts off only those); a lost lease connection stops this
-  replica's runs, since their leases ended with it; a lost channel cuts every subscriber off once it
-  listens again (notifications were missed).
+  says whom it concerns, so a lost piece cuts off only those; an abort is kept longest); a lost
+  lease connection stops this replica's runs, since their leases ended with it; a lost channel cuts
+  every subscriber off once it listens again (notifications were missed), and so does a gap in a
+  sender's counter (a notification that failed, or that it never sent: its outbox is bounded too).
 """
 
 from __future__ import annotations
@@ -125,13 +126,14 @@ class Cluster:
         self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
-        self.purged = 0  # `run_lease` rows of replicas that no longer hold them, removed
-        self.lease_expiry_ms = LEASE_ROW_EXPIRY_MS
-        self.question_timeout = QUESTION_FORWARD_TIMEOUT
-        self.sweep_interval = LEASE_SWEEP_INTERVAL
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
-        self.unsent = 0  # events of this replica dropped from its full outbox, never announced
+        self.unsent = 0  # events of this replica never announced (outbox full, or too large)
+        self.purged = 0  # `run_lease` rows of replicas that no longer hold them, removed
+        # Bounds and waits, as attributes so that tests can shorten them.
         self.outbox_limit = OUTBOX_LIMIT
+        self.question_timeout = QUESTION_FORWARD_TIMEOUT
+        self.lease_expiry_ms = LEASE_ROW_EXPIRY_MS
+        self.sweep_interval = LEASE_SWEEP_INTERVAL
 
     @property
     def link(self) -> ClusterLink:
