@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,10 @@ from agentforge.model.events import PART_DELTA, Event
 from agentforge.runtime.cluster import INBOX_LIMIT, MAX_PIECES, Cluster
 from agentforge.store import parse_database_url
 from agentforge.store.cluster import NOTIFY_LIMIT, channel_name
+from tests.cli.test_run_humans import QUESTION
 from tests.databases import POSTGRES_URL_ENV, _postgres_schema
 from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
-from tests.fakes.openai_server import FakeOpenAI, Script, reply
+from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -499,3 +500,334 @@ async def test_a_lease_connection_that_stops_answering_is_ended_and_its_runs_sto
         fake_openai.enqueue(reply("answering again"))
         again = await a.prompt(session_id, "again")
         assert [p["text"] for p in again.json()["parts"] if p["type"] == "text"] == ["answering again"]
+
+
+async def test_a_notification_that_failed_to_go_out_resyncs_the_other_replicas_subscribers(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        # A seals a notification and Postgres refuses it (too long): nobody hears it.
+        with pytest.raises(asyncpg.PostgresError):
+            await _cluster(a).link.notify(["x" * 8000])
+        fake_openai.enqueue(reply("after the loss"))
+        assert (await a.prompt(session_id, "hello")).status_code == 200
+        # A's next notification shows B the counter it skipped: B's subscribers resync.
+        await on_b.wait_for(lambda f: f.type == "stream.lagged")
+        await on_b.stop()
+        assert _cluster(b).link.gaps == 1
+
+
+async def test_reopening_a_connection_goes_on_after_an_unexpected_failure(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        link = _cluster(a).link
+        before = link.backend_pids()["listen"]
+        on_a = EventCollector()
+        await on_a.start(a.client)
+        real_connect = asyncpg.connect
+        injected: list[str] = []
+
+        async def connect(*args: Any, **kwargs: Any) -> Any:
+            # The driver fails in a way nobody planned for, once, for a cluster connection.
+            if not injected and "tcp_keepalives_idle" in kwargs.get("server_settings", {}):
+                injected.append("once")
+                raise RuntimeError("injected")
+            return await real_connect(*args, **kwargs)
+
+        monkeypatch.setattr(asyncpg, "connect", connect)
+        await _terminate(raw, [before])
+
+        async def reopened() -> bool:
+            return link.backend_pids().get("listen") not in (None, before)
+
+        await _until(reopened, "A opened its listen connection again after the failure")
+        assert injected
+        await on_a.wait_for(lambda f: f.type == "stream.lagged")
+        await on_a.stop()
+        # Listening again: B's turn reaches A's subscribers.
+        on_a = EventCollector()
+        await on_a.start(a.client)
+        fake_openai.enqueue(reply("from b"))
+        b_session = (await b.create_session())["id"]
+        assert (await b.prompt(b_session, "hello")).status_code == 200
+        await on_a.wait_for(lambda f: f.type == "session.idle" and f.properties["sessionID"] == b_session)
+        await on_a.stop()
+
+
+async def test_the_watch_goes_on_pinging_after_an_unexpected_failure(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, _b):
+        link = _cluster(a).link
+        link.ping_interval = 0.05
+        listener = link._listener
+        real_fetchval = asyncpg.connection.Connection.fetchval
+        pings: list[str] = []
+
+        async def fetchval(conn: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+            if conn is listener and query == "SELECT 1":
+                pings.append(query)
+                if len(pings) == 1:
+                    raise RuntimeError("injected")  # the driver fails unexpectedly, once
+            return await real_fetchval(conn, query, *args, **kwargs)
+
+        monkeypatch.setattr(asyncpg.connection.Connection, "fetchval", fetchval)
+
+        async def pinged_again() -> bool:
+            return len(pings) >= 3
+
+        await _until(pinged_again, "the watch pinged the listen connection again after the failure")
+        assert link.backend_pids()["listen"] == listener.get_server_pid()  # nothing was ended for it
+
+
+async def test_an_abort_is_delivered_when_the_inbox_is_full_of_commands(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (_a, b):
+        gate = asyncio.Event()
+        session_id, turn = await _start_gated_turn(b, fake_openai, gate)
+        cluster = _cluster(b)
+        # Another replica forwards an abort, then more commands than the inbox holds, all heard
+        # before B's receiving loop gets a turn: the abort is the oldest of them.
+        cluster._heard(orjson.dumps({"r": "peer", "k": "abort", "s": session_id}).decode())
+        for n in range(INBOX_LIMIT + 10):
+            ended = {"r": "peer", "k": "ended", "s": f"ses_elsewhere{n}"}
+            cluster._heard(orjson.dumps(ended).decode())
+        assert cluster.dropped == 11
+        # The run stops as aborted: the abort was kept, and handed out first.
+        answer = (await asyncio.wait_for(turn, 15)).json()
+        gate.set()
+        assert answer["info"]["error"]["name"] == "MessageAbortedError"
+
+
+async def test_run_lease_rows_of_replicas_that_no_longer_hold_them_are_removed(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    table = f'"{parse_database_url(postgres_url).schema}".run_lease'
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        for server in (a, b):
+            _cluster(server).sweep_interval, _cluster(server).lease_expiry_ms = 0.0, 0
+
+        async def rows() -> dict[str, str]:
+            found = await raw.fetch(f"SELECT session_id, replica FROM {table}")
+            return {row["session_id"]: row["replica"] for row in found}
+
+        gate = asyncio.Event()
+        session_id, turn = await _start_gated_turn(a, fake_openai, gate)
+        # A replica that died long ago left a row behind.
+        await raw.execute(
+            f"INSERT INTO {table} (tenant_id, session_id, replica, time_acquired) VALUES ($1, $2, $3, 0)",
+            "default",
+            "ses_of_a_dead_replica",
+            "deadreplica0",
+        )
+
+        async def dead_row_gone() -> bool:
+            return "ses_of_a_dead_replica" not in await rows()
+
+        await _until(dead_row_gone, "a replica removed the dead replica's row")
+        # The live row stays, however old: its replica holds the lease.
+        assert await rows() == {session_id: _cluster(a).replica}
+        assert await _status(b) == {session_id: {"type": "busy"}}
+
+        # A loses its lease connection (and the lease with it) but lives on: its row is stale too.
+        await _terminate(raw, [_cluster(a).link.backend_pids()["leases"]])
+        answer = (await asyncio.wait_for(turn, 15)).json()
+        assert answer["info"]["error"]["name"] == "MessageAbortedError"
+        gate.set()
+
+        async def no_rows() -> bool:
+            return await rows() == {}
+
+        await _until(no_rows, "the row of the lease A lost was removed")
+        assert _cluster(a).purged + _cluster(b).purged == 2
+        assert await _status(a) == {} and await _status(b) == {}
+
+
+@contextlib.contextmanager
+def _stopped(pid: int) -> Iterator[None]:
+    """The server process `pid` stops answering (as behind a network lost without a word), when
+    Postgres runs here and may be signalled; it goes on afterwards, finds its client gone and exits."""
+    if not _local_backend(pid):
+        pytest.skip("Postgres does not run on this machine as a user this test may signal")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def test_a_notify_connection_that_stops_answering_is_ended_and_opened_again(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        link = _cluster(a).link
+        link.ping_interval, link.ping_timeout = 0.05, 0.5
+        stuck = link.backend_pids()["notify"]
+        with _stopped(stuck):
+
+            async def ended() -> bool:
+                return link.backend_pids().get("notify") != stuck
+
+            await _until(ended, "A's watch ended its silent notify connection")
+        # The next notification opens it again: B's subscribers hear A's turn.
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        fake_openai.enqueue(reply("heard on b"))
+        assert (await a.prompt(session_id, "hello")).status_code == 200
+        await on_b.wait_for(lambda f: f.type == "session.idle")
+        await on_b.stop()
+        assert link.backend_pids()["notify"] != stuck
+
+
+async def test_events_beyond_a_full_outbox_are_a_gap_the_other_replicas_resync(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        cluster = _cluster(a)
+        cluster.outbox_limit = 1
+        cluster.link.notify_timeout = 1.0
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        with _stopped(cluster.link.backend_pids()["notify"]):
+            # The first announcement of the turn hangs until it times out: the turn's other
+            # events pile up in the outbox meanwhile, beyond its limit.
+            fake_openai.enqueue(reply("too much at once"))
+            assert (await a.prompt(session_id, "hello")).status_code == 200
+        assert cluster.unsent > 0
+        # Announced again on a new connection, with a gap in A's counter: B's subscriber resyncs.
+        await on_b.wait_for(lambda f: f.type == "stream.lagged")
+        await on_b.stop()
+        assert _cluster(b).link.gaps >= 1
+
+
+async def test_a_ping_waiting_for_a_slow_lease_call_does_not_end_the_connection(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    table = f'"{parse_database_url(postgres_url).schema}".run_lease'
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, _b), _superuser() as raw:
+        link = _cluster(a).link
+        link.ping_interval, link.ping_timeout = 0.05, 0.2
+        leases, listen = link.backend_pids()["leases"], link.backend_pids()["listen"]
+
+        async def pinging() -> bool:  # the watch's first ping is done: the next follow at once
+            query = "SELECT query FROM pg_stat_activity WHERE pid = $1"
+            return bool(await raw.fetchval(query, listen) == "SELECT 1")
+
+        await _until(pinging, "A's watch pings")
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(reply("after the wait"))
+        # Another transaction holds the session's `run_lease` row: recording A's lease waits for it,
+        # on the lease connection, longer than a ping may take (never as long as a lease call may).
+        async with raw.transaction():
+            await raw.execute(
+                f"INSERT INTO {table} (tenant_id, session_id, replica, time_acquired) VALUES ($1, $2, $3, 0)",
+                "default",
+                session_id,
+                "someone",
+            )
+            turn = asyncio.create_task(a.prompt(session_id, "hello"))
+
+            async def waited() -> bool:
+                await raw.execute("SELECT pg_stat_clear_snapshot()")  # fresh within the transaction
+                return bool(
+                    await raw.fetchval(
+                        "SELECT wait_event_type = 'Lock'"
+                        " AND clock_timestamp() - query_start > interval '1 second'"
+                        " FROM pg_stat_activity WHERE pid = $1",
+                        leases,
+                    )
+                )
+
+            await _until(waited, "A's lease call waited a second for the row, its connection kept")
+            await raw.execute(f"DELETE FROM {table} WHERE session_id = $1", session_id)
+        answer = (await turn).json()
+        assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == ["after the wait"]
+        assert link.backend_pids()["leases"] == leases
+        assert link.reconnects == 0
+
+
+async def test_an_event_in_more_pieces_than_receivers_take_is_not_sent_and_they_resync(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    channel = _channel(postgres_url)
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        heard: list[str] = []
+        await raw.add_listener(channel, lambda _c, _pid, _ch, payload: heard.append(payload))
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        # One delta of 600,000 characters: more pieces than a receiver accepts (MAX_PIECES).
+        huge = "y" * 600_000
+        fake_openai.enqueue(Script().text(huge, chunk_size=len(huge)).finish())
+        answer = (await a.prompt(session_id, "a very long answer")).json()
+        assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == [huge]
+        # B's subscriber is told it missed something, and resumes from the log, which has it all.
+        await on_b.wait_for(lambda f: f.type == "stream.lagged")
+        await on_b.stop()
+        assert _cluster(b).link.gaps >= 1
+        messages = (await b.client.get(f"/session/{session_id}/message")).json()
+        assert huge in [p.get("text") for m in messages for p in m["parts"]]
+        # The pieces never went out: the channel carried the turn's few notifications only.
+        assert len(heard) < MAX_PIECES
+
+
+async def test_question_answers_too_long_to_hand_over_are_refused_naming_the_field(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(call("question", QUESTION), reply("Postgres then."))
+        turn = asyncio.create_task(a.prompt(session_id, "pick a database"))
+
+        async def asked() -> bool:
+            return bool((await a.client.get("/question")).json())
+
+        await _until(asked, "the tool call asked its question")
+        [request] = (await a.client.get("/question")).json()
+        too_long = await b.client.post(
+            f"/question/{request['id']}/reply", json={"answers": [["x" * 600_000]]}
+        )
+        assert too_long.status_code == 400
+        assert "answers" in too_long.json()["data"]["message"]
+        # The question still waits: a reply that fits goes through.
+        answered = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["Postgres"]]})
+        assert answered.status_code == 200 and answered.json() is True
+        result = (await asyncio.wait_for(turn, 15)).json()
+        assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["Postgres then."]
+
+
+async def test_a_question_reply_taken_after_the_wait_is_reported_unknown_not_failed(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(call("question", QUESTION), reply("Postgres then."))
+        turn = asyncio.create_task(a.prompt(session_id, "pick a database"))
+
+        async def asked() -> bool:
+            return bool((await a.client.get("/question")).json())
+
+        await _until(asked, "the tool call asked its question")
+        [request] = (await a.client.get("/question")).json()
+        # B stops waiting before A can answer (as when A's inbox is far behind): A takes it later.
+        _cluster(b).question_timeout = 0.0
+        late = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["Postgres"]]})
+        # Not "unknown question" (404): B cannot tell yet, and says so.
+        assert late.status_code == 503, late.text
+        assert late.json()["name"] == "ClusterUnavailableError"
+        assert "GET /question" in late.json()["data"]["message"]
+        # It was applied: the turn goes on with the answer, and the question waits nowhere.
+        result = (await asyncio.wait_for(turn, 15)).json()
+        assert [p["text"] for p in result["parts"] if p["type"] == "text"] == ["Postgres then."]
+        assert (await b.client.get("/question")).json() == []
+        # With time to hear everyone, an id nobody holds is unknown (every replica said so).
+        _cluster(b).question_timeout = 60.0
+        unknown = await b.client.post("/question/que_unknown/reply", json={"answers": [["x"]]})
+        assert unknown.status_code == 404

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentforge.runtime.inbox import Inbox
+from agentforge.runtime.inbox import ANSWERED, ASKED, NOTED, URGENT, Inbox
 
 
 def _message(n: int) -> dict[str, Any]:
@@ -53,3 +53,25 @@ async def test_commands_are_kept_while_anything_else_can_go() -> None:
     assert inbox.put(_message(3), None) == _message(1)
     assert inbox.put(_message(4), None) == _message(0)  # commands only: the oldest goes
     assert [(await inbox.get())["n"] for _ in range(3)] == [2, 3, 4]
+
+
+async def test_a_full_inbox_of_commands_drops_the_least_important_and_keeps_an_abort() -> None:
+    inbox = Inbox(3)
+    inbox.put(_message(0), None, URGENT)  # the oldest of all: an abort
+    inbox.put(_message(1), None, ANSWERED)
+    inbox.put(_message(2), None, NOTED)
+    assert inbox.put(_message(3), None, ASKED) == _message(2)
+    assert inbox.put(_message(4), None, ANSWERED) == _message(3)
+    assert inbox.put(_message(5), None, ANSWERED) == _message(1)  # the oldest of the least
+    # The abort is handed out first, then the rest in the order heard.
+    assert [(await inbox.get())["n"] for _ in range(3)] == [0, 4, 5]
+
+
+async def test_aborts_jump_the_queue_and_go_only_when_there_is_nothing_else() -> None:
+    inbox = Inbox(2)
+    inbox.put(_message(0), frozenset({"a"}))
+    inbox.put(_message(1), None, URGENT)
+    assert inbox.put(_message(2), None, URGENT) == _message(0)
+    assert inbox.put(_message(3), None, URGENT) == _message(1)  # aborts only: the oldest goes
+    assert [(await inbox.get())["n"] for _ in range(2)] == [2, 3]
+    assert len(inbox) == 0

@@ -89,3 +89,53 @@ def test_payloads_sealed_while_the_receiver_did_not_listen_are_refused_after() -
     receiver.listening_again()
     assert receiver.open(during_the_gap) is None  # resynced from the log, never replayed
     assert receiver.open(sender.seal("after")) == "after"
+
+
+def test_a_payload_a_sender_sealed_and_never_sent_is_a_gap_at_its_next_one() -> None:
+    sender, receiver = _pair()
+    assert receiver.open(sender.seal("1")) == "1"
+    sender.seal("2")  # its NOTIFY failed: nobody heard it
+    assert receiver.open(sender.seal("3")) == "3"  # still taken, and the loss is known
+    assert receiver.gaps == 1
+    assert receiver.open(sender.seal("4")) == "4"
+    assert receiver.gaps == 1
+
+
+def test_a_genuine_payload_refused_as_stale_is_a_gap_once() -> None:
+    clock = Clock()
+    sender, receiver = _pair(clock)
+    assert receiver.open(sender.seal("1")) == "1"
+    late = sender.seal("2")
+    clock.ms += FRESHNESS_MS + 1
+    assert receiver.open(late) is None
+    assert (receiver.refused, receiver.gaps) == (1, 1)
+    assert receiver.open(sender.seal("3")) == "3"  # its successor is not a second gap
+    assert receiver.gaps == 1
+
+
+def test_replays_and_what_was_sealed_before_listening_are_no_gap() -> None:
+    clock = Clock()
+    sender = Seal(SECRET, CHANNEL, now_ms=clock)
+    before = sender.seal("before")
+    clock.ms += CLOCK_SLACK_MS + 1
+    receiver = Seal(SECRET, CHANNEL, now_ms=clock)
+    assert receiver.open(before) is None  # it was not listening: nothing it should have had
+    taken = sender.seal("taken")
+    assert receiver.open(taken) == "taken"  # a new sender's first counter is no jump either
+    clock.ms += FRESHNESS_MS + 1
+    assert receiver.open(taken) is None  # replayed late: refused, and no gap
+    assert (receiver.refused, receiver.gaps) == (2, 0)
+
+
+def test_the_counters_jumping_over_a_listening_gap_are_no_second_gap() -> None:
+    clock = Clock()
+    sender, receiver = _pair(clock)
+    assert receiver.open(sender.seal("heard")) == "heard"
+    sender.seal("missed")  # said while the receiver did not listen: it resyncs for that already
+    clock.ms += CLOCK_SLACK_MS + 1
+    receiver.listening_again()
+    assert receiver.open(sender.seal("after")) == "after"
+    assert receiver.gaps == 0
+    sender.seal("lost")
+    assert receiver.open(sender.seal("next")) == "next"  # excused once, not for good
+    assert receiver.gaps == 1

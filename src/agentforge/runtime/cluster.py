@@ -15,9 +15,10 @@
 - Bounded and fail-closed: what other replicas say waits in a bounded inbox (a replica that falls
   behind drops the oldest events of the tenant holding most of it and cuts off the SSE subscribers
   that would have had them as lagging: they resume from the log; every piece of a split payload
-  says whom it concerns, so a lost piece cuts off only those); a lost lease connection stops this
-  replica's runs, since their leases ended with it; a lost channel cuts every subscriber off once it
-  listens again (notifications were missed).
+  says whom it concerns, so a lost piece cuts off only those; an abort is kept longest); a lost
+  lease connection stops this replica's runs, since their leases ended with it; a lost channel cuts
+  every subscriber off once it listens again (notifications were missed), and so does a gap in a
+  sender's counter (a notification that failed, or that it never sent: its outbox is bounded too).
 """
 
 from __future__ import annotations
@@ -44,16 +45,17 @@ from agentforge.model.events import (
 from agentforge.model.permission import PermissionReply
 from agentforge.model.session import StatusIdle
 from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
-from agentforge.runtime.inbox import Inbox
+from agentforge.runtime.inbox import ANSWERED, ASKED, NOTED, URGENT, Inbox
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
 from agentforge.session.channels.questions import QuestionService
-from agentforge.session.errors import NotFoundError
+from agentforge.session.errors import InvalidInputError, NotFoundError
 from agentforge.session.events import now_ms
 from agentforge.session.prompt import SessionPrompt
 from agentforge.session.runner import RunnerRegistry
 from agentforge.session.service import SessionService
 from agentforge.session.services import SessionServices
 from agentforge.store.cluster import NOTIFY_LIMIT, ClusterLink
+from agentforge.store.errors import ClusterUnavailableError
 from agentforge.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -63,15 +65,24 @@ FAILOVER_INTERVAL: Final = 1.0
 LEASE_POLL: Final = 0.5
 # A queued prompt younger than this is still being started by the replica that accepted it.
 QUEUE_GRACE_MS: Final = 2000
+# A `run_lease` row whose replica does not hold its lease (it died, or lost the lease with its
+# connection) is removed once it is this old, by a sweep this often (the status route ignores it
+# meanwhile; the age spares a row whose replica is taking the lease again right now).
+LEASE_ROW_EXPIRY_MS: Final = 10_000
+LEASE_SWEEP_INTERVAL: Final = 10.0
 # How long a replica answering a permission request for another one waits for the decision.
 FORWARD_TIMEOUT: Final = 10.0
-# Questions are not stored: only the replica holding one answers a forwarded reply, so an id no
-# replica holds is known unknown after this long without an answer.
+# Questions are not stored: every other live replica answers a forwarded reply (taken, or not
+# held there). One that has not answered after this long (dead, or far behind) may still take it:
+# the outcome is then unknown, and said so (503), never reported as failed.
 QUESTION_FORWARD_TIMEOUT: Final = 3.0
 # How long `GET /question` waits for the other live replicas to list theirs.
 QUESTION_LIST_TIMEOUT: Final = 3.0
 # Notifications heard and not yet handled; beyond this the oldest events are dropped (at ~6 KB each).
 INBOX_LIMIT: Final = 2000
+# Events published here and not yet announced (the notify connection is slow or stuck); beyond
+# this the oldest go, and the others learn of the gap from this replica's counter (store/seal.py).
+OUTBOX_LIMIT: Final = 10_000
 # A payload in more pieces than this is refused; at most this many senders' payloads half-assembled.
 MAX_PIECES: Final = 512
 ASSEMBLIES_KEPT: Final = 64
@@ -81,6 +92,16 @@ _ENVELOPE: Final = 64
 # "unknown" and a lost piece cuts off everyone (a split payload holds one event: this never happens).
 CONCERN_KEPT: Final = 8
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
+# What losing a command costs, for what a full inbox keeps (runtime/inbox.py): an abort most of all.
+_RANKS: Final = {
+    "abort": URGENT,
+    "permission": ANSWERED,
+    "question": ANSWERED,
+    "question-taken": ANSWERED,
+    "question-missing": ANSWERED,
+    "questions": ASKED,
+    "questions-listed": ASKED,
+}
 
 
 class Cluster:
@@ -101,11 +122,18 @@ class Cluster:
         self._tasks: set[asyncio.Task[None]] = set()
         self._permissions: PermissionService | None = None
         self._questions: QuestionService | None = None
-        self._answered: dict[str, asyncio.Future[None]] = {}  # forwarded question replies, by ticket
+        self._answered: dict[str, _Forwarded] = {}  # forwarded question replies, by ticket
         self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
+        self.unsent = 0  # events of this replica never announced (outbox full, or too large)
+        self.purged = 0  # `run_lease` rows of replicas that no longer hold them, removed
+        # Bounds and waits, as attributes so that tests can shorten them.
+        self.outbox_limit = OUTBOX_LIMIT
+        self.question_timeout = QUESTION_FORWARD_TIMEOUT
+        self.lease_expiry_ms = LEASE_ROW_EXPIRY_MS
+        self.sweep_interval = LEASE_SWEEP_INTERVAL
 
     @property
     def link(self) -> ClusterLink:
@@ -217,22 +245,48 @@ class Cluster:
     async def forward_question_reply(
         self, tenant_id: str, request_id: str, answers: list[list[str]] | None
     ) -> bool:
-        """Answers (None: dismiss) for a question waiting on another replica: True once it took them."""
-        if await self.link.replica_count() <= 1:
+        """Answers (None: dismiss) for a question waiting on another replica: True once it took
+        them, False once every other live replica said it does not hold it; ClusterUnavailableError
+        when one did not answer in time (it may still take them: the outcome is unknown)."""
+        others = await self.link.replica_count() - 1
+        if others <= 0:
             return False  # alone: nobody else can hold it
         ticket = uuid.uuid4().hex
-        taken = asyncio.get_running_loop().create_future()
-        self._answered[ticket] = taken
+        forwarded = _Forwarded()
+        self._answered[ticket] = forwarded
         notice = {"r": self.replica, "k": "question", "t": tenant_id, "id": request_id, "q": ticket}
         try:
-            # Answers may be long; a lost piece only costs this reply (no stream carries it).
-            await self.link.notify(self._fragment(_dumps({**notice, "a": answers}), []))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(taken, QUESTION_FORWARD_TIMEOUT)
-                return True
-            return False
+            try:
+                # Answers may be long; a lost piece only costs this reply (no stream carries it).
+                pieces = self._fragment(_dumps({**notice, "a": answers}), [])
+            except _TooLarge as exc:
+                raise InvalidInputError(f"answers: too long to hand to another replica ({exc})") from None
+            await self.link.notify(pieces)
+            return await self._forward_outcome(forwarded, others)
         finally:
             self._answered.pop(ticket, None)
+
+    async def _forward_outcome(self, forwarded: _Forwarded, others: int) -> bool:
+        """True once a replica took the reply, False once every other live replica (counted again
+        then: one may have joined meanwhile) said it does not hold the question."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.question_timeout
+        while True:
+            forwarded.heard.clear()
+            if forwarded.taken:
+                return True
+            if len(forwarded.missing) >= others:
+                others = await self.link.replica_count() - 1
+                if len(forwarded.missing) >= others:
+                    return False
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ClusterUnavailableError(
+                    "another replica did not say in time whether it holds this question; it may still"
+                    " take the reply: GET /question shows whether the question still waits"
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(forwarded.heard.wait(), remaining)
 
     async def questions_elsewhere(self, tenant_id: str) -> list[dict[str, Any]]:
         """The tenant's questions waiting on the other live replicas (each answers with its own)."""
@@ -255,18 +309,23 @@ class Cluster:
     async def _list_here(self, message: dict[str, Any]) -> None:
         mine = [] if self._questions is None else self._questions.pending(message["t"])
         payload = _dumps({"r": self.replica, "k": "questions-listed", "q": message["q"], "items": mine})
-        await self.link.notify(self._fragment(payload, []))
+        try:
+            pieces = self._fragment(payload, [])
+        except _TooLarge as exc:  # the asker waits its 3 s and lists the others' without these
+            log.error("cluster: too many questions here to list to another replica (%s)", exc)
+            return
+        await self.link.notify(pieces)
 
     async def _answer_here(self, message: dict[str, Any]) -> None:
-        if self._questions is None:
-            return
         tenant_id, request_id, answers = message["t"], message["id"], message["a"]
-        if answers is None:
+        if self._questions is None:  # still starting: it holds no question
+            taken = False
+        elif answers is None:
             taken = self._questions.reject(tenant_id, request_id)
         else:
             taken = self._questions.reply(tenant_id, request_id, answers)
-        if taken:  # only the replica holding the question answers: the others stay silent
-            await self.link.notify([_dumps({"r": self.replica, "k": "question-taken", "q": message["q"]})])
+        kind = "question-taken" if taken else "question-missing"  # the asker counts the missing
+        await self.link.notify([_dumps({"r": self.replica, "k": kind, "q": message["q"]})])
 
     async def _tell(self, kind: str, session_id: str) -> None:
         await self.link.notify([_dumps({"r": self.replica, "k": kind, "s": session_id})])
@@ -275,9 +334,21 @@ class Cluster:
 
     def _announce(self, event: Event) -> None:
         """Bus listener: every event published on this replica (remote ones are not re-published)."""
-        if event.type not in _LOCAL_ONLY:
-            self._outbox.append(event)
-            self._outbox_ready.set()
+        if event.type in _LOCAL_ONLY:
+            return
+        if len(self._outbox) >= self.outbox_limit:
+            self._outbox.popleft()
+            self._unsent()
+            if self.unsent & (self.unsent - 1) == 0:
+                log.warning("cluster: the channel does not keep up, %d event(s) never announced", self.unsent)
+        self._outbox.append(event)
+        self._outbox_ready.set()
+
+    def _unsent(self) -> None:
+        """An event is never announced (the outbox was full, or it is too large): its counter is
+        skipped, so the other replicas see the gap and resync their subscribers."""
+        self.unsent += 1
+        self.link.skip()
 
     async def _send_loop(self) -> None:
         while True:
@@ -303,9 +374,14 @@ class Cluster:
             size += encoded + 1
         if items:
             batches.append(items)
-        return [
-            piece for items in batches for piece in self._fragment(self._envelope(items), _concern(items))
-        ]
+        pieces: list[str] = []
+        for items in batches:
+            try:
+                pieces.extend(self._fragment(self._envelope(items), _concern(items)))
+            except _TooLarge as exc:  # one event larger than receivers take (a huge delta)
+                log.warning("cluster: an event too large to announce (%s); the others resync", exc)
+                self._unsent()
+        return pieces
 
     def _envelope(self, items: list[Any]) -> str:
         return _dumps({"r": self.replica, "k": "events", "items": items})
@@ -319,6 +395,8 @@ class Cluster:
         whom = len(orjson.dumps(concern)) + 8  # with its key
         step = (NOTIFY_LIMIT - _ENVELOPE - whom) // 6  # characters: at most 6 bytes each once escaped
         pieces = [payload[i : i + step] for i in range(0, len(payload), step)]
+        if len(pieces) > MAX_PIECES:  # receivers refuse it: never sent, its loss told as a gap
+            raise _TooLarge(f"{len(payload)} characters in {len(pieces)} pieces, at most {MAX_PIECES}")
         return [
             _dumps({"r": self.replica, "k": "piece", "i": index, "n": len(pieces), "w": concern, "d": piece})
             for index, piece in enumerate(pieces)
@@ -335,7 +413,7 @@ class Cluster:
             return
         if not isinstance(message, dict) or message.get("r") == self.replica:
             return
-        dropped = self._inbox.put(message, _tenants(message))
+        dropped = self._inbox.put(message, _tenants(message), _RANKS.get(str(message.get("k")), NOTED))
         if dropped is not None:
             self._dropped(dropped)
 
@@ -389,10 +467,10 @@ class Cluster:
             self._spawn(self._reply_here(message), "cluster-permission")
         elif kind == "question":
             self._spawn(self._answer_here(message), "cluster-question")
-        elif kind == "question-taken":
-            taken = self._answered.get(message["q"])
-            if taken is not None and not taken.done():
-                taken.set_result(None)
+        elif kind in ("question-taken", "question-missing"):
+            forwarded = self._answered.get(message["q"])
+            if forwarded is not None:
+                forwarded.add(str(message.get("r")), kind == "question-taken")
         elif kind == "questions":
             self._spawn(self._list_here(message), "cluster-questions")
         elif kind == "questions-listed":
@@ -453,13 +531,26 @@ class Cluster:
     # --- failover --------------------------------------------------------------------------------
 
     async def _failover_loop(self, services: SessionServices) -> None:
+        loop = asyncio.get_running_loop()
+        swept = loop.time()
         while True:
             await asyncio.sleep(self._interval)
             try:
                 await self.recover_orphans(services)
                 await self.resume_queued(services)
+                if loop.time() - swept >= self.sweep_interval:
+                    swept = loop.time()
+                    await self.purge_stale_leases()
             except Exception:
                 log.exception("cluster: failover pass failed")
+
+    async def purge_stale_leases(self) -> int:
+        """Remove the `run_lease` rows of replicas that no longer hold those leases; returns how many."""
+        purged = await self._store.purge_stale_leases(now_ms() - self.lease_expiry_ms)
+        if purged:
+            log.info("cluster: removed %d run_lease row(s) of replicas that no longer hold them", purged)
+        self.purged += purged
+        return purged
 
     async def recover_orphans(self, services: SessionServices) -> int:
         """Close the open turns whose lease no replica holds (their replica died); returns how many."""
@@ -530,6 +621,10 @@ class Cluster:
         return len(orphans)
 
 
+class _TooLarge(Exception):
+    """A payload in more pieces than receivers accept (`MAX_PIECES`): it is never sent."""
+
+
 @dataclass(slots=True)
 class _Assembly:
     """A sender's payload being put together: whom it concerns (as its first piece said), its pieces
@@ -537,6 +632,22 @@ class _Assembly:
 
     concern: Any
     pieces: list[str] = field(default_factory=list)
+
+
+class _Forwarded:
+    """Answers to one forwarded question reply so far: whether a replica took it, which ones said
+    they do not hold the question."""
+
+    def __init__(self) -> None:
+        self.taken = False
+        self.missing: set[str] = set()
+        self.heard = asyncio.Event()
+
+    def add(self, replica: str, taken: bool) -> None:
+        self.taken = self.taken or taken
+        if not taken:
+            self.missing.add(replica)
+        self.heard.set()
 
 
 class _Listing:

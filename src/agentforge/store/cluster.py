@@ -14,7 +14,8 @@ a notification nobody sealed with it is dropped unread.
 A connection that ends (Postgres restarted, the backend terminated, the network lost) is opened
 again with backoff. Leases end with their connection: the replica is told which sessions it held
 (`on_leases_lost`) before anything else may take them here, and stops those runs. The channel may
-have missed notifications meanwhile: the replica is told (`on_gap`) once it listens again.
+have missed notifications meanwhile: the replica is told (`on_gap`) once it listens again, and
+whenever a sender's counter shows a notification it never took (store/seal.py).
 """
 
 from __future__ import annotations
@@ -45,10 +46,17 @@ RECONNECT_FIRST: Final = 0.1
 RECONNECT_MAX: Final = 5.0
 # How long a lease call waits for its connection to come back before failing.
 RECONNECT_WAIT: Final = 10.0
-# The lease and listen connections are pinged this often; one that does not answer in time (a
-# network lost without a word) is ended here, well before the server's keepalives end it there.
+# The cluster connections are pinged this often; one that does not answer in time (a network lost
+# without a word) is ended here, well before the server's keepalives end it there. A ping waits its
+# turn on its connection untimed: what holds the connection is timed itself (below).
 PING_INTERVAL: Final = 5.0
 PING_TIMEOUT: Final = 5.0
+# Lease calls are instant and a NOTIFY quick: a connection that does not answer one in this long is
+# ended (the lease connection's loss stops this replica's runs; a notification goes once more on a
+# new connection).
+LEASE_CALL_TIMEOUT: Final = 5.0
+NOTIFY_TIMEOUT: Final = 5.0
+_ROLES: Final = ("leases", "notify", "listen")
 
 _LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() || ':' || $1)"
 _TRY_LEASE: Final = f"SELECT pg_try_advisory_lock({_LEASE_KEYS})"
@@ -77,6 +85,21 @@ AND classid = hashtext('agentforge.run')::oid AND database = {_THIS_DATABASE})
 SELECT r.session_id, r.replica FROM run_lease AS r
 JOIN held ON held.objid = hashtext(current_schema() || ':' || r.session_id)::oid
 WHERE r.tenant_id = :tenant ORDER BY r.session_id""")
+# A `run_lease` row is live while its replica holds its lease: one backend holds both the session's
+# run lease and that replica's roster lock. Advisory locks are read once per statement.
+_LOCKS = f"""locks AS MATERIALIZED (
+SELECT pid, classid, objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+AND database = {_THIS_DATABASE})"""
+_DEAD = f"""time_acquired < :before AND NOT EXISTS (
+SELECT 1 FROM locks AS lease JOIN locks AS roster ON roster.pid = lease.pid
+WHERE lease.classid = hashtext('agentforge.run')::oid
+AND lease.objid = hashtext(current_schema() || ':' || run_lease.session_id)::oid
+AND roster.classid = {_ROSTER}::oid AND roster.objid = hashtext(run_lease.replica)::oid)"""
+_STALE = text(f"""WITH {_LOCKS}
+SELECT tenant_id, session_id, replica FROM run_lease WHERE {_DEAD} ORDER BY time_acquired LIMIT :limit""")
+_PURGE = text(f"""WITH {_LOCKS}
+DELETE FROM run_lease WHERE tenant_id = :tenant AND session_id = :session AND replica = :replica
+AND {_DEAD}""")
 
 # The server probes an idle cluster connection after 10 s, then every 5 s, and ends it after 3
 # unanswered probes: a replica cut off without a word (a lost network) loses its leases in about
@@ -124,6 +147,23 @@ def leased_sessions(conn: Connection, tenant_id: str) -> dict[str, str]:
     return {row.session_id: row.replica for row in conn.execute(_LEASED, {"tenant": tenant_id})}
 
 
+def stale_leases(conn: Connection, acquired_before: int, limit: int) -> list[tuple[str, str, str]]:
+    """Store query (Postgres, across tenants): (tenant, session, replica) of `run_lease` rows taken
+    before `acquired_before` (ms) whose replica does not hold that lease now (it died, or its lease
+    connection was lost and the lease with it)."""
+    rows = conn.execute(_STALE, {"before": acquired_before, "limit": limit})
+    return [(row.tenant_id, row.session_id, row.replica) for row in rows]
+
+
+def purge_stale_lease(
+    conn: Connection, tenant_id: str, session_id: str, replica: str, acquired_before: int
+) -> bool:
+    """Store write (Postgres): remove that row if it is still stale (checked again: its replica may
+    have taken the lease again meanwhile, which renews the row)."""
+    params = {"tenant": tenant_id, "session": session_id, "replica": replica, "before": acquired_before}
+    return bool(conn.execute(_PURGE, params).rowcount)
+
+
 class ClusterLink:
     """Three connections: leases, notifying, listening. Open with `await ClusterLink.open(...)`."""
 
@@ -151,6 +191,8 @@ class ClusterLink:
         self.reconnects = 0  # connections opened again after a loss, for tests and logs
         self.ping_interval = PING_INTERVAL
         self.ping_timeout = PING_TIMEOUT
+        self.lease_timeout = LEASE_CALL_TIMEOUT
+        self.notify_timeout = NOTIFY_TIMEOUT
 
     @classmethod
     async def open(cls, target: DatabaseTarget, on_message: OnMessage) -> ClusterLink:
@@ -220,61 +262,82 @@ class ClusterLink:
         self._holds.clear()
         self._tenants.clear()
         if held and self.on_leases_lost is not None:
-            self.on_leases_lost(held)
+            _call_back("leases lost", self.on_leases_lost, held)
 
     async def _reopen(self, role: str) -> None:
+        """Open a lost connection again, backing off, until it is open or the link closes: any
+        failure (an unexpected one logged) is one more attempt, never the end of trying."""
         delay = RECONNECT_FIRST
         while not self._closed:
             try:
-                if role == "leases":
-                    conn = await self._connect("leases")
-                    try:
-                        if self._replica is not None:
-                            await conn.fetchval(_JOIN, self._replica)
-                    except BaseException:
-                        await _close_quietly(conn)
-                        raise
-                    self._leases = conn
-                    self._down.discard(role)
-                    self._leases_ready.set()
-                else:
-                    self._listener = await self._listen()
-                    self._down.discard(role)
-                    self._seal.listening_again()
-                    if self.on_gap is not None:
-                        self.on_gap()  # what was said while nobody listened is lost
+                await self._open_again(role)
+            except (*_lost(), _asyncpg().PostgresError):
+                pass
+            except Exception:
+                log.exception("cluster: opening the %s connection again failed unexpectedly", role)
+            else:
                 self.reconnects += 1
                 log.warning("cluster: the %s connection is open again", role)
+                if role == "listen" and self.on_gap is not None:
+                    _call_back("gap", self.on_gap)  # what was said while nobody listened is lost
                 return
-            except (*_lost(), _asyncpg().PostgresError):
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX)
+
+    async def _open_again(self, role: str) -> None:
+        if role == "leases":
+            conn = await self._connect("leases")
+            try:
+                if self._replica is not None:
+                    await conn.fetchval(_JOIN, self._replica)
+            except BaseException:
+                await _close_quietly(conn)
+                raise
+            self._leases = conn
+            self._down.discard(role)
+            self._leases_ready.set()
+        else:
+            self._listener = await self._listen()
+            self._down.discard(role)
+            self._seal.listening_again()
 
     async def _watch(self) -> None:
+        """Ping the cluster connections; a ping that fails unexpectedly is logged and the watch goes
+        on (the next ping, one interval later, is the backoff)."""
         while not self._closed:
             await asyncio.sleep(self.ping_interval)
-            for role in ("leases", "listen"):
-                await self._ping(role)
+            await asyncio.gather(*(self._watch_one(role) for role in _ROLES))
+
+    async def _watch_one(self, role: str) -> None:
+        try:
+            await self._ping(role)
+        except Exception:
+            log.exception("cluster: pinging the %s connection failed unexpectedly", role)
+
+    def _current(self, role: str) -> Any:
+        return {"leases": self._leases, "notify": self._notifier, "listen": self._listener}[role]
 
     async def _ping(self, role: str) -> None:
-        conn = self._leases if role == "leases" else self._listener
-        if conn is None or conn.is_closed() or role in self._down:
-            return
+        """Ping `role`'s connection once it is free (only the ping is timed: whoever holds the
+        connection is timed on its own); one that does not answer is ended, and its termination
+        callback opens it again (leases: stops the runs first; notify: on the next notification)."""
+        lock = {"leases": self._lease_lock, "notify": self._notify_lock}.get(role)
+        async with lock or contextlib.nullcontext():
+            conn = self._current(role)
+            if conn is None or conn.is_closed() or role in self._down:
+                return
+            with contextlib.suppress(*_lost()):  # ended: its termination callback does the rest
+                await self._answered(role, conn, conn.fetchval("SELECT 1"), self.ping_timeout)
+
+    async def _answered(self, role: str, conn: Any, call: Awaitable[T], timeout: float) -> T:
+        """`call` on `conn`, which is ended when it does not answer within `timeout`: a connection
+        lost without a word looks just like that."""
         try:
-            # The lease connection's lock included: lease calls are instant, a stuck one is stuck.
-            await asyncio.wait_for(self._ping_now(conn, role == "leases"), self.ping_timeout)
+            return await asyncio.wait_for(call, timeout)
         except TimeoutError:
             log.warning("cluster: the %s connection stopped answering; ending it", role)
-            conn.terminate()  # its termination callback opens it again (and stops runs: leases)
-        except _lost():
-            pass  # ended: its termination callback does the rest
-
-    async def _ping_now(self, conn: Any, locked: bool) -> None:
-        if not locked:
-            await conn.fetchval("SELECT 1")
-            return
-        async with self._lease_lock:
-            await conn.fetchval("SELECT 1")
+            conn.terminate()
+            raise ConnectionError(f"the cluster's {role} connection stopped answering") from None
 
     async def _on_leases(self, query: Callable[[Any], Awaitable[T]]) -> T:
         """Run `query` on the lease connection, waiting (a bounded time) for it to come back."""
@@ -288,7 +351,7 @@ class ClusterLink:
             conn = self._leases
             try:
                 async with self._lease_lock:
-                    return await query(conn)
+                    return await self._answered("leases", conn, query(conn), self.lease_timeout)
             except _lost():
                 if self._leases is conn and not conn.is_closed():
                     raise
@@ -371,6 +434,11 @@ class ClusterLink:
         return self._seal.refused
 
     @property
+    def gaps(self) -> int:
+        """Other replicas' notifications this one should have heard and never took."""
+        return self._seal.gaps
+
+    @property
     def holds(self) -> set[str]:
         """The sessions whose lease this replica holds now."""
         return set(self._holds)
@@ -408,19 +476,35 @@ class ClusterLink:
                 try:
                     if conn is None or conn.is_closed():
                         raise ConnectionError("the notify connection is closed")
-                    await conn.fetchval(_NOTIFY, self.channel, sealed)
+                    notified = conn.fetchval(_NOTIFY, self.channel, sealed)
+                    await self._answered("notify", conn, notified, self.notify_timeout)
                     return
                 except _lost():
                     if attempt or self._closed:
                         raise
                     self._notifier = await self._connect("notify")
 
+    def skip(self) -> None:
+        """Something meant for the other replicas will never be sent (this replica's outbox
+        overflowed): they see the gap at its next notification and resync (store/seal.py)."""
+        self._seal.skip()
+
     def _heard(self, sealed: str) -> None:
+        gaps = self._seal.gaps
         payload = self._seal.open(sealed)
+        if self._seal.gaps != gaps:
+            self._missed()
         if payload is not None:
             self._on_message(payload)
         elif self._seal.refused and self._seal.refused & (self._seal.refused - 1) == 0:
             log.warning("cluster: %d notification(s) not sealed by a replica dropped", self._seal.refused)
+
+    def _missed(self) -> None:
+        """A sender's counter skipped payloads this replica never took (a NOTIFY that failed, one
+        refused as stale): whom they concerned is unknown, so every subscriber resyncs."""
+        log.warning("cluster: %d gap(s) in other replicas' notifications; resyncing", self._seal.gaps)
+        if self.on_gap is not None:
+            _call_back("gap", self.on_gap)
 
     async def close(self) -> None:
         self._closed = True
@@ -429,6 +513,15 @@ class ClusterLink:
         for conn in (self._listener, self._notifier, self._leases):
             if conn is not None:
                 await _close_quietly(conn)
+
+
+def _call_back(what: str, callback: Callable[..., None], *args: Any) -> None:
+    """Tell the replica something from a connection's callback or task: its failure is logged, and
+    never ends the connection's handling."""
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("cluster: the %s callback failed", what)
 
 
 async def _close_quietly(conn: Any) -> None:

@@ -269,7 +269,7 @@ audit_throttle = Table(
 
 # Which replica runs which session (runtime/cluster.py): written when a replica takes a session's run
 # lease, removed when it gives it back. A row counts only while the lease (an advisory lock) is held:
-# a dead replica's rows stay until the session runs again, and `GET /session/status` ignores them.
+# `GET /session/status` ignores a dead replica's rows, and the failover pass removes them.
 run_lease = Table(
     "run_lease",
     metadata,

@@ -48,14 +48,20 @@ class Seal:
         self.sender = uuid.uuid4().hex[:16]
         self._count = 0
         self._last: OrderedDict[str, int] = OrderedDict()  # each sender's last counter taken
+        self._excused: set[str] = set()  # senders whose next counter may jump (we stopped listening)
         self._since = self._now()
         self.refused = 0  # payloads dropped: not sealed with the key, replayed, or stale
+        self.gaps = 0  # payloads of others this replica should have heard and did not take
 
     def seal(self, payload: str) -> str:
         self._count += 1
         plain = f"{self.sender} {self._count} {self._now()}\n{payload}".encode()
         nonce = os.urandom(_NONCE)
         return base64.b64encode(nonce + self._aead.encrypt(nonce, plain, self._aad)).decode()
+
+    def skip(self) -> None:
+        """Use a counter for a payload that will never be sealed: receivers see the gap."""
+        self._count += 1
 
     def open(self, sealed: str) -> str | None:
         """The payload, or None when it was not sealed with the key, is a replay, or is stale
@@ -75,17 +81,39 @@ class Seal:
             return None
         if not self._fresh(sender, count, sent):
             self.refused += 1
+            if self._missed_stale(sender, count, sent):
+                self.gaps += 1
+                self._take(sender, count)  # its successor is no second gap
             return None
+        if self._jumped(sender, count):
+            self.gaps += 1
+        self._take(sender, count)
+        return body.decode()
+
+    def _take(self, sender: str, count: int) -> None:
+        self._excused.discard(sender)
         self._last[sender] = count
         self._last.move_to_end(sender)
         while len(self._last) > SENDERS_KEPT:
-            self._last.popitem(last=False)
-        return body.decode()
+            self._excused.discard(self._last.popitem(last=False)[0])
+
+    def _jumped(self, sender: str, count: int) -> bool:
+        """Whether payloads of `sender` were sealed since the last one taken and never heard here."""
+        last = self._last.get(sender)
+        return last is not None and count > last + 1 and sender not in self._excused
+
+    def _missed_stale(self, sender: str, count: int, sent: int) -> bool:
+        """A genuine payload refused as stale that this replica should have taken: sealed while it
+        listened, and newer than the last taken from its sender (a replay of one taken is not)."""
+        last = self._last.get(sender)
+        return sent >= self._since - CLOCK_SLACK_MS and (last is None or count > last)
 
     def listening_again(self) -> None:
         """After a gap in listening: what was sealed meanwhile is never accepted later (a role that
-        can LISTEN could replay it); the gap is resynced from the log instead."""
+        can LISTEN could replay it); the gap is resynced from the log instead, so the senders'
+        counters jumping over it is no further gap."""
         self._since = self._now()
+        self._excused = set(self._last)
 
     def _fresh(self, sender: str, count: int, sent: int) -> bool:
         if abs(self._now() - sent) > FRESHNESS_MS or sent < self._since - CLOCK_SLACK_MS:

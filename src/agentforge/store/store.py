@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,7 +23,13 @@ from agentforge.model.webhook import DeliveryStatus, WebhookDelivery
 from agentforge.store import audit, keys, nonces, prompt_queue, queries, refusals, webhooks
 from agentforge.store.audit import AuditEntry, AuditRecord
 from agentforge.store.batch import Mutation
-from agentforge.store.cluster import ClusterLink, OnMessage, leased_sessions
+from agentforge.store.cluster import (
+    ClusterLink,
+    OnMessage,
+    leased_sessions,
+    purge_stale_lease,
+    stale_leases,
+)
 from agentforge.store.engine import (
     DatabaseTarget,
     Dialect,
@@ -318,6 +325,26 @@ class Store:
         if self._target is None:
             return {}
         return await self._readers.run(leased_sessions, tenant_id)
+
+    async def purge_stale_leases(self, acquired_before: int, limit: int = 100) -> int:
+        """Postgres maintenance: remove the `run_lease` rows taken before `acquired_before` (ms) whose
+        replica no longer holds the lease (it died, or lost it with its connection); how many went.
+        SQLite: none (no rows)."""
+        if self._target is None:
+            return 0
+        purged = 0
+        for tenant_id, session_id, replica in await self._maintenance.run_across_tenants(
+            stale_leases, acquired_before, limit
+        ):
+            purge = functools.partial(
+                purge_stale_lease,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                replica=replica,
+                acquired_before=acquired_before,
+            )
+            purged += await self.mutate(tenant_id, "purge stale lease", purge)
+        return purged
 
     async def barrier(self) -> None:
         """Wait until everything submitted before this call has been written (or dropped)."""
