@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agentforge.config import Settings
 from agentforge.runtime.checkpoints import checkpoint_file, checkpoint_key, take_start_checkpoint
-from agentforge.store.audit_checkpoints import Checkpoint, Head, last_checkpoint, read_checkpoints, verified
+from agentforge.store.audit_checkpoints import Checkpoint, read_checkpoints, verified
 from tests.e2e.harness import fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -70,17 +70,3 @@ async def test_a_last_line_that_is_no_checkpoint_or_from_the_future_is_signed_ov
     await asyncio.to_thread(path.write_text, path.read_text() + "not a checkpoint\n")
     assert await _start(settings, now_ms=5_001_000) is not None
     assert len(path.read_text().splitlines()) == 4
-
-
-def test_the_last_checkpoint_is_read_from_the_file_s_end_whatever_its_length(tmp_path: Path) -> None:
-    path = tmp_path / "checkpoints.jsonl"
-    assert last_checkpoint(path) is None
-    small = Checkpoint(1, "ed25519:k", {"a": Head(1, "h")}, "sig")
-    # Longer than the chunks the end is read in: many tenants' heads in one line.
-    large = Checkpoint(2, "ed25519:k", {f"tenant-{n}": Head(n, "f" * 64) for n in range(2000)}, "sig")
-    path.write_text(f"{small.line()}\n\n{large.line()}\n\n")
-    assert last_checkpoint(path) == large
-    path.write_text(f"{large.line()}\n{small.line()}")
-    assert last_checkpoint(path) == small
-    path.write_text("\n \n")
-    assert last_checkpoint(path) is None
