@@ -26,5 +26,5 @@ def test_the_last_checkpoint_is_read_from_the_file_s_end_whatever_its_length(tmp
 def test_a_last_line_that_is_no_checkpoint_is_named(tmp_path: Path) -> None:
     path = tmp_path / "checkpoints.jsonl"
     path.write_text(Checkpoint(1, "ed25519:k", {}, "sig").line() + "\n{not json\n")
-    with pytest.raises(CheckpointError, match="checkpoints.jsonl, last line: not a checkpoint"):
+    with pytest.raises(CheckpointError, match=r"checkpoints\.jsonl, last line: not a checkpoint"):
         last_checkpoint(path)
