@@ -46,12 +46,14 @@ class Cli:
     async def run_local(self, *args: str, input: str | None = None) -> Result:
         return await self.invoke(*args, *self.local, input=input)
 
-    async def serve(self, *args: str) -> tuple[asyncio.subprocess.Process, str]:
-        """`agentforge serve --port 0 ARGS` as a process on this test's config and data; the process
-        and the line it printed once listening (stop it with SIGTERM)."""
+    async def serve(self, *args: str, python: tuple[str, ...] = ()) -> tuple[asyncio.subprocess.Process, str]:
+        """`agentforge serve --port 0 ARGS` as a process on this test's config and data (`python`:
+        options for the interpreter); the process and the line it printed once listening (stop it
+        with SIGTERM)."""
         env = {**os.environ, "XDG_CONFIG_HOME": str(self.config.parent / "xdg")}
         process = await asyncio.create_subprocess_exec(
             sys.executable,
+            *python,
             "-m",
             "agentforge.cli",
             "serve",

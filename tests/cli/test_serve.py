@@ -12,6 +12,7 @@ import pytest
 from agentforge.cli.serve import _listen, is_loopback
 from agentforge.client import AgentForgeError, AsyncAgentForge
 from tests.cli.conftest import Cli
+from tests.fakes.openai_server import FakeOpenAI, reply
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
@@ -135,3 +136,54 @@ async def test_connections_accepted_on_the_listener_have_nagle_off() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+# What only a Postgres database needs: SQLAlchemy's asyncio layer and the ORM it imports, the
+# postgresql dialect, the driver (store/engine.py and store/conflicts.py load them on that path). And
+# the signing library, which only a new audit checkpoint needs (runtime/checkpoints.py).
+POSTGRES_ONLY = ("sqlalchemy.ext.asyncio", "sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "asyncpg")
+SIGNING = ("cryptography",)
+
+
+async def test_a_restarted_sqlite_server_loads_neither_postgres_nor_signing_libraries(
+    cli: Cli, fake_openai: FakeOpenAI
+) -> None:
+    # The first start creates the database (migrating it loads alembic's every dialect) and signs.
+    first, _ = await cli.serve()
+    assert first.stderr is not None
+    await _logged(first.stderr, "Audit checkpoint of 1 chain(s) written")
+    first.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(first.wait(), 30)
+
+    # -X importtime's report on stderr names every module the process imported, when it did.
+    process, line = await cli.serve(python=("-X", "importtime"))
+    assert process.stderr is not None
+    report = await _logged(process.stderr, "Audit checkpoint not needed")
+    rest = asyncio.create_task(process.stderr.read())  # read meanwhile: the report fills a pipe
+    fake_openai.enqueue(reply("served"))
+    try:
+        async with AsyncAgentForge(line.split()[-1]) as client:
+            session = await client.create_session(title="first write")
+            answer = await client.prompt(session.id, "first turn")
+            assert [part.text for part in answer.parts if part.type == "text"] == ["served"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 30)
+    report += (await rest).decode().splitlines()
+    imported = {row.rsplit("|", 1)[1].strip() for row in report if row.startswith("import time:")}
+    assert {"sqlalchemy.sql", "agentforge.store.projector"} <= imported  # the report lists imports
+    assert sorted(name for name in imported if _within(name, (*POSTGRES_ONLY, *SIGNING))) == []
+
+
+async def _logged(stream: asyncio.StreamReader, text: str) -> list[str]:
+    """The lines up to the one holding `text`."""
+    lines: list[str] = []
+    while not lines or text not in lines[-1]:
+        line = (await asyncio.wait_for(stream.readline(), 30)).decode()
+        assert line, f"the server ended without logging {text!r}: {lines[-5:]}"
+        lines.append(line)
+    return lines
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)

@@ -6,12 +6,20 @@ The server takes one when it starts and then every `audit.checkpoint_interval` s
 audit checkpoint` takes one on demand. Reading every tenant's chain head needs a role that sees them
 all: on Postgres the owner (`database.owner_url`). A checkpoint that fails is logged as a warning and
 tried again at the next interval (`doctor` reports the latest one growing old).
+
+At start, a checkpoint the file's last one already makes (the same heads, signed less than an
+interval ago: a restart with no audit row since) is not signed again. It would add nothing, and not
+signing spares the server the signing library (`cryptography`, ~8 MB resident); the doctor's bound
+on the latest one's age (two intervals) still holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agentforge.config import Settings
@@ -20,6 +28,7 @@ from agentforge.store.audit_checkpoints import (
     CheckpointError,
     CheckpointKey,
     append_checkpoint,
+    last_checkpoint,
     load_key_file,
 )
 from agentforge.store.audit_verify import AuditDatabaseError, heads_of_database
@@ -55,16 +64,43 @@ def take_checkpoint(settings: Settings, out: Path | None = None, url: str | None
     return checkpoint
 
 
+def take_start_checkpoint(
+    settings: Settings, fresh_for: float, now_ms: int | None = None
+) -> Checkpoint | None:
+    """The server's checkpoint at start: None, and nothing signed, when the file's last checkpoint
+    records these very heads and is under `fresh_for` seconds old. Blocking: database and file IO."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    path = checkpoint_file(settings)
+    heads = heads_of_database(chains_url(settings))
+    try:
+        last = last_checkpoint(path)
+    except CheckpointError:
+        last = None  # not a checkpoint: sign a fresh one (the doctor reports the file)
+    if last is not None and last.heads == heads and 0 <= now_ms - last.time < fresh_for * 1000:
+        return None
+    checkpoint = checkpoint_key(settings, create=True).sign(heads, at=now_ms)
+    append_checkpoint(path, checkpoint)
+    return checkpoint
+
+
 async def checkpoint_periodically(settings: Settings) -> None:
-    """Take a checkpoint now and then every `audit.checkpoint_interval` seconds (0: never)."""
+    """Take a checkpoint now (unless the last one already makes it) and then every
+    `audit.checkpoint_interval` seconds (0: never)."""
     interval = settings.config.audit.checkpoint_interval
     if not interval:
         return
+    take: Callable[[], Checkpoint | None] = functools.partial(take_start_checkpoint, settings, interval)
     while True:
         try:
-            checkpoint = await asyncio.to_thread(take_checkpoint, settings)
+            checkpoint = await asyncio.to_thread(take)
         except (AuditDatabaseError, CheckpointError, OSError) as exc:
             log.warning("Audit checkpoint failed (next try in %g s): %s", interval, exc)
         else:
-            log.info("Audit checkpoint of %d chain(s) written", len(checkpoint.heads))
+            if checkpoint is None:
+                log.info(
+                    "Audit checkpoint not needed: the last one, under %g s old, has these heads", interval
+                )
+            else:
+                log.info("Audit checkpoint of %d chain(s) written", len(checkpoint.heads))
+        take = functools.partial(take_checkpoint, settings)
         await asyncio.sleep(interval)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import orjson
 from sqlalchemy import Connection, func, select
@@ -178,10 +178,39 @@ def read_checkpoints(path: Path) -> list[Checkpoint]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoints {path}: {exc.strerror or exc}") from None
-    return [_parse(line, path, number) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [
+        _parse(line, f"{path} line {number}")
+        for number, line in enumerate(text.splitlines(), 1)
+        if line.strip()
+    ]
 
 
-def _parse(line: str, path: Path, number: int) -> Checkpoint:
+def last_checkpoint(path: Path) -> Checkpoint | None:
+    """The file's newest checkpoint, unverified (None when there is none). Reads only the file's end:
+    the file grows by a line an interval for as long as the server runs. CheckpointError as
+    `read_checkpoints`."""
+    try:
+        with path.open("rb") as file:
+            tail = _last_line(file)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoints {path}: {exc.strerror or exc}") from None
+    return _parse(tail.decode("utf-8", "replace"), f"{path}, last line") if tail else None
+
+
+def _last_line(file: BinaryIO, chunk: int = 65536) -> bytes:
+    end = file.seek(0, os.SEEK_END)
+    tail = b""
+    while end > 0 and b"\n" not in tail.rstrip():
+        start = max(0, end - chunk)
+        file.seek(start)
+        tail = file.read(end - start) + tail
+        end = start
+    return tail.rstrip().rsplit(b"\n", 1)[-1].strip()
+
+
+def _parse(line: str, where: str) -> Checkpoint:
     try:
         raw = orjson.loads(line)
         heads = {
@@ -189,7 +218,7 @@ def _parse(line: str, path: Path, number: int) -> Checkpoint:
         }
         return Checkpoint(int(raw["time"]), str(raw["key"]), heads, str(raw["signature"]))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        raise CheckpointError(f"{path} line {number}: not a checkpoint") from None
+        raise CheckpointError(f"{where}: not a checkpoint") from None
 
 
 def verified(checkpoints: Iterable[Checkpoint], key: CheckpointKey, path: Path) -> list[Checkpoint]:

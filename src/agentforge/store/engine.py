@@ -12,15 +12,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
+
+from agentforge.store.schema import declare_postgres_predicates
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 DB_FILENAME: Final = "agentforge.db"
 SQLITE_BUSY_TIMEOUT_MS: Final = 5000
@@ -140,6 +144,10 @@ def postgres_engine(target: DatabaseTarget, *, pool_size: int) -> AsyncEngine:
     `pool_size=0`: no pool, each use opens and closes its own connection (for rare maintenance
     work that should not keep a connection open for the process's lifetime).
     """
+    # Imported here: SQLAlchemy's asyncio layer brings its ORM (~7 MB), which SQLite never needs.
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    declare_postgres_predicates()
     connect_args: dict[str, Any] = {}
     if target.schema is not None:
         connect_args["server_settings"] = {"search_path": target.schema}

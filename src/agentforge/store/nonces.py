@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from sqlalchemy import Connection, delete
-from sqlalchemy.dialects import postgresql, sqlite
 
+from agentforge.store.conflicts import conflict_insert
 from agentforge.store.schema import gateway_nonce
 
 
@@ -14,7 +14,7 @@ def claim_nonce(conn: Connection, tenant_id: str, nonce: str, expires_at: int, n
     conn.execute(
         delete(gateway_nonce).where(gateway_nonce.c.tenant_id == tenant_id, gateway_nonce.c.expires_at < now)
     )
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     row = {"tenant_id": tenant_id, "nonce": nonce, "expires_at": expires_at}
-    statement = insert(gateway_nonce).values(row).on_conflict_do_nothing().returning(gateway_nonce.c.nonce)
+    insert = conflict_insert(conn.dialect.name, gateway_nonce).values(row)
+    statement = insert.on_conflict_do_nothing().returning(gateway_nonce.c.nonce)
     return conn.execute(statement).first() is not None

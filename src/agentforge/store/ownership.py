@@ -18,9 +18,13 @@ import fcntl
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+if TYPE_CHECKING:
+    # SQLAlchemy's asyncio layer brings its ORM (~7 MB): only Postgres uses it (engine.py).
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 SERVER_LOCK_SUFFIX = ".server"
 _ADVISORY_CLAIM = text("SELECT pg_try_advisory_lock(hashtext(current_schema() || :key))")

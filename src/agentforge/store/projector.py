@@ -26,10 +26,10 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agentforge.model import events as ev
 from agentforge.model.events import Event
+from agentforge.store.conflicts import conflict_insert
 from agentforge.store.schema import message, part, permission_request, session, todo
 from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
 
@@ -141,7 +141,7 @@ def _upsert(writes: Writes, table: Table) -> Insert:
     dialect = writes.conn.dialect.name
     statement = _upserts.get((dialect, table.name))
     if statement is None:
-        base = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+        base = conflict_insert(dialect, table)
         statement = base.on_conflict_do_update(
             index_elements=[table.c.id],
             set_={name: base.excluded[name] for name in _UPSERT_COLUMNS[table.name]},
@@ -405,7 +405,7 @@ def _todo_upsert(writes: Writes) -> Insert:
     dialect = writes.conn.dialect.name
     statement = _todo_upserts.get(dialect)
     if statement is None:
-        base = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(todo)
+        base = conflict_insert(dialect, todo)
         statement = base.on_conflict_do_update(
             index_elements=[todo.c.session_id],
             set_={"data": base.excluded.data, "time_updated": base.excluded.time_updated},

@@ -15,12 +15,15 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentforge.store.tenancy import set_tenant
+
+if TYPE_CHECKING:
+    # SQLAlchemy's asyncio layer brings its ORM (~7 MB): only Postgres uses it (engine.py).
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 
 from sqlalchemy import Connection, and_, case, delete
-from sqlalchemy.dialects import postgresql
 
+from agentforge.store.conflicts import conflict_insert
 from agentforge.store.schema import audit_throttle
 
 _T = audit_throttle
@@ -33,7 +33,7 @@ def admit(conn: Connection, tenant_id: str, key: str, counted: int, now: int, wi
     )
     due = _T.c.written_at <= now - window
     row = {"tenant_id": tenant_id, "key": key, "written_at": now, "suppressed": -counted}
-    insert = postgresql.insert(_T).values(row)
+    insert = conflict_insert("postgresql", _T).values(row)  # only Postgres shares the throttle
     statement = insert.on_conflict_do_update(
         index_elements=[_T.c.tenant_id, _T.c.key],
         set_={

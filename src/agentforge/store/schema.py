@@ -77,22 +77,27 @@ OPEN_ASSISTANT_MESSAGE: ColumnElement[bool] = and_(
     message.c.role == literal_column("'assistant'"), message.c.time_completed.is_(None)
 )
 # Nearly every message is closed, so this index stays tiny; ordered by id for batched reads.
-Index(
-    "ix_message_open_assistant",
-    message.c.id,
-    sqlite_where=OPEN_ASSISTANT_MESSAGE,
-    postgresql_where=OPEN_ASSISTANT_MESSAGE,
+ix_message_open_assistant = Index(
+    "ix_message_open_assistant", message.c.id, sqlite_where=OPEN_ASSISTANT_MESSAGE
 )
 
 # Only summary messages carry a boundary: a tiny index, read per turn for the newest boundary.
 HAS_COMPACTION_BOUNDARY: ColumnElement[bool] = message.c.compaction_boundary.isnot(None)
-Index(
+ix_message_compaction_boundary = Index(
     "ix_message_compaction_boundary",
     message.c.session_id,
     message.c.compaction_boundary,
     sqlite_where=HAS_COMPACTION_BOUNDARY,
-    postgresql_where=HAS_COMPACTION_BOUNDARY,
 )
+
+
+def declare_postgres_predicates() -> None:
+    """Give the partial indexes their Postgres predicates (the same as SQLite's). Called when a
+    Postgres engine is made, not here: naming `postgresql_where` loads SQLAlchemy's postgresql
+    dialect (~2.4 MB), which a SQLite server never needs. Idempotent."""
+    ix_message_open_assistant.dialect_kwargs["postgresql_where"] = OPEN_ASSISTANT_MESSAGE
+    ix_message_compaction_boundary.dialect_kwargs["postgresql_where"] = HAS_COMPACTION_BOUNDARY
+
 
 part = Table(
     "part",

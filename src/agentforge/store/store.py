@@ -7,11 +7,10 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentforge.model.apikey import ApiKey, StoredApiKey
 from agentforge.model.events import SYSTEM_ACTOR, Event
@@ -51,6 +50,10 @@ from agentforge.store.writer import (
     ThreadWriter,
     WriterObserver,
 )
+
+if TYPE_CHECKING:
+    # SQLAlchemy's asyncio layer brings its ORM (~7 MB): only Postgres uses it (engine.py).
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 DEFAULT_READERS: Final = 4
 

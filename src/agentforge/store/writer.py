@@ -22,10 +22,9 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentforge.model.events import Event
 from agentforge.store.batch import (
@@ -39,6 +38,10 @@ from agentforge.store.batch import (
     Outcome,
     StoreWriteError,
 )
+
+if TYPE_CHECKING:
+    # SQLAlchemy's asyncio layer brings its ORM (~7 MB): only Postgres uses it (engine.py).
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 log = logging.getLogger(__name__)
 
