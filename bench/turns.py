@@ -8,18 +8,21 @@ Measured (medians in ms unless named otherwise):
   script through POST /session/{id}/message; `turn_overhead` is the difference.
 - raw_first_delta / server_first_delta: request sent -> first content chunk (raw) or first
   `message.part.delta` over SSE (server); `first_delta_overhead` is the difference.
-- deltas_per_second: one turn streaming `--deltas` one-character chunks, received over SSE.
+- *_same_body: the raw figures again, posting the very requests the server posted in the measured
+  turns (its history, tools and system prompt: ~20 KB against the one-line prompt's ~100 bytes),
+  replayed after them; what the fake spends on reading a larger request is the provider's time, so
+  `*_overhead_same_body` is the server's own share.
 - server_cpu_per_turn_ms / server_main_cpu_per_turn_ms: the server process's CPU time (all
   threads / the event loop's thread) over the measured plain turns, per turn.
 - raw_tool_turn / server_tool_turn: a turn whose model calls `read` once and then answers (two model
-  rounds); `tool_turn_overhead` is the difference.
+  rounds); `tool_turn_overhead` is the difference (and `_same_body`, as above).
 - deltas_per_second: one turn streaming `--deltas` one-character chunks, received over SSE.
 - concurrent: `--concurrent` sessions each running one turn at once, wall time and the server's CPU
   time over it.
 - rss_start_mb / rss_after_sessions_mb: the server's resident memory before the first turn and after
   `--sessions` more sessions of one turn each.
-Targets to design for (not asserted): <20 ms turn overhead, <10 ms to first delta,
->=20,000 deltas/s on one session, 50 one-turn sessions in under a second.
+Goals (not asserted; bench/README.md): first delta overhead <= 5 ms, plain turn <= 8 ms, tool turn
+<= 15 ms, <= 10 ms of server CPU per plain turn, >= 45,000 deltas/s, 50 one-turn sessions <= 0.5 s.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +56,19 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
-async def raw_turn(fake: FakeOpenAI, client: httpx2.AsyncClient) -> tuple[float, float]:
-    """Read one streamed reply straight from the fake: (total seconds, seconds to first content)."""
+TINY_BODY: dict[str, Any] = {
+    "model": "test-model",
+    "stream": True,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+async def raw_turn(
+    fake: FakeOpenAI, client: httpx2.AsyncClient, body: dict[str, Any] = TINY_BODY
+) -> tuple[float, float]:
+    """Read one streamed reply straight from the fake: (total seconds, seconds to first content).
+    `body`: the request posted (a one-line prompt, or one the server posted, replayed)."""
     fake.enqueue(reply(PLAIN_TEXT))
-    body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     started = time.perf_counter()
     first = 0.0
     async with client.stream("POST", f"{fake.base_url}/chat/completions", json=body) as response:
@@ -108,13 +120,20 @@ async def measure_turns(live: LiveServer, turns: int, server: psutil.Process) ->
     for _ in range(3):
         await server_turn(live, session["id"], events)
     cpu_before, main_before = _cpu(server)
+    posted = len(live.fake.requests)
     served = [await server_turn(live, session["id"], events) for _ in range(turns)]
     cpu_after, main_after = _cpu(server)
     await events.stop()
+    # The same requests the server posted (history, tools, system prompt), read raw: what the fake
+    # itself spends on the larger body is the provider's time, not the server's.
+    async with httpx2.AsyncClient(timeout=30) as client:
+        replayed = [await raw_turn(live.fake, client, body) for body in live.fake.requests[posted:]]
     raw_total = statistics.median(r[0] for r in raw)
     raw_first = statistics.median(r[1] for r in raw)
     server_total = statistics.median(s[0] for s in served)
     server_first = statistics.median(s[1] for s in served)
+    same_total = statistics.median(r[0] for r in replayed)
+    same_first = statistics.median(r[1] for r in replayed)
     return {
         "raw_turn_ms": _ms(raw_total),
         "server_turn_ms": _ms(server_total),
@@ -122,6 +141,10 @@ async def measure_turns(live: LiveServer, turns: int, server: psutil.Process) ->
         "raw_first_delta_ms": _ms(raw_first),
         "server_first_delta_ms": _ms(server_first),
         "first_delta_overhead_ms": _ms(server_first - raw_first),
+        "raw_same_body_turn_ms": _ms(same_total),
+        "turn_overhead_same_body_ms": _ms(server_total - same_total),
+        "raw_same_body_first_delta_ms": _ms(same_first),
+        "first_delta_overhead_same_body_ms": _ms(server_first - same_first),
         "server_cpu_per_turn_ms": _ms((cpu_after - cpu_before) / turns),
         "server_main_cpu_per_turn_ms": _ms((main_after - main_before) / turns),
     }
@@ -131,12 +154,14 @@ def _tool_scripts() -> list[Script]:
     return [call("read", {"filePath": "notes.txt"}), reply(PLAIN_TEXT)]
 
 
-async def raw_tool_turn(fake: FakeOpenAI, client: httpx2.AsyncClient) -> float:
-    """The two model rounds of a tool turn read straight from the fake, back to back."""
+async def raw_tool_turn(
+    fake: FakeOpenAI, client: httpx2.AsyncClient, bodies: Sequence[dict[str, Any]] = (TINY_BODY, TINY_BODY)
+) -> float:
+    """The two model rounds of a tool turn read straight from the fake, back to back, posting
+    `bodies` (one-line prompts, or the two requests of a served tool turn, replayed)."""
     started = time.perf_counter()
-    for script in _tool_scripts():
+    for script, body in zip(_tool_scripts(), bodies, strict=True):
         fake.enqueue(script)
-        body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
         async with client.stream("POST", f"{fake.base_url}/chat/completions", json=body) as response:
             async for _line in response.aiter_lines():
                 pass
@@ -149,17 +174,25 @@ async def measure_tool_turns(live: LiveServer, turns: int) -> dict[str, float]:
         raw = [await raw_tool_turn(live.fake, client) for _ in range(turns + 3)][3:]
     session = await live.create_session()
     served: list[float] = []
+    posted: list[Sequence[dict[str, Any]]] = []
     for _ in range(turns + 3):
         live.fake.enqueue(*_tool_scripts())
+        first = len(live.fake.requests)
         started = time.perf_counter()
         response = await live.prompt(session["id"], "read the notes")
         served.append(time.perf_counter() - started)
         response.raise_for_status()
+        posted.append(live.fake.requests[first:])
+    async with httpx2.AsyncClient(timeout=30) as client:
+        replayed = [await raw_tool_turn(live.fake, client, bodies) for bodies in posted[3:]]
     raw_total, server_total = statistics.median(raw), statistics.median(served[3:])
+    same_total = statistics.median(replayed)
     return {
         "raw_tool_turn_ms": _ms(raw_total),
         "server_tool_turn_ms": _ms(server_total),
         "tool_turn_overhead_ms": _ms(server_total - raw_total),
+        "raw_same_body_tool_turn_ms": _ms(same_total),
+        "tool_turn_overhead_same_body_ms": _ms(server_total - same_total),
     }
 
 
