@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from agentforge.bus import Bus, Subscription
 from agentforge.model.events import STREAM_LAGGED, Event
@@ -73,6 +74,28 @@ async def test_next_batch_times_out_with_an_empty_list() -> None:
     # A timeout does not end the subscription.
     bus.publish(_event(1))
     batch = await subscription.next_batch(timeout=0.02)
+    assert batch is not None and _numbers(batch) == [1]
+
+
+async def test_close_wakes_a_waiting_subscriber_with_the_end() -> None:
+    bus = Bus()
+    subscription = bus.subscribe()
+    waiting = asyncio.create_task(subscription.next_batch(timeout=60))
+    await asyncio.sleep(0)
+    subscription.close()
+    assert await asyncio.wait_for(waiting, 1) is None
+
+
+async def test_a_cancelled_wait_leaves_the_subscription_readable() -> None:
+    bus = Bus()
+    subscription = bus.subscribe()
+    waiting = asyncio.create_task(subscription.next_batch(timeout=60))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    bus.publish(_event(1))  # no reader waits: buffered, nothing to wake
+    batch = await subscription.next_batch(timeout=60)
     assert batch is not None and _numbers(batch) == [1]
 
 

@@ -221,6 +221,26 @@ async def test_mid_stream_fault_is_retried_after_backoff_removing_the_failed_att
     assert "before the fault" not in json.dumps(served.provider.requests[-1])
 
 
+@pytest.mark.parametrize(("protocol", "database_url"), [("openai", "sqlite")], indirect=["database_url"])
+async def test_a_stream_dropped_before_any_content_leaves_no_step_to_remove(served: Served) -> None:
+    """A step's start is written with its first content: an attempt that streamed nothing wrote
+    nothing, so the retry removes nothing and the reply holds one step."""
+    live = served.live
+    sid = (await live.create_session())["id"]
+    served.enqueue(Script().drop(), served.kit.reply("recovered"))
+    events = EventCollector()
+    await events.start(live.client, f"/event?sessionID={sid}")
+    result = await live.prompt(sid, "hello")
+    await events.stop()
+
+    assert result.status_code == 200, result.text
+    body = result.json()
+    assert "error" not in body["info"] and served.request_count == 2
+    assert [p["type"] for p in body["parts"]] == ["step-start", "text", "step-finish"]
+    assert events.of_type("message.part.removed") == []
+    assert len(_retry_frames(events)) == 1
+
+
 @PROTOCOLS
 @pytest.mark.parametrize(
     ("fault", "name"),

@@ -64,6 +64,13 @@ async def test_turn_streams_over_sse_and_lands_in_storage(live: LiveServer) -> N
         "read": ["pending", "running", "completed"],
     }
 
+    # Each step's start is announced before the step's other parts (it commits with the first of
+    # them) and is stored first.
+    announced = history_of_assistants(reply, events)
+    assert len(announced) == 3
+    for types in announced:
+        assert types[0] == "step-start", types
+
     # The file exists in the session directory.
     assert (live.workspace / "notes.txt").read_text() == "hello forge\n"
 
@@ -75,6 +82,7 @@ async def test_turn_streams_over_sse_and_lands_in_storage(live: LiveServer) -> N
     history = (await live.client.get(f"/session/{session_id}/message")).json()
     roles = [m["info"]["role"] for m in history]
     assert roles == ["user", "assistant", "assistant", "assistant"]
+    assert [m["parts"][0]["type"] for m in history[1:]] == ["step-start"] * 3
     final_parts: dict[str, Any] = {}
     for frame in events.of_type("message.part.updated"):
         final_parts[frame.properties["part"]["id"]] = frame.properties["part"]
@@ -94,6 +102,19 @@ async def test_turn_streams_over_sse_and_lands_in_storage(live: LiveServer) -> N
     second_request = live.fake.requests[1]
     tool_messages = [m for m in second_request["messages"] if m["role"] == "tool"]
     assert "Wrote file successfully" in tool_messages[0]["content"]
+
+
+def history_of_assistants(reply: Any, events: EventCollector) -> list[list[str]]:
+    """The part types each assistant message announced, in the order of their first updates."""
+    firsts: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for frame in events.of_type("message.part.updated"):
+        part = frame.properties["part"]
+        if part["id"] in seen or part["messageID"] == reply["info"]["parentID"]:
+            continue
+        seen.add(part["id"])
+        firsts.setdefault(part["messageID"], []).append(part["type"])
+    return list(firsts.values())
 
 
 async def test_usage_and_cost_land_on_message_and_session(live: LiveServer) -> None:

@@ -30,7 +30,8 @@ class Subscription:
         self._accept = accept
         self._buffer: deque[Event] = deque()
         self._limit = buffer
-        self._wakeup = asyncio.Event()
+        # The reader's wait, when it waits: resolved by the next offer, close or its timeout.
+        self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self.lagged = False
 
@@ -41,7 +42,12 @@ class Subscription:
             self._cut_off(event)
             return
         self._buffer.append(event)
-        self._wakeup.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def wants(self, event: Event) -> bool:
         return not self._closed and (self._accept is None or self._accept(event))
@@ -68,7 +74,7 @@ class Subscription:
                 tenant_id=event.tenant_id,
             )
         )
-        self._wakeup.set()
+        self._wake()
         if self._bus.on_lag is not None:
             try:  # telemetry: a failing hook never keeps the client from learning it must resume
                 self._bus.on_lag(event)
@@ -81,7 +87,7 @@ class Subscription:
             self._buffer.append(final)
         self._closed = True
         self._bus.unsubscribe(self)
-        self._wakeup.set()
+        self._wake()
 
     def drain(self) -> list[Event]:
         """Everything buffered right now, without waiting."""
@@ -94,14 +100,26 @@ class Subscription:
         if not self._buffer:
             if self._closed:
                 return None
-            self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except TimeoutError:
-                return []
+            await self._wait(timeout)
+            if not self._buffer and not self._closed:
+                return []  # timed out
         if not self._buffer and self._closed:
             return None
         return self.drain()
+
+    async def _wait(self, timeout: float | None) -> None:
+        """Until the next offer or close, or `timeout` seconds. One future and one timer: an
+        `asyncio.wait_for` would run the wait as a task of its own, two more loop passes per wake-up
+        on the path of every live event."""
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         while True:
@@ -110,6 +128,11 @@ class Subscription:
                 return
             for event in batch:
                 yield event
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class Bus:

@@ -100,6 +100,8 @@ class Processor:
         self._checkpoints = PartCheckpoints(deps.events, deps.clock)
         # What the current attempt streamed (text, reasoning, step starts): removed if it fails.
         self._attempt: list[Part] = []
+        # A step's start waits for the step's first content, to commit with it (see `_handle`).
+        self._step_start: StepStartPart | None = None
         self._observed: ModelCallObservation | None = None
         self._streamed = False  # whether content has arrived yet (time to first token)
 
@@ -184,6 +186,7 @@ class Processor:
         usage of steps it finished stay: they happened."""
         self._text.clear()
         self._reasoning.clear()
+        self._step_start = None  # never written: nothing to remove
         for part in self._attempt:
             self._written.pop(part.id, None)
             self.deps.events.remove_part(part)
@@ -210,14 +213,18 @@ class Processor:
             self._streamed = True
             if self._observed is not None:
                 self._observed.first_token()
+        if not isinstance(event, _BEFORE_CONTENT):
+            self._flush_step_start()
         match event:
             case ev.StreamStart():
                 self.deps.status.set(self.deps.events.tenant_id, self.message.session_id, StatusBusy())
             case ev.StepStart():
-                self._save(
-                    StepStartPart(
-                        id=self._part_id(), session_id=self.message.session_id, message_id=self.message.id
-                    )
+                self._flush_step_start()  # an empty step before this one still counts
+                # Its id now (parts keep their order); written with the step's first part, so the
+                # first text part commits in the same batch instead of queueing behind it (its
+                # deltas wait for that commit).
+                self._step_start = StepStartPart(
+                    id=self._part_id(), session_id=self.message.session_id, message_id=self.message.id
                 )
             case ev.TextStart(id=block_id, metadata=metadata):
                 await self._start_text(block_id, metadata)
@@ -241,6 +248,11 @@ class Processor:
                 await self._finish_step(event)
             case ev.StreamFinish():
                 pass
+
+    def _flush_step_start(self) -> None:
+        if self._step_start is not None:
+            pending, self._step_start = self._step_start, None
+            self._save(pending)
 
     def _guard_summary(self) -> None:
         if self.message.summary:
@@ -350,11 +362,15 @@ class Processor:
 
     async def _cleanup(self) -> None:
         """Runs exactly once: closes open parts, fails unfinished tool calls, completes the message."""
+        self._flush_step_start()  # a step that started stays recorded, as any other part
         await self._close_open_blocks()
         await self._calls.abandon()
         self.message.time.completed = now_ms()
         await self.deps.events.update_message(self.message)
 
+
+# Events that come before a step's content: the step's start is not written for them yet.
+_BEFORE_CONTENT = (ev.StreamStart, ev.StepStart, ev.StreamFinish)
 
 # What counts as the model's first token: any streamed content, text, reasoning or a tool call.
 _CONTENT_EVENTS = (ev.TextDelta, ev.ReasoningDelta, ev.ToolInputStart, ev.ToolCall)
