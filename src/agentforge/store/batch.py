@@ -105,21 +105,19 @@ Item = Event | Mutation | EventGroup
 Outcome = Committed | Applied | Grouped | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
-# One transaction-level lock per session, taken in the order of their keys (the subquery's order).
-# The same statement scopes the transaction to the first item's tenant (`tenancy.py`): one round
-# trip to the database less per batch than a separate `set_config`.
+# One transaction-level lock per session, then one per tenant for its `position` counter, each set
+# in the order of its keys: every writer takes them in that order, sessions before positions and both
+# before the audit chains, so none waits on another in a cycle. `count` takes them in the subquery's
+# order. The same statement scopes the transaction to the first item's tenant (`tenancy.py`): one
+# round trip to the database per batch for all of it.
 _LOCK_SESSIONS = text(
     f"SELECT set_config('{TENANT_SETTING}', :tenant, true),"
     " (SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
-    " SELECT DISTINCT hashtext('agentforge.seq') AS k1, hashtext(current_schema() || ':' || s) AS k2"
-    " FROM unnest(CAST(:sessions AS text[])) AS s ORDER BY 1, 2) AS keys)"
-)
-# Then one per tenant for its `position` counter, likewise ordered (after the sessions, before the
-# audit chains: every writer takes them in that order, so none waits on another in a cycle).
-_LOCK_TENANT_POSITIONS = text(
-    "SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
-    " SELECT DISTINCT hashtext('agentforge.position') AS k1, hashtext(current_schema() || ':' || t) AS k2"
-    " FROM unnest(CAST(:tenants AS text[])) AS t ORDER BY 1, 2) AS keys"
+    " SELECT 0 AS stage, hashtext('agentforge.seq') AS k1, hashtext(current_schema() || ':' || s) AS k2"
+    " FROM unnest(CAST(:sessions AS text[])) AS s"
+    " UNION SELECT 1, hashtext('agentforge.position'), hashtext(current_schema() || ':' || t)"
+    " FROM unnest(CAST(:tenants AS text[])) AS t"
+    " ORDER BY 1, 2, 3) AS keys)"
 )
 _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
 _MAX_POSITION = select(func.max(event_table.c.position)).where(
@@ -365,9 +363,8 @@ class BatchApplier:
         tenant_id = items[0].tenant_id
         if not tenant_id:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
-        conn.execute(_LOCK_SESSIONS, {"tenant": tenant_id, "sessions": sessions})
         tenants = sorted({event.tenant_id for event in events})
-        conn.execute(_LOCK_TENANT_POSITIONS, {"tenants": tenants})
+        conn.execute(_LOCK_SESSIONS, {"tenant": tenant_id, "sessions": sessions, "tenants": tenants})
         return tenant_id
 
     def _next_numbers(
