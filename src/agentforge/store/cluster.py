@@ -32,7 +32,7 @@ from sqlalchemy import Connection, text
 from agentforge.store.engine import DatabaseTarget
 from agentforge.store.errors import ClusterUnavailableError
 from agentforge.store.seal import SEAL_OVERHEAD, Seal
-from agentforge.store.tenancy import TENANT_SETTING
+from agentforge.store.tenancy import begin_in_tenant
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,6 @@ _RELEASE: Final = f"SELECT pg_advisory_unlock({_LEASE_KEYS})"
 # Several payloads in one statement: delivered at its commit, in array order.
 _NOTIFY: Final = "SELECT count(pg_notify($1, p)) FROM unnest(CAST($2 AS text[])) AS p"
 _KEY: Final = "SELECT key FROM cluster_secret WHERE id = 1"
-_SET_TENANT: Final = f"SELECT set_config('{TENANT_SETTING}', $1, true)"
 _RECORD: Final = """INSERT INTO run_lease (tenant_id, session_id, replica, time_acquired)
 VALUES ($1, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
 ON CONFLICT (tenant_id, session_id) DO UPDATE
@@ -306,9 +305,7 @@ class ClusterLink:
                 return False
             if tenant_id is not None and not self._holds[session_id] and self._replica is not None:
                 try:
-                    async with conn.transaction():
-                        await conn.fetchval(_SET_TENANT, tenant_id)
-                        await conn.execute(_RECORD, tenant_id, session_id, self._replica)
+                    await _execute_in_tenant(conn, tenant_id, _RECORD, tenant_id, session_id, self._replica)
                 except BaseException:
                     with contextlib.suppress(Exception):  # not recorded: not taken
                         await conn.fetchval(_RELEASE, session_id)
@@ -335,9 +332,8 @@ class ClusterLink:
                 tenant_id = self._tenants.pop(session_id, None)
                 if tenant_id is not None:
                     try:
-                        async with conn.transaction():
-                            await conn.fetchval(_SET_TENANT, tenant_id)
-                            await conn.execute(_FORGET, tenant_id, session_id, self._replica)
+                        row = (tenant_id, session_id, self._replica)
+                        await _execute_in_tenant(conn, tenant_id, _FORGET, *row)
                     except _asyncpg().PostgresError:  # a stale row is ignored: the lock decides
                         log.exception("cluster: could not remove the run_lease row of %s", session_id)
             await conn.fetchval(_RELEASE, session_id)
@@ -429,6 +425,20 @@ class ClusterLink:
         for conn in (self._listener, self._notifier, self._leases):
             if conn is not None:
                 await _close_quietly(conn)
+
+
+async def _execute_in_tenant(conn: Any, tenant_id: str, statement: str, *args: object) -> None:
+    """`statement` in a transaction of its own scoped to `tenant_id` (BEGIN and the tenant in one
+    round trip), rolled back when it fails."""
+    try:
+        await begin_in_tenant(conn, tenant_id)
+        await conn.execute(statement, *args)
+        await conn.execute("COMMIT")
+    except BaseException:
+        if not conn.is_closed() and conn.is_in_transaction():
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+        raise
 
 
 async def _close_quietly(conn: Any) -> None:
