@@ -459,3 +459,19 @@ async def test_a_mutation_runs_under_its_own_tenant(store: Store) -> None:
 def _count_sessions(conn: Connection) -> int:
     count: int = conn.execute(select(func.count()).select_from(session_table)).scalar_one()
     return count
+
+
+async def test_a_barrier_waits_for_everything_submitted_before_it_without_a_transaction(store: Store) -> None:
+    session = new_session()
+    message = user_message(session.id)
+    await store.write(session_created(session))
+    written = [store.submit(message_updated(message))]
+    written += [store.submit(part_updated(text_part(message, str(i)))) for i in range(20)]
+
+    await store.barrier()
+
+    assert all(future.done() for future in written)
+    assert [future.result().seq for future in written] == list(range(2, 23))
+    before = store.committed_batches
+    await store.barrier()  # nothing queued: no transaction at all
+    assert store.committed_batches == before
