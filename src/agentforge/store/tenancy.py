@@ -31,6 +31,11 @@ def set_tenant(conn: Connection, tenant_id: str) -> None:
     conn.execute(_SET_TENANT, {"tenant": tenant_id})
 
 
+def plain(value: str) -> bool:
+    """Whether `value` may be written into a simple-protocol statement as a literal as it is."""
+    return _PLAIN_ID.fullmatch(value) is not None
+
+
 async def begin_in_tenant(driver: Any, tenant_id: str) -> None:
     """Open a transaction on the asyncpg connection `driver`, scoped to `tenant_id`.
 
@@ -38,7 +43,7 @@ async def begin_in_tenant(driver: Any, tenant_id: str) -> None:
     SQLAlchemy connection running statements in it must be in AUTOCOMMIT mode (no BEGIN of its own).
     """
     _check(tenant_id)
-    if _PLAIN_ID.fullmatch(tenant_id):
+    if plain(tenant_id):
         await driver.execute(f"BEGIN; SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)")
         return
     await driver.execute("BEGIN")

@@ -350,6 +350,8 @@ class TaskWriter(OrderedWriter):
         try:
             if conn is None:
                 conn = await self._engine.connect()
+                # The batch opens and ends its transaction itself (BEGIN with its locks, batch.py).
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
             return conn, await conn.run_sync(self._write, batch), True
         except Exception as exc:
             log.exception("store writer: batch of %d failed", len(batch))
