@@ -831,3 +831,60 @@ async def test_a_question_reply_taken_after_the_wait_is_reported_unknown_not_fai
         _cluster(b).question_timeout = 60.0
         unknown = await b.client.post("/question/que_unknown/reply", json={"answers": [["x"]]})
         assert unknown.status_code == 404
+
+
+async def _heard_through(spy: Any, heard: list[str], channel: str) -> list[str]:
+    """Everything the spy heard on the channel up to a marker it sends now: notifications are
+    delivered in commit order, so whatever a replica had sent before is heard before the marker."""
+    await spy.execute(f"NOTIFY {channel}, 'marker'")
+
+    async def marked() -> bool:
+        return "marker" in heard
+
+    await _until(marked, "the spy heard its marker")
+    before = heard[: heard.index("marker")]
+    heard.clear()
+    return before
+
+
+async def test_a_replica_alone_announces_nothing_and_one_that_joins_later_misses_nothing(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    config = fake_provider_config(fake_openai)
+    channel = _channel(postgres_url)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    async with (
+        start_live_server(tmp_path / "a", fake_openai, config, database_url=postgres_url) as a,
+        _superuser() as spy,  # listens on the channel without being a replica
+    ):
+        heard: list[str] = []
+        await spy.add_listener(channel, lambda _c, _pid, _ch, payload: heard.append(payload))
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(reply("nobody else listens"))
+        assert (await a.prompt(session_id, "hi")).status_code == 200
+        assert not _cluster(a).announcing
+        assert await _heard_through(spy, heard, channel) == []
+
+        async with start_live_server(
+            tmp_path / "b", fake_openai, config, database_url=postgres_url, directory=a.workspace
+        ) as b:
+            # B greeted A and waited for its answer before serving: A's next turn reaches B's streams.
+            assert _cluster(a).announcing
+            on_b = EventCollector()
+            await on_b.start(b.client, f"/event?sessionID={session_id}")
+            fake_openai.enqueue(reply("B hears this"))
+            assert (await a.prompt(session_id, "again")).status_code == 200
+            await on_b.wait_for(lambda f: f.type == "session.idle")
+            deltas = "".join(f.properties["delta"] for f in on_b.of_type("message.part.delta"))
+            assert deltas == "B hears this"
+            await on_b.stop()
+
+        async def alone_again() -> bool:
+            return not _cluster(a).announcing
+
+        await _until(alone_again, "A noticed B is gone")  # at its next failover pass
+        heard.clear()
+        fake_openai.enqueue(reply("alone again"))
+        assert (await a.prompt(session_id, "and again")).status_code == 200
+        assert await _heard_through(spy, heard, channel) == []

@@ -1,4 +1,5 @@
-"""`set_tenant`: the Postgres setting row-level security reads, for one transaction only."""
+"""`set_tenant` and `begin_in_tenant`: the Postgres setting row-level security reads, for one
+transaction only."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import pytest
 from sqlalchemy import Connection, text
 
 from agentforge.store import parse_database_url
+from agentforge.store.engine import postgres_engine
 from agentforge.store.migrate import run_with_connection
-from agentforge.store.tenancy import TENANT_SETTING, set_tenant
+from agentforge.store.tenancy import TENANT_SETTING, begin_in_tenant, set_tenant
 
 _CURRENT = text(f"SELECT current_setting('{TENANT_SETTING}', true)")
+_CURRENT_DRIVER = f"SELECT current_setting('{TENANT_SETTING}', true)"
 
 
 def test_an_empty_tenant_is_refused_before_any_statement() -> None:
@@ -35,3 +38,33 @@ async def test_the_setting_lasts_for_its_transaction_only(database_url: str) -> 
     await asyncio.to_thread(run_with_connection, target, within_and_after)
 
     assert seen == ["tenant-a", None]
+
+
+@pytest.mark.parametrize(
+    "tenant",
+    ["tenant-a", "it's; SELECT set_config('app.tenant_id', 'tenant-b', true); --"],
+    ids=["plain id, one round trip", "id needing quotes, the long way"],
+)
+async def test_begin_in_tenant_opens_a_transaction_scoped_to_exactly_that_tenant(
+    database_url: str, tenant: str
+) -> None:
+    target = parse_database_url(database_url)
+    if target.dialect != "postgresql":
+        pytest.skip("SQLite has no settings: its queries filter by tenant")
+    engine = postgres_engine(target, pool_size=1)
+    try:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            await begin_in_tenant(driver, tenant)
+            assert driver.is_in_transaction()
+            assert await driver.fetchval(_CURRENT_DRIVER) == tenant  # verbatim: the id is no SQL
+            await driver.execute("ROLLBACK")
+            assert not await driver.fetchval(_CURRENT_DRIVER)
+    finally:
+        await engine.dispose()
+
+
+async def test_begin_in_tenant_refuses_an_empty_tenant_before_any_statement() -> None:
+    with pytest.raises(ValueError, match="a tenant id is required"):
+        await begin_in_tenant(None, "")  # no connection is touched

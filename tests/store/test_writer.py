@@ -459,3 +459,37 @@ async def test_a_mutation_runs_under_its_own_tenant(store: Store) -> None:
 def _count_sessions(conn: Connection) -> int:
     count: int = conn.execute(select(func.count()).select_from(session_table)).scalar_one()
     return count
+
+
+async def test_a_barrier_waits_for_everything_submitted_before_it_without_a_transaction(store: Store) -> None:
+    session = new_session()
+    message = user_message(session.id)
+    await store.write(session_created(session))
+    written = [store.submit(message_updated(message))]
+    written += [store.submit(part_updated(text_part(message, str(i)))) for i in range(20)]
+
+    await store.barrier()
+
+    assert all(future.done() for future in written)
+    assert [future.result().seq for future in written] == list(range(2, 23))
+    before = store.committed_batches
+    await store.barrier()  # nothing queued: no transaction at all
+    assert store.committed_batches == before
+
+
+async def test_ids_that_need_quoting_are_written_like_any_other(store: Store) -> None:
+    # The Postgres writer opens a batch with its tenant and locks written as literals only for
+    # plain ids; these take the parameterized way, with the same result.
+    tenant = "o'brien\\"
+    session = new_session().model_copy(update={"id": "ses_it's {a,b}"})
+    message = user_message(session.id)
+    written = [
+        await store.write(session_created(session, tenant)),
+        await store.write(message_updated(message, tenant)),
+    ]
+    assert [event.seq for event in written] == [1, 2]
+    assert [e.type for e in await store.events_after(tenant, session.id, 0)] == [
+        ev.SESSION_CREATED,
+        ev.MESSAGE_UPDATED,
+    ]
+    assert await store.events_after(TENANT, session.id, 0) == []

@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,7 +35,7 @@ from agentforge.store.audit import ChainBuffer, lock_chains
 from agentforge.store.audit_events import record_event
 from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
 from agentforge.store.schema import event as event_table
-from agentforge.store.tenancy import TENANT_SETTING, set_tenant
+from agentforge.store.tenancy import TENANT_SETTING, plain, set_tenant
 
 log = logging.getLogger(__name__)
 
@@ -105,21 +106,22 @@ Item = Event | Mutation | EventGroup
 Outcome = Committed | Applied | Grouped | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
-# One transaction-level lock per session, taken in the order of their keys (the subquery's order).
-# The same statement scopes the transaction to the first item's tenant (`tenancy.py`): one round
-# trip to the database less per batch than a separate `set_config`.
-_LOCK_SESSIONS = text(
-    f"SELECT set_config('{TENANT_SETTING}', :tenant, true),"
+# One transaction-level lock per session, then one per tenant for its `position` counter, each set
+# in the order of its keys: every writer takes them in that order, sessions before positions and both
+# before the audit chains, so none waits on another in a cycle. `count` takes them in the subquery's
+# order. The same statement scopes the transaction to the first item's tenant (`tenancy.py`); on
+# the store's writer it goes with BEGIN as one message (ids written as literals, see `_opening`).
+_LOCKS = (
+    "SELECT set_config('{setting}', {tenant}, true),"
     " (SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
-    " SELECT DISTINCT hashtext('agentforge.seq') AS k1, hashtext(current_schema() || ':' || s) AS k2"
-    " FROM unnest(CAST(:sessions AS text[])) AS s ORDER BY 1, 2) AS keys)"
+    " SELECT 0 AS stage, hashtext('agentforge.seq') AS k1, hashtext(current_schema() || ':' || s) AS k2"
+    " FROM unnest(CAST({sessions} AS text[])) AS s"
+    " UNION SELECT 1, hashtext('agentforge.position'), hashtext(current_schema() || ':' || t)"
+    " FROM unnest(CAST({tenants} AS text[])) AS t"
+    " ORDER BY 1, 2, 3) AS keys)"
 )
-# Then one per tenant for its `position` counter, likewise ordered (after the sessions, before the
-# audit chains: every writer takes them in that order, so none waits on another in a cycle).
-_LOCK_TENANT_POSITIONS = text(
-    "SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
-    " SELECT DISTINCT hashtext('agentforge.position') AS k1, hashtext(current_schema() || ':' || t) AS k2"
-    " FROM unnest(CAST(:tenants AS text[])) AS t ORDER BY 1, 2) AS keys"
+_LOCK_SESSIONS = text(
+    _LOCKS.format(setting=TENANT_SETTING, tenant=":tenant", sessions=":sessions", tenants=":tenants")
 )
 _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
 _MAX_POSITION = select(func.max(event_table.c.position)).where(
@@ -226,8 +228,7 @@ class BatchApplier:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
-        with conn.begin():
-            scoped_to = self._lock_sessions(conn, events)
+        with self._transaction(conn, events) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             for item in events:
@@ -258,8 +259,7 @@ class BatchApplier:
     def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
-        with conn.begin():
-            scoped_to = self._lock_sessions(conn, events)
+        with self._transaction(conn, events) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             outcomes: list[Outcome] = []
@@ -354,21 +354,44 @@ class BatchApplier:
             return GroupWriteError(f"the event group could not be written: {_short(exc)}")
         return grouped
 
-    def _lock_sessions(self, conn: Connection, items: Sequence[Item]) -> str | None:
-        """Shared database: hold every written session, then each tenant's position counter, until
-        commit (before the chain locks). Returns the tenant the transaction is now scoped to (the
-        first item's), or None when nothing was locked."""
-        events = [event for item in items for event in events_of(item)]
-        sessions = sorted({session_of(event) for event in events})
-        if not (self._shared and sessions):
-            return None
-        tenant_id = items[0].tenant_id
-        if not tenant_id:
+    @contextmanager
+    def _transaction(self, conn: Connection, items: Sequence[Item]) -> Iterator[str | None]:
+        """The batch's transaction; yields the tenant it is already scoped to (or None).
+
+        Shared database: every written session, then each tenant's position counter, is held until
+        commit (before the chain locks), and the transaction is scoped to the first item's tenant.
+        On a connection in AUTOCOMMIT mode (the store's writer) BEGIN goes with those in one
+        simple-protocol message and the transaction is ended here; SQLAlchemy's transaction inside
+        it only keeps track of savepoints."""
+        tenant_id = items[0].tenant_id if self._scoped else None
+        if tenant_id is not None and not tenant_id:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
-        conn.execute(_LOCK_SESSIONS, {"tenant": tenant_id, "sessions": sessions})
+        events = [event for item in items for event in events_of(item)]
+        sessions = sorted({session_of(event) for event in events}) if self._shared else []
         tenants = sorted({event.tenant_id for event in events})
-        conn.execute(_LOCK_TENANT_POSITIONS, {"tenants": tenants})
-        return tenant_id
+        locks = {"tenant": tenant_id, "sessions": sessions, "tenants": tenants}
+        if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+            with conn.begin():
+                yield self._lock(conn, locks)
+            return
+        driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
+        opening = _opening(tenant_id, sessions, tenants)
+        try:
+            driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
+            with conn.begin():
+                yield tenant_id if opening else self._lock(conn, locks)
+        except BaseException:
+            with suppress(Exception):  # a connection that fails here is discarded by the writer
+                driver.run_async(lambda pg: pg.execute("ROLLBACK"))
+            raise
+        driver.run_async(lambda pg: pg.execute("COMMIT"))
+
+    def _lock(self, conn: Connection, locks: dict[str, Any]) -> str | None:
+        if not locks["sessions"]:
+            return None
+        conn.execute(_LOCK_SESSIONS, locks)
+        tenant: str = locks["tenant"]
+        return tenant
 
     def _next_numbers(
         self,
@@ -391,6 +414,21 @@ class BatchApplier:
         if last_position is None:
             last_position = conn.execute(_MAX_POSITION, {"tenant_id": tenant_id}).scalar() or 0
         return last_seq + 1, last_position + 1
+
+
+def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str]) -> str | None:
+    """BEGIN, the tenant and the locks as one simple-protocol message (which takes no parameters:
+    only when every id is plain enough to be written as a literal); None: the long way."""
+    if tenant_id is None or not all(plain(value) for value in (tenant_id, *sessions, *tenants)):
+        return None
+    if not sessions:
+        return f"BEGIN; SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)"
+    return "BEGIN; " + _LOCKS.format(
+        setting=TENANT_SETTING,
+        tenant=f"'{tenant_id}'",
+        sessions="'{" + ",".join(sessions) + "}'",
+        tenants="'{" + ",".join(tenants) + "}'",
+    )
 
 
 def _known(draft: dict[str, int], cache: SeqCache, key: str) -> int | None:

@@ -33,7 +33,7 @@ from sqlalchemy import Connection, text
 from agentforge.store.engine import DatabaseTarget
 from agentforge.store.errors import ClusterUnavailableError
 from agentforge.store.seal import SEAL_OVERHEAD, Seal
-from agentforge.store.tenancy import TENANT_SETTING
+from agentforge.store.tenancy import begin_in_tenant
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ _ROLES: Final = ("leases", "notify", "listen")
 
 _LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() || ':' || $1)"
 _TRY_LEASE: Final = f"SELECT pg_try_advisory_lock({_LEASE_KEYS})"
+_RECORDED_LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() || ':' || $2)"
 # Every live replica of the schema holds this lock (keyed by its id) on its lease connection.
 _ROSTER = "hashtext('agentforge.replica:' || current_schema())"
 _JOIN: Final = f"SELECT pg_advisory_lock({_ROSTER}, hashtext($1))"
@@ -71,12 +72,18 @@ _RELEASE: Final = f"SELECT pg_advisory_unlock({_LEASE_KEYS})"
 # Several payloads in one statement: delivered at its commit, in array order.
 _NOTIFY: Final = "SELECT count(pg_notify($1, p)) FROM unnest(CAST($2 AS text[])) AS p"
 _KEY: Final = "SELECT key FROM cluster_secret WHERE id = 1"
-_SET_TENANT: Final = f"SELECT set_config('{TENANT_SETTING}', $1, true)"
-_RECORD: Final = """INSERT INTO run_lease (tenant_id, session_id, replica, time_acquired)
-VALUES ($1, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+# A first hold taken and recorded in one statement: the row is written only when the lock was got
+# (the lock itself is session-level: it outlives the statement's transaction either way).
+_TAKE_AND_RECORD: Final = f"""INSERT INTO run_lease (tenant_id, session_id, replica, time_acquired)
+SELECT $1::text, $2::text, $3::text, (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE pg_try_advisory_lock({_RECORDED_LEASE_KEYS})
 ON CONFLICT (tenant_id, session_id) DO UPDATE
 SET replica = EXCLUDED.replica, time_acquired = EXCLUDED.time_acquired"""
-_FORGET: Final = "DELETE FROM run_lease WHERE tenant_id = $1 AND session_id = $2 AND replica = $3"
+# The last hold's row removed and the lease given back in one statement (the unlock takes effect at
+# once, the removal at commit: a replica taking the lease meanwhile waits on the row, then writes its own).
+_FORGET_AND_RELEASE: Final = f"""WITH gone AS (
+DELETE FROM run_lease WHERE tenant_id = $1 AND session_id = $2 AND replica = $3)
+SELECT pg_advisory_unlock({_RECORDED_LEASE_KEYS})"""
 # The tenant's sessions whose run lease some replica holds now (a row alone may be a dead one's).
 # The held run leases are read once (pg_locks is computed on each read), then joined by key.
 _LEASED = text(f"""WITH held AS MATERIALIZED (
@@ -365,17 +372,19 @@ class ClusterLink:
         With `tenant_id` the first hold is recorded in `run_lease` (status on every replica)."""
 
         async def take(conn: Any) -> bool:
-            if not await conn.fetchval(_TRY_LEASE, session_id):
-                return False
-            if tenant_id is not None and not self._holds[session_id] and self._replica is not None:
+            if tenant_id is None or self._holds[session_id] or self._replica is None:
+                if not await conn.fetchval(_TRY_LEASE, session_id):
+                    return False
+            else:
+                row = (tenant_id, session_id, self._replica)
                 try:
-                    async with conn.transaction():
-                        await conn.fetchval(_SET_TENANT, tenant_id)
-                        await conn.execute(_RECORD, tenant_id, session_id, self._replica)
+                    status = await _execute_in_tenant(conn, tenant_id, _TAKE_AND_RECORD, *row)
                 except BaseException:
-                    with contextlib.suppress(Exception):  # not recorded: not taken
+                    with contextlib.suppress(Exception):  # not recorded: not taken (if it was)
                         await conn.fetchval(_RELEASE, session_id)
                     raise
+                if status != "INSERT 0 1":
+                    return False  # another replica holds it
                 self._tenants[session_id] = tenant_id
             self._holds[session_id] += 1
             return True
@@ -398,9 +407,9 @@ class ClusterLink:
                 tenant_id = self._tenants.pop(session_id, None)
                 if tenant_id is not None:
                     try:
-                        async with conn.transaction():
-                            await conn.fetchval(_SET_TENANT, tenant_id)
-                            await conn.execute(_FORGET, tenant_id, session_id, self._replica)
+                        row = (tenant_id, session_id, self._replica)
+                        await _execute_in_tenant(conn, tenant_id, _FORGET_AND_RELEASE, *row)
+                        return
                     except _asyncpg().PostgresError:  # a stale row is ignored: the lock decides
                         log.exception("cluster: could not remove the run_lease row of %s", session_id)
             await conn.fetchval(_RELEASE, session_id)
@@ -522,6 +531,21 @@ def _call_back(what: str, callback: Callable[..., None], *args: Any) -> None:
         callback(*args)
     except Exception:
         log.exception("cluster: the %s callback failed", what)
+
+
+async def _execute_in_tenant(conn: Any, tenant_id: str, statement: str, *args: object) -> str:
+    """`statement` in a transaction of its own scoped to `tenant_id` (BEGIN and the tenant in one
+    round trip), rolled back when it fails; its status (e.g. `INSERT 0 1`)."""
+    try:
+        await begin_in_tenant(conn, tenant_id)
+        status: str = await conn.execute(statement, *args)
+        await conn.execute("COMMIT")
+        return status
+    except BaseException:
+        if not conn.is_closed() and conn.is_in_transaction():
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+        raise
 
 
 async def _close_quietly(conn: Any) -> None:

@@ -152,7 +152,22 @@ def postgres_engine(target: DatabaseTarget, *, pool_size: int) -> AsyncEngine:
     if target.schema is not None:
         connect_args["server_settings"] = {"search_path": target.schema}
     if pool_size == 0:
-        return create_async_engine(target.url, poolclass=NullPool, connect_args=connect_args)
-    return create_async_engine(
-        target.url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args
-    )
+        engine = create_async_engine(target.url, poolclass=NullPool, connect_args=connect_args)
+    else:
+        engine = create_async_engine(
+            target.url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args
+        )
+    event.listen(engine.sync_engine.pool, "reset", _refuse_stray_transaction)
+    return engine
+
+
+class StrayTransactionError(Exception):
+    """A connection given back with a transaction SQLAlchemy does not know of (see readers.py)."""
+
+
+def _refuse_stray_transaction(dbapi_connection: Any, _record: Any, _state: Any) -> None:
+    # In AUTOCOMMIT mode SQLAlchemy rolls nothing back on return, so a transaction a tenant read
+    # opened itself and did not end would carry its tenant into the connection's next use. Raising
+    # here makes the pool invalidate the connection instead of keeping it.
+    if dbapi_connection.autocommit and dbapi_connection.driver_connection.is_in_transaction():
+        raise StrayTransactionError("a pooled connection was given back inside a transaction")

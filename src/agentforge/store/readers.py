@@ -6,6 +6,11 @@ hands it the tenant and, on Postgres, first scopes the transaction to that tenan
 row-level security and the query's own `tenant_id` filter agree. Only start-up maintenance reads
 across tenants (`run_across_tenants`), on a connection whose role the maintenance policy lets see
 every row.
+
+On Postgres a tenant read opens its transaction itself, with its tenant, in one round trip
+(`begin_in_tenant`) and rolls it back afterwards: its connection runs in SQLAlchemy's AUTOCOMMIT
+mode so SQLAlchemy sends no BEGIN of its own. A connection whose transaction could not be ended is
+invalidated, never pooled (and the engine refuses to pool one, see `engine.py`).
 """
 
 from __future__ import annotations
@@ -13,17 +18,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from agentforge.store.tenancy import set_tenant
+from agentforge.store.tenancy import begin_in_tenant
 
 if TYPE_CHECKING:
     # SQLAlchemy's asyncio layer brings its ORM (~7 MB): only Postgres uses it (engine.py).
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -111,6 +117,8 @@ class PoolReaders(Readers):
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        # The same pool; its connections in AUTOCOMMIT mode while a tenant read holds them.
+        self._tenant_reads = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def run(
         self,
@@ -119,12 +127,8 @@ class PoolReaders(Readers):
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        def in_tenant(conn: Connection) -> T:
-            set_tenant(conn, tenant_id)  # the connection autobegan: transaction-local
-            return query(conn, tenant_id, *args, **kwargs)
-
-        async with self._engine.connect() as conn:
-            return await conn.run_sync(in_tenant)
+        async with self._tenant_reads.connect() as conn, _tenant_transaction(conn, tenant_id):
+            return await conn.run_sync(query, tenant_id, *args, **kwargs)
 
     async def run_across_tenants(
         self, query: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
@@ -134,3 +138,22 @@ class PoolReaders(Readers):
 
     async def close(self) -> None:
         """Nothing of its own: connections go back to the engine's pool, which the store disposes."""
+
+
+@asynccontextmanager
+async def _tenant_transaction(conn: AsyncConnection, tenant_id: str) -> AsyncIterator[None]:
+    """A read transaction on `conn` (AUTOCOMMIT to SQLAlchemy) scoped to `tenant_id`, rolled back
+    at the end; the connection is invalidated when that fails, so it never returns to the pool."""
+    driver = (await conn.get_raw_connection()).driver_connection
+    if driver is None:
+        raise RuntimeError("the pooled connection is closed")
+    try:
+        await begin_in_tenant(driver, tenant_id)
+        yield
+    finally:
+        try:
+            if driver.is_in_transaction():
+                await driver.execute("ROLLBACK")
+        except BaseException:
+            await conn.invalidate()
+            raise

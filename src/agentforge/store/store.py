@@ -351,7 +351,7 @@ class Store:
 
     async def barrier(self) -> None:
         """Wait until everything submitted before this call has been written (or dropped)."""
-        await self.mutate(SYSTEM_ACTOR, "barrier", lambda _conn: None)
+        await asyncio.shield(self._writer.submit_barrier())
 
     def publish_after_writes(self, event: Event) -> None:
         """Publish a broadcast-only event once every durable event submitted before it is published."""

@@ -4,22 +4,53 @@ Migration 0006 makes every table visible and writable only for rows whose `tenan
 setting. It is set with `set_config(..., true)`, i.e. for the current transaction only: a pooled
 connection never carries one request's tenant into the next, and a transaction that did not set it
 sees and writes nothing. SQLite has no such setting; its queries filter by `tenant_id` themselves.
+
+`begin_in_tenant` opens a transaction already scoped to its tenant in one round trip (BEGIN and the
+setting as one simple-protocol message), where `BEGIN` and then `set_tenant` take two.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import re
+from typing import Any, Final
 
 from sqlalchemy import Connection, text
 
 TENANT_SETTING: Final = "app.tenant_id"
 
 _SET_TENANT = text(f"SELECT set_config('{TENANT_SETTING}', :tenant, true)")
+_SET_TENANT_DRIVER: Final = f"SELECT set_config('{TENANT_SETTING}', $1, true)"
+# The simple protocol takes no parameters, so the id goes in the text: only ids with nothing that
+# would need quoting (identity's tenant ids are all of this form); any other takes the long way.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def set_tenant(conn: Connection, tenant_id: str) -> None:
     """Scope the rest of `conn`'s current transaction (Postgres) to `tenant_id`."""
+    _check(tenant_id)
+    conn.execute(_SET_TENANT, {"tenant": tenant_id})
+
+
+def plain(value: str) -> bool:
+    """Whether `value` may be written into a simple-protocol statement as a literal as it is."""
+    return _PLAIN_ID.fullmatch(value) is not None
+
+
+async def begin_in_tenant(driver: Any, tenant_id: str) -> None:
+    """Open a transaction on the asyncpg connection `driver`, scoped to `tenant_id`.
+
+    The caller ends it (COMMIT or ROLLBACK on `driver`); SQLAlchemy does not know of it, so a
+    SQLAlchemy connection running statements in it must be in AUTOCOMMIT mode (no BEGIN of its own).
+    """
+    _check(tenant_id)
+    if plain(tenant_id):
+        await driver.execute(f"BEGIN; SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)")
+        return
+    await driver.execute("BEGIN")
+    await driver.fetchval(_SET_TENANT_DRIVER, tenant_id)
+
+
+def _check(tenant_id: str) -> None:
     if not tenant_id:
         # An empty setting matches no row, so writes would fail their WITH CHECK with a worse error.
         raise ValueError("a tenant id is required")
-    conn.execute(_SET_TENANT, {"tenant": tenant_id})

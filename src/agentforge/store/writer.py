@@ -59,9 +59,16 @@ class WriterObserver(Protocol):
     def batch(self, size: int, started_ns: int, ended_ns: int, committed: bool, origin: object) -> None: ...
 
 
+class _Barrier:
+    """Queued by `submit_barrier`: resolved in order with the items around it, without a transaction."""
+
+
+_BARRIER: Final = _Barrier()
+
+
 @dataclass(slots=True)
 class _Pending:
-    event: Item
+    event: Item | _Barrier
     future: asyncio.Future[Any]
     origin: object = None
 
@@ -125,7 +132,14 @@ class OrderedWriter(ABC):
             raise ValueError(f"mutation {mutation.label!r} has no tenant id")
         return self._queue_item(mutation)
 
-    def _queue_item(self, item: Item) -> asyncio.Future[Any]:
+    def submit_barrier(self) -> asyncio.Future[None]:
+        """Resolves once everything submitted before it has been written (or dropped). Touches no
+        table: a batch of nothing but barriers opens no transaction."""
+        if self._closing:
+            raise StoreWriteError("the store is closed")
+        return self._queue_item(_BARRIER)
+
+    def _queue_item(self, item: Item | _Barrier) -> asyncio.Future[Any]:
         origin = None if self.observer is None else self.observer.capture()
         pending = _Pending(item, self._loop.create_future(), origin)
         self._submitted += 1
@@ -173,13 +187,15 @@ class OrderedWriter(ABC):
         return batch, True
 
     def _write(self, conn: Connection, batch: Sequence[_Pending]) -> list[Outcome]:
-        return self._applier.write_batch(conn, [pending.event for pending in batch])
+        items = [pending.event for pending in batch if not isinstance(pending.event, _Barrier)]
+        written = iter(self._applier.write_batch(conn, items) if items else [])
+        return [Applied(None) if pending.event is _BARRIER else next(written) for pending in batch]
 
     def _deliver(
         self, batch: Sequence[_Pending], outcomes: Sequence[Outcome], committed: bool, timing: tuple[int, int]
     ) -> None:
         """On the loop: set seqs, publish what committed (in order), then resolve the futures."""
-        if committed:
+        if committed and any(pending.event is not _BARRIER for pending in batch):
             self.committed_batches += 1
         if self.observer is not None:
             self.observer.batch(len(batch), *timing, committed, batch[0].origin)
@@ -337,6 +353,8 @@ class TaskWriter(OrderedWriter):
         try:
             if conn is None:
                 conn = await self._engine.connect()
+                # The batch opens and ends its transaction itself (BEGIN with its locks, batch.py).
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
             return conn, await conn.run_sync(self._write, batch), True
         except Exception as exc:
             log.exception("store writer: batch of %d failed", len(batch))
