@@ -58,11 +58,13 @@ SEQ_CACHE_SIZE: Final = 10_000
 class Mutation:
     """A change that is not a session event (API keys, audit entries of their own): `apply(conn)` runs
     inside the writer's transaction, in submission order with the events, on behalf of `tenant_id`.
-    It must only touch that tenant's rows; what it returns resolves the submitter's future."""
+    It must only touch that tenant's rows; what it returns resolves the submitter's future.
+    `session_id`: the session whose rows it writes, locked with the events' sessions (Postgres)."""
 
     tenant_id: str
     label: str
     apply: Callable[[Connection], Any]
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +361,8 @@ class BatchApplier:
         commit (before the chain locks). Returns the tenant the transaction is now scoped to (the
         first item's), or None when nothing was locked."""
         events = [event for item in items for event in events_of(item)]
-        sessions = sorted({session_of(event) for event in events})
+        written = {item.session_id for item in items if isinstance(item, Mutation) and item.session_id}
+        sessions = sorted({session_of(event) for event in events} | written)
         if not (self._shared and sessions):
             return None
         tenant_id = items[0].tenant_id
@@ -367,7 +370,8 @@ class BatchApplier:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
         conn.execute(_LOCK_SESSIONS, {"tenant": tenant_id, "sessions": sessions})
         tenants = sorted({event.tenant_id for event in events})
-        conn.execute(_LOCK_TENANT_POSITIONS, {"tenants": tenants})
+        if tenants:  # none when only mutations (part checkpoints) write
+            conn.execute(_LOCK_TENANT_POSITIONS, {"tenants": tenants})
         return tenant_id
 
     def _next_numbers(
