@@ -8,12 +8,15 @@ database itself.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from alembic import command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +26,9 @@ from agentforge.model.part import CompactionPart, TextPart
 from agentforge.store import Store, parse_database_url, queries
 from agentforge.store.engine import postgres_engine, sqlite_engine
 from agentforge.store.history_cache import HistoryCache
+from agentforge.store.migrate import alembic_config, current_revision, run_with_connection
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
+from tests.databases import owner_url_for
 from tests.store.builders import (
     assistant_message,
     message_removed,
@@ -246,3 +251,46 @@ async def test_the_cache_is_bounded_by_sessions_and_rows(store: Store, readers: 
     read = await readers.run(by_rows.read, TENANT, sessions[0].id)
     assert len(by_rows) == 0
     assert _dump(read) == _dump(await readers.run(queries.history_since_compaction, TENANT, sessions[0].id))
+
+
+async def test_rows_from_before_0012_are_read_and_later_writes_merge_in(database_url: str) -> None:
+    owner_url = owner_url_for(database_url)
+    session = new_session()
+    user = user_message(session.id)
+    store = await Store.open(database_url, owner_url=owner_url)
+    try:
+        for event in [session_created(session), message_updated(user), part_updated(text_part(user, "old"))]:
+            await store.write(event)
+    finally:
+        await store.close()
+
+    def downgrade(conn: sa.Connection) -> tuple[str | None, set[str], int]:
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0011_cluster_state")
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("part")}
+        return (
+            current_revision(conn),
+            columns,
+            conn.execute(sa.text("SELECT count(*) FROM part")).scalar_one(),
+        )
+
+    found: list[tuple[str | None, set[str], int]] = []
+    owner = parse_database_url(owner_url or database_url)
+    await asyncio.to_thread(run_with_connection, owner, lambda conn: found.append(downgrade(conn)))
+    revision, columns, parts = found[0]
+    assert revision == "0011_cluster_state" and "revision" not in columns and parts == 1
+
+    store = await Store.open(database_url, owner_url=owner_url)  # back to head: the rows at revision 0
+    try:
+        first = await store.history_since_compaction(TENANT, session.id)
+        kept = first[0].parts[0]
+        assert [m.info.id for m in first] == [user.id] and isinstance(kept, TextPart) and kept.text == "old"
+        reply = assistant_message(session.id, user.id)
+        await store.write(message_updated(reply))
+        await store.write(part_updated(text_part(reply, "new")))
+        after = await store.history_since_compaction(TENANT, session.id)
+        assert _dump(after) == _dump(await store.history(TENANT, session.id))
+        assert [m.info.id for m in after] == [user.id, reply.id]
+    finally:
+        await store.close()
