@@ -23,12 +23,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from agentforge.model.message import Message, WithParts
 from agentforge.model.part import Part
 from agentforge.store.parsed import SharedRows
-from agentforge.store.queries import AnyRow, history_start
+from agentforge.store.queries import AnyRow, newest_boundary, start_at_boundary
 from agentforge.store.schema import message, part, session
 
 MAX_SESSIONS: Final = 256
@@ -74,14 +74,15 @@ class HistoryCache:
         """What `queries.history_since_compaction` returns, reading only rows changed since the
         session's last read. Runs in a reader's transaction (`Readers.run`)."""
         key = (tenant_id, session_id)
-        marks = _marks(conn, tenant_id, session_id)
-        if marks is None:
+        found = _marks(conn, tenant_id, session_id)
+        if found is None:
             self._drop(key)
             return []
+        marks, boundary = found
         known = self._get(key)
         if known is not None and known.marks == marks:
             return list(known.built.values())
-        since = history_start(conn, tenant_id, session_id)
+        since = None if boundary is None else start_at_boundary(conn, tenant_id, boundary)
         base = known if known is not None and _continues(known, marks, since) else _empty(since)
         messages, parts = _changed_rows(conn, tenant_id, session_id, since, base.revision)
         entry = _advance(base, marks, messages, parts, tenant_id, shared or SharedRows())
@@ -120,13 +121,32 @@ class HistoryCache:
             self._rows -= gone.rows
 
 
-_MARKS = select(session.c.time_created, session.c.history_revision, session.c.history_trimmed)
+# Statements built once (bind parameters prefixed `b_`): building one per call cost more than running it.
+# The markers, and the newest compaction boundary in the same round trip.
+_MARKS = select(
+    session.c.time_created,
+    session.c.history_revision,
+    session.c.history_trimmed,
+    newest_boundary(session.c.tenant_id, session.c.id).scalar_subquery(),
+).where(session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant"))
+# Rows from `b_since` on ("": all) stamped after `b_after` (ix_*_tenant_id_session_id_revision).
+_MESSAGES_AFTER = select(message.c.id, message.c.data).where(
+    message.c.tenant_id == bindparam("b_tenant"),
+    message.c.session_id == bindparam("b_session"),
+    message.c.revision > bindparam("b_after"),
+    message.c.id >= bindparam("b_since"),
+)
+_PARTS_AFTER = select(part.c.id, part.c.message_id, part.c.data).where(
+    part.c.tenant_id == bindparam("b_tenant"),
+    part.c.session_id == bindparam("b_session"),
+    part.c.revision > bindparam("b_after"),
+    part.c.message_id >= bindparam("b_since"),
+)
 
 
-def _marks(conn: Connection, tenant_id: str, session_id: str) -> _Marks | None:
-    where = (session.c.id == session_id, session.c.tenant_id == tenant_id)
-    row = conn.execute(_MARKS.where(*where)).one_or_none()
-    return None if row is None else (row[0], row[1], row[2])
+def _marks(conn: Connection, tenant_id: str, session_id: str) -> tuple[_Marks, str | None] | None:
+    row = conn.execute(_MARKS, {"b_session": session_id, "b_tenant": tenant_id}).one_or_none()
+    return None if row is None else ((row[0], row[1], row[2]), row[3])
 
 
 def _continues(known: _Entry, marks: _Marks, since: str | None) -> bool:
@@ -145,16 +165,8 @@ def _changed_rows(
     conn: Connection, tenant_id: str, session_id: str, since: str | None, after: int
 ) -> tuple[list[AnyRow], list[AnyRow]]:
     """The session's message and part rows from `since` on, stamped with a revision above `after`."""
-    messages = select(message.c.id, message.c.data).where(
-        message.c.tenant_id == tenant_id, message.c.session_id == session_id, message.c.revision > after
-    )
-    parts = select(part.c.id, part.c.message_id, part.c.data).where(
-        part.c.tenant_id == tenant_id, part.c.session_id == session_id, part.c.revision > after
-    )
-    if since is not None:
-        messages = messages.where(message.c.id >= since)
-        parts = parts.where(part.c.message_id >= since)
-    return list(conn.execute(messages)), list(conn.execute(parts))
+    params = {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_since": since or ""}
+    return list(conn.execute(_MESSAGES_AFTER, params)), list(conn.execute(_PARTS_AFTER, params))
 
 
 def _advance(
@@ -178,20 +190,44 @@ def _advance(
             group = touched[row.message_id] = dict(base.parts.get(row.message_id, {}))
         group[row.id] = shared.part(tenant_id, row.id, row.data)
     parts = dict(base.parts)
+    rows = base.rows + len(infos) - len(base.infos)
     for message_id, group in touched.items():
+        rows += len(group) - len(parts.get(message_id, ()))
         parts[message_id] = dict(sorted(group.items()))
         changed.add(message_id)
-    # Ids mostly arrive in order, but a client may choose a user message's id: sort when one is new.
-    order: Iterable[str] = base.built if infos.keys() == base.built.keys() else sorted(infos)
-    built = {
-        message_id: (
-            base.built[message_id]
-            if message_id not in changed
-            else WithParts.model_construct(
-                info=infos[message_id], parts=list(parts.get(message_id, {}).values())
-            )
-        )
-        for message_id in order
-    }
-    rows = len(infos) + sum(len(group) for group in parts.values())
+    built = _in_order(base.built, infos, parts, changed)
     return _Entry(marks, base.since, infos, parts, built, rows)
+
+
+def _in_order(
+    known: dict[str, WithParts],
+    infos: dict[str, Message],
+    parts: dict[str, dict[str, Part]],
+    changed: set[str],
+) -> dict[str, WithParts]:
+    """Every message with its parts, in id order, reusing the unchanged ones' objects."""
+
+    def with_parts(message_id: str) -> WithParts:
+        return WithParts.model_construct(
+            info=infos[message_id], parts=list(parts.get(message_id, {}).values())
+        )
+
+    new = sorted(message_id for message_id in changed if message_id in infos and message_id not in known)
+    last = next(reversed(known), None)
+    if last is not None and new and new[0] < last:
+        # A message older than the newest known (a client may choose a user message's id): re-sort.
+        return {
+            message_id: _reuse(known, message_id, changed) or with_parts(message_id)
+            for message_id in sorted(infos)
+        }
+    built = dict(known)
+    for message_id in changed:
+        if message_id in known:
+            built[message_id] = with_parts(message_id)
+    for message_id in new:
+        built[message_id] = with_parts(message_id)
+    return built
+
+
+def _reuse(known: dict[str, WithParts], message_id: str, changed: set[str]) -> WithParts | None:
+    return None if message_id in changed else known.get(message_id)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
 import orjson
-from sqlalchemy import Connection, Row, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, or_, select
 
 from agentforge.model.events import Event
 from agentforge.model.message import Message, WithParts, message_adapter, part_adapter
@@ -227,15 +227,24 @@ def history_since_compaction(
 def history_start(conn: Connection, tenant_id: str, session_id: str) -> str | None:
     """The id of the first message `history_since_compaction` reads: the newest completed compaction
     or the start of the tail it preserved; None when the session never compacted."""
-    boundary = conn.execute(
+    boundary = conn.execute(newest_boundary(tenant_id, session_id)).scalar_one_or_none()
+    return None if boundary is None else start_at_boundary(conn, tenant_id, boundary)
+
+
+def newest_boundary(tenant_id: str | ColumnElement[str], session_id: str | ColumnElement[str]) -> Select[str]:
+    """The session's newest compaction boundary (ix_message_compaction_boundary); the arguments may be
+    columns of an enclosing query, to read it as a scalar subquery."""
+    return (
         select(message.c.compaction_boundary)
         .where(message.c.session_id == session_id, HAS_COMPACTION_BOUNDARY, message.c.tenant_id == tenant_id)
         .order_by(message.c.compaction_boundary.desc())
         .limit(1)
-    ).scalar_one_or_none()
-    if boundary is None:
-        return None
-    since: str = boundary
+    )
+
+
+def start_at_boundary(conn: Connection, tenant_id: str, boundary: str) -> str:
+    """Where history starts given the newest boundary: there, or at the tail its compaction kept."""
+    since = boundary
     for row in conn.execute(
         select(part.c.data).where(part.c.message_id == boundary, part.c.tenant_id == tenant_id)
     ):
