@@ -58,6 +58,8 @@ def _empty(since: str | None) -> _Entry:
 
 
 class HistoryCache:
+    """The last history read of recently read sessions, keyed by (tenant, session)."""
+
     def __init__(self, *, max_sessions: int = MAX_SESSIONS, max_rows: int = MAX_ROWS) -> None:
         self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
         self._rows = 0
