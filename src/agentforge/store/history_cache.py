@@ -131,7 +131,7 @@ _MARKS = select(
     session.c.history_trimmed,
     newest_boundary(session.c.tenant_id, session.c.id).scalar_subquery(),
 ).where(session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant"))
-# Rows from `b_since` on ("": all) stamped after `b_after` (ix_*_tenant_id_session_id_revision).
+# Rows from `b_since` on ("": all) stamped after `b_after` (ix_*_session_id_revision).
 _MESSAGES_AFTER = select(message.c.id, message.c.data).where(
     message.c.tenant_id == bindparam("b_tenant"),
     message.c.session_id == bindparam("b_session"),
@@ -143,6 +143,18 @@ _PARTS_AFTER = select(part.c.id, part.c.message_id, part.c.data).where(
     part.c.session_id == bindparam("b_session"),
     part.c.revision > bindparam("b_after"),
     part.c.message_id >= bindparam("b_since"),
+)
+
+
+# A first read (nothing known yet): by message id from `b_since`, and the parts by message id, as
+# `queries.history_since_compaction` reads; the revision index would walk the whole session.
+_MESSAGES_FROM = select(message.c.id, message.c.data).where(
+    message.c.tenant_id == bindparam("b_tenant"),
+    message.c.session_id == bindparam("b_session"),
+    message.c.id >= bindparam("b_since"),
+)
+_PARTS_OF = select(part.c.id, part.c.message_id, part.c.data).where(
+    part.c.tenant_id == bindparam("b_tenant"), part.c.message_id.in_(bindparam("b_ids", expanding=True))
 )
 
 
@@ -168,7 +180,13 @@ def _changed_rows(
 ) -> tuple[list[AnyRow], list[AnyRow]]:
     """The session's message and part rows from `since` on, stamped with a revision above `after`."""
     params = {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_since": since or ""}
-    return list(conn.execute(_MESSAGES_AFTER, params)), list(conn.execute(_PARTS_AFTER, params))
+    if after >= 0:
+        return list(conn.execute(_MESSAGES_AFTER, params)), list(conn.execute(_PARTS_AFTER, params))
+    messages = list(conn.execute(_MESSAGES_FROM, params))
+    if not messages:
+        return [], []
+    ids = [row.id for row in messages]
+    return messages, list(conn.execute(_PARTS_OF, {"b_tenant": tenant_id, "b_ids": ids}))
 
 
 def _advance(

@@ -75,7 +75,7 @@ message = Table(
     # The session's `history_revision` of the transaction that last wrote the row.
     Column("revision", BigInteger, nullable=False, server_default="0"),
     Index("ix_message_session_id_id", "session_id", "id"),
-    Index("ix_message_tenant_id_session_id_revision", "tenant_id", "session_id", "revision"),
+    Index("ix_message_session_id_revision", "session_id", "revision"),
 )
 
 # An assistant message still being written (or left so by a crash). A literal, not a bound parameter:
@@ -118,7 +118,7 @@ part = Table(
     Column("revision", BigInteger, nullable=False, server_default="0"),  # as `message.revision`
     Index("ix_part_message_id_id", "message_id", "id"),
     Index("ix_part_session_id_id", "session_id", "id"),
-    Index("ix_part_tenant_id_session_id_revision", "tenant_id", "session_id", "revision"),
+    Index("ix_part_session_id_revision", "session_id", "revision"),
 )
 
 # No foreign key to `session`: the log outlives deletions (a client replaying sees the delete).
