@@ -8,7 +8,7 @@ from agentforge.model import events as ev
 from agentforge.model import ids
 from agentforge.model.events import DEFAULT_TENANT, Event
 from agentforge.model.message import AssistantMessage, AssistantPath, AssistantTime, UserMessage, UserTime
-from agentforge.model.part import CacheTokens, ModelRef, StepFinishPart, TextPart, Tokens
+from agentforge.model.part import CacheTokens, ModelRef, Part, StepFinishPart, TextPart, Tokens
 from agentforge.model.session import Session, SessionTime
 
 
@@ -119,7 +119,7 @@ def message_removed(message: UserMessage | AssistantMessage) -> Event:
     return Event(ev.MESSAGE_REMOVED, props, session_id=message.session_id)
 
 
-def part_updated(part: TextPart | StepFinishPart, tenant_id: str = DEFAULT_TENANT) -> Event:
+def part_updated(part: Part, tenant_id: str = DEFAULT_TENANT) -> Event:
     props = {"sessionID": part.session_id, "part": part.wire(), "time": now_ms()}
     return Event(ev.PART_UPDATED, props, session_id=part.session_id, tenant_id=tenant_id)
 

@@ -75,6 +75,7 @@ async def test_open_migrates_to_head_and_head_matches_the_tables(empty_database_
     assert schema["part_indexes"] == {
         "ix_part_message_id_id": ["message_id", "id"],
         "ix_part_session_id_id": ["session_id", "id"],
+        "ix_part_session_id_revision": ["session_id", "revision"],
     }
     assert schema["tenant_columns"] == dict.fromkeys(("session", "message", "part", "event"), False)
 

@@ -59,11 +59,13 @@ SEQ_CACHE_SIZE: Final = 10_000
 class Mutation:
     """A change that is not a session event (API keys, audit entries of their own): `apply(conn)` runs
     inside the writer's transaction, in submission order with the events, on behalf of `tenant_id`.
-    It must only touch that tenant's rows; what it returns resolves the submitter's future."""
+    It must only touch that tenant's rows; what it returns resolves the submitter's future.
+    `session_id`: the session whose rows it writes, locked with the events' sessions (Postgres)."""
 
     tenant_id: str
     label: str
     apply: Callable[[Connection], Any]
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,7 +369,9 @@ class BatchApplier:
         if tenant_id is not None and not tenant_id:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
         events = [event for item in items for event in events_of(item)]
-        sessions = sorted({session_of(event) for event in events}) if self._shared else []
+        # A part checkpoint (a mutation, no event) bumps its session's history revision too.
+        written = {item.session_id for item in items if isinstance(item, Mutation) and item.session_id}
+        sessions = sorted({session_of(event) for event in events} | written) if self._shared else []
         tenants = sorted({event.tenant_id for event in events})
         locks = {"tenant": tenant_id, "sessions": sessions, "tenants": tenants}
         if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
 # The newest migration's revision; tests/store/test_migrations.py checks it against the scripts, so
 # adding a migration without moving it fails there.
-HEAD_REVISION: Final = "0011_cluster_state"
+HEAD_REVISION: Final = "0012_history_revision"
 VERSION_TABLE: Final = "alembic_version"
 
 

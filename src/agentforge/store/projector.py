@@ -58,6 +58,28 @@ class Writes:
         self.strict = False
         self._statement: Executable | None = None
         self._rows: list[dict[str, Any]] = []
+        # (tenant, session) -> the history revision this transaction stamps that session's rows with.
+        self._revisions: dict[tuple[str, str], int] = {}
+
+    def revision(self, tenant_id: str, session_id: str) -> int:
+        """The revision to stamp a message or part of the session with: the session's counter, bumped
+        once per transaction (writes through one `Writes` are one transaction or one savepoint)."""
+        key = (tenant_id, session_id)
+        found = self._revisions.get(key)
+        if found is None:
+            self.flush()
+            found = bump_history(self.conn, tenant_id, session_id)
+            if found is None:
+                raise MissingRowError(f"session {session_id} does not exist")
+            self._revisions[key] = found
+        return found
+
+    def trim(self, tenant_id: str, session_id: str) -> None:
+        """Note a delete of the session's messages or parts, so readers of its history start over."""
+        self.flush()
+        found = bump_history(self.conn, tenant_id, session_id, trim=True)
+        if found is not None:
+            self._revisions[(tenant_id, session_id)] = found
 
     def defer(self, statement: Executable, row: dict[str, Any]) -> None:
         if statement is not self._statement:
@@ -74,6 +96,32 @@ class Writes:
         if self._statement is not None and self._rows:
             self.conn.execute(self._statement, self._rows)
         self._statement, self._rows = None, []
+
+
+_BUMP_HISTORY: Update = (
+    update(session)
+    .where(session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id"))
+    .values(history_revision=session.c.history_revision + 1)
+    .returning(session.c.history_revision)
+)
+_BUMP_AND_TRIM_HISTORY: Update = (
+    update(session)
+    .where(session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id"))
+    .values(
+        history_revision=session.c.history_revision + 1,
+        history_trimmed=session.c.history_revision + 1,
+    )
+    .returning(session.c.history_revision)
+)
+
+
+def bump_history(conn: Connection, tenant_id: str, session_id: str, *, trim: bool = False) -> int | None:
+    """Advance the session's history revision (and with `trim`, mark a delete at it); the new value,
+    or None when the session is not there. The row lock this takes orders concurrent writers (other
+    replicas) so that a revision commits after every lower one of the session."""
+    statement = _BUMP_AND_TRIM_HISTORY if trim else _BUMP_HISTORY
+    found: int | None = conn.execute(statement, {"b_id": session_id, "b_tenant_id": tenant_id}).scalar()
+    return found
 
 
 def apply_event(writes: Writes, event: Event) -> None:
@@ -126,8 +174,8 @@ _STEP_FINISH_DATA_OF_MESSAGE = select(part.c.data).where(
 
 # What an upsert may change on an existing row: a part keeps its first `time_created`.
 _UPSERT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "message": ("time_created", "data", "role", "time_completed", "compaction_boundary"),
-    "part": ("data",),
+    "message": ("time_created", "data", "role", "time_completed", "compaction_boundary", "revision"),
+    "part": ("data", "revision"),
 }
 _upserts: dict[tuple[str, str], Insert] = {}
 
@@ -208,6 +256,7 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
         "role": info["role"],
         "time_completed": message_time_completed(info),
         "compaction_boundary": message_compaction_boundary(info),
+        "revision": writes.revision(tenant_id, info["sessionID"]),
     }
     if info["role"] != "user":
         # Assistant messages get their ids from the server: never taken, so batched like parts.
@@ -251,6 +300,7 @@ def _message_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
     usage = NO_USAGE
     for (data,) in writes.run(_STEP_FINISH_DATA_OF_MESSAGE, key):
         usage = usage + usage_of(orjson.loads(data))
+    writes.trim(tenant_id, props["sessionID"])
     writes.defer(_DELETE_MESSAGE, key)
     _add_to_totals(writes, tenant_id, props["sessionID"], -usage)
 
@@ -268,6 +318,7 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
         "session_id": new["sessionID"],
         "time_created": props.get("time") or 0,
         "data": dumps(new),
+        "revision": writes.revision(tenant_id, new["sessionID"]),
     }
     if writes.strict:
         # A part of a new user message (its id maybe a client's): new too, never an upsert.
@@ -285,18 +336,22 @@ _CHECKPOINT_PART: Update = (
         part.c.tenant_id == bindparam("b_tenant_id"),
         part.c.session_id == bindparam("b_session_id"),
     )
-    .values(data=bindparam("b_data"))
+    .values(data=bindparam("b_data"), revision=bindparam("b_revision"))
 )
 
 
 def checkpoint_part(conn: Connection, tenant_id: str, new: Mapping[str, Any]) -> None:
     """Overwrite a streaming part's row with its content so far. No event: the log keeps the part's
     start and end, the row keeps what a crash would otherwise lose. A part already removed stays so."""
+    revision = bump_history(conn, tenant_id, new["sessionID"])
+    if revision is None:
+        return  # the session is gone, and its parts with it
     params = {
         "b_id": new["id"],
         "b_tenant_id": tenant_id,
         "b_session_id": new["sessionID"],
         "b_data": dumps(new),
+        "b_revision": revision,
     }
     conn.execute(_CHECKPOINT_PART, params)
 
@@ -304,6 +359,7 @@ def checkpoint_part(conn: Connection, tenant_id: str, new: Mapping[str, Any]) ->
 def _part_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
     part_id = props["partID"]
     usage = _stored_part_usage(writes, tenant_id, part_id)
+    writes.trim(tenant_id, props["sessionID"])
     writes.defer(_DELETE_PART, {"b_id": part_id, "b_tenant_id": tenant_id})
     _add_to_totals(writes, tenant_id, props["sessionID"], -usage)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
 import orjson
-from sqlalchemy import Connection, Row, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, or_, select
 
 from agentforge.model.events import Event
 from agentforge.model.message import Message, WithParts, message_adapter, part_adapter
@@ -208,21 +208,9 @@ def history_since_compaction(
     summary is newer than its compaction message. Every read is indexed and touches only rows from
     the boundary on, so the cost does not grow with what lies before it.
     """
-    boundary = conn.execute(
-        select(message.c.compaction_boundary)
-        .where(message.c.session_id == session_id, HAS_COMPACTION_BOUNDARY, message.c.tenant_id == tenant_id)
-        .order_by(message.c.compaction_boundary.desc())
-        .limit(1)
-    ).scalar_one_or_none()
-    if boundary is None:
+    since = history_start(conn, tenant_id, session_id)
+    if since is None:
         return history(conn, tenant_id, session_id, shared=shared)
-    since = boundary
-    for row in conn.execute(
-        select(part.c.data).where(part.c.message_id == boundary, part.c.tenant_id == tenant_id)
-    ):
-        found = _parse_part(row.data)
-        if isinstance(found, CompactionPart) and found.tail_start_id:
-            since = min(since, found.tail_start_id)
     rows = list(
         conn.execute(
             select(message.c.id, message.c.data)
@@ -234,6 +222,36 @@ def history_since_compaction(
     )
     # Parts by message id (ix_part_message_id_id), not by a part-id range over the whole session.
     return _attach_parts(conn, tenant_id, rows, shared)
+
+
+def history_start(conn: Connection, tenant_id: str, session_id: str) -> str | None:
+    """The id of the first message `history_since_compaction` reads: the newest completed compaction
+    or the start of the tail it preserved; None when the session never compacted."""
+    boundary = conn.execute(newest_boundary(tenant_id, session_id)).scalar_one_or_none()
+    return None if boundary is None else start_at_boundary(conn, tenant_id, boundary)
+
+
+def newest_boundary(tenant_id: str | ColumnElement[str], session_id: str | ColumnElement[str]) -> Select[str]:
+    """The session's newest compaction boundary (ix_message_compaction_boundary); the arguments may be
+    columns of an enclosing query, to read it as a scalar subquery."""
+    return (
+        select(message.c.compaction_boundary)
+        .where(message.c.session_id == session_id, HAS_COMPACTION_BOUNDARY, message.c.tenant_id == tenant_id)
+        .order_by(message.c.compaction_boundary.desc())
+        .limit(1)
+    )
+
+
+def start_at_boundary(conn: Connection, tenant_id: str, boundary: str) -> str:
+    """Where history starts given the newest boundary: there, or at the tail its compaction kept."""
+    since = boundary
+    for row in conn.execute(
+        select(part.c.data).where(part.c.message_id == boundary, part.c.tenant_id == tenant_id)
+    ):
+        found = _parse_part(row.data)
+        if isinstance(found, CompactionPart) and found.tail_start_id:
+            since = min(since, found.tail_start_id)
+    return since
 
 
 def get_part(conn: Connection, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:

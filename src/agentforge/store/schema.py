@@ -1,7 +1,7 @@
 """The tables (KERNEL 3): sessions, messages and parts as JSON rows, and the durable event log.
 
 JSON columns are TEXT encoded with orjson: identical on SQLite and Postgres, and cheap to write.
-Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0011_cluster_state`)
+Every table carries `tenant_id` from day one. The migrations (`0001_initial` to `0012_history_revision`)
 create exactly this; a test checks that the two never drift apart.
 """
 
@@ -43,6 +43,10 @@ session = Table(
     Column("tokens_cache_read", BigInteger, nullable=False, default=0),
     Column("tokens_cache_write", BigInteger, nullable=False, default=0),
     Column("data", Text, nullable=False),
+    # The change marker of the session's messages and parts (0012): bumped once by every transaction
+    # that writes some, which stamps them with it; `history_trimmed` is the revision of the last delete.
+    Column("history_revision", BigInteger, nullable=False, server_default="0"),
+    Column("history_trimmed", BigInteger, nullable=False, server_default="0"),
     Index("ix_session_parent_id", "parent_id"),
     Index("ix_session_tenant_id_time_updated", "tenant_id", "time_updated"),
 )
@@ -68,7 +72,10 @@ message = Table(
     # On a finished summary assistant message without error: the id of the compaction user message
     # it answers (KERNEL 6.4). The loop reads history only from the session's newest one on.
     Column("compaction_boundary", Text, nullable=True),
+    # The session's `history_revision` of the transaction that last wrote the row.
+    Column("revision", BigInteger, nullable=False, server_default="0"),
     Index("ix_message_session_id_id", "session_id", "id"),
+    Index("ix_message_session_id_revision", "session_id", "revision"),
 )
 
 # An assistant message still being written (or left so by a crash). A literal, not a bound parameter:
@@ -113,8 +120,10 @@ part = Table(
     Column("session_id", Text, nullable=False),
     Column("time_created", BigInteger, nullable=False),
     Column("data", Text, nullable=False),
+    Column("revision", BigInteger, nullable=False, server_default="0"),  # as `message.revision`
     Index("ix_part_message_id_id", "message_id", "id"),
     Index("ix_part_session_id_id", "session_id", "id"),
+    Index("ix_part_session_id_revision", "session_id", "revision"),
 )
 
 # No foreign key to `session`: the log outlives deletions (a client replaying sees the delete).

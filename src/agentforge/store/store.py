@@ -36,6 +36,7 @@ from agentforge.store.engine import (
     postgres_engine,
     sqlite_engine,
 )
+from agentforge.store.history_cache import HistoryCache
 from agentforge.store.migrate import MigrationError, current_revision, upgrade_to_head
 from agentforge.store.ownership import SERVER_LOCK_SUFFIX, AdvisoryOwnership, FileOwnership, Ownership
 from agentforge.store.parsed import SharedRows
@@ -164,6 +165,7 @@ class Store:
         self._sqlite_path = sqlite_path or Path()
         self._closed = False
         self._shared = SharedRows()  # parsed history rows, reused by the next read (store/parsed.py)
+        self._history = HistoryCache()  # each session's last loop read (store/history_cache.py)
 
     @classmethod
     async def open(
@@ -375,7 +377,10 @@ class Store:
         transaction, without waiting: see `projector.checkpoint_part`."""
         snapshot = dict(part)
         mutation = Mutation(
-            tenant_id, "part.checkpoint", lambda conn: checkpoint_part(conn, tenant_id, snapshot)
+            tenant_id,
+            "part.checkpoint",
+            lambda conn: checkpoint_part(conn, tenant_id, snapshot),
+            session_id=snapshot["sessionID"],
         )
         return self._writer.submit_mutation(mutation)
 
@@ -525,9 +530,9 @@ class Store:
         """The session's messages from its newest completed compaction on (with the preserved tail),
         oldest first: what the loop reads per turn, whatever the session's total length.
 
-        The messages and parts are shared with the next reads (only rows that changed are parsed
-        again): read-only, change a copy (`model_copy`)."""
-        return await self._readers.run(queries.history_since_compaction, tenant_id, session_id, self._shared)
+        Reads only the rows written since the session's last read (store/history_cache.py). The
+        messages and parts are shared with the next reads: read-only, change a copy (`model_copy`)."""
+        return await self._readers.run(self._history.read, tenant_id, session_id, self._shared)
 
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest

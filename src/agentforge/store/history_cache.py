@@ -1,0 +1,253 @@
+"""The history a loop step reads, kept per session and brought up to date by reading what changed.
+
+`history_since_compaction` used to fetch every message and part row from the compaction boundary on
+at each step, so its cost grew with the session. Every transaction that writes a session's messages
+or parts bumps `session.history_revision` and stamps the rows with it; a delete also sets
+`history_trimmed` (projector.py). `HistoryCache.read` reads those markers first, then only the rows
+stamped after the revision its entry is current to (indexed), and merges them into that entry. It
+reads everything from the boundary on again when the entry cannot be brought up to date: rows were
+deleted (`history_trimmed` moved), the boundary moved, or the session is another one under the same id.
+
+The markers are read from the database on every call, inside the read's transaction, so writes of
+any process (replicas) are seen once they commit: an entry is only ever a starting point, never the
+answer on its own word. Entries are replaced, never changed, so the reader threads share them with a
+lock only around the lookup; bounded by sessions and rows, the least recently used go first. The
+messages and parts handed out are shared with later reads: read-only (as `parsed.py`'s).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import Connection, bindparam, select
+
+from agentforge.model.message import Message, WithParts
+from agentforge.model.part import Part
+from agentforge.store.parsed import SharedRows
+from agentforge.store.queries import AnyRow, newest_boundary, start_at_boundary
+from agentforge.store.schema import message, part, session
+
+MAX_SESSIONS: Final = 256
+MAX_ROWS: Final = 20_000
+
+_Key = tuple[str, str]  # (tenant, session)
+# (session.time_created, history_revision, history_trimmed): equal markers, equal history.
+_Marks = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    marks: _Marks
+    since: str | None  # the first message id read (history_start); None: the whole session
+    infos: dict[str, Message]
+    parts: dict[str, dict[str, Part]]  # message id -> part id -> part, in part id order
+    built: dict[str, WithParts]  # message id -> the message with its parts, in message id order
+    rows: int
+
+    @property
+    def revision(self) -> int:
+        return self.marks[1]
+
+
+def _empty(since: str | None) -> _Entry:
+    return _Entry((0, -1, 0), since, {}, {}, {}, 0)
+
+
+class HistoryCache:
+    """The last history read of recently read sessions, keyed by (tenant, session)."""
+
+    def __init__(self, *, max_sessions: int = MAX_SESSIONS, max_rows: int = MAX_ROWS) -> None:
+        self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
+        self._rows = 0
+        self._max_sessions = max_sessions
+        self._max_rows = max_rows
+        self._lock = threading.Lock()  # the store's reader threads share one instance
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def read(
+        self, conn: Connection, tenant_id: str, session_id: str, shared: SharedRows | None = None
+    ) -> list[WithParts]:
+        """What `queries.history_since_compaction` returns, reading only rows changed since the
+        session's last read. Runs in a reader's transaction (`Readers.run`)."""
+        key = (tenant_id, session_id)
+        found = _marks(conn, tenant_id, session_id)
+        if found is None:
+            self._drop(key)
+            return []
+        marks, boundary = found
+        known = self._get(key)
+        if known is not None and known.marks == marks:
+            return list(known.built.values())
+        since = None if boundary is None else start_at_boundary(conn, tenant_id, boundary)
+        base = known if known is not None and _continues(known, marks, since) else _empty(since)
+        messages, parts = _changed_rows(conn, tenant_id, session_id, since, base.revision)
+        entry = _advance(base, marks, messages, parts, tenant_id, shared or SharedRows())
+        self._put(key, entry)
+        return list(entry.built.values())
+
+    def _get(self, key: _Key) -> _Entry | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def _put(self, key: _Key, entry: _Entry) -> None:
+        with self._lock:
+            held = self._entries.get(key)
+            # A concurrent read may have stored a newer entry of the same session: keep that one.
+            if held is not None and held.marks[0] == entry.marks[0] and held.revision > entry.revision:
+                return
+            self._forget(key)
+            if entry.rows > self._max_rows:
+                return
+            self._entries[key] = entry
+            self._rows += entry.rows
+            while len(self._entries) > self._max_sessions or self._rows > self._max_rows:
+                _, oldest = self._entries.popitem(last=False)
+                self._rows -= oldest.rows
+
+    def _drop(self, key: _Key) -> None:
+        with self._lock:
+            self._forget(key)
+
+    def _forget(self, key: _Key) -> None:
+        gone = self._entries.pop(key, None)
+        if gone is not None:
+            self._rows -= gone.rows
+
+
+# Statements built once (bind parameters prefixed `b_`): building one per call cost more than running it.
+# The markers, and the newest compaction boundary in the same round trip.
+_MARKS = select(
+    session.c.time_created,
+    session.c.history_revision,
+    session.c.history_trimmed,
+    newest_boundary(session.c.tenant_id, session.c.id).scalar_subquery(),
+).where(session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant"))
+# Rows from `b_since` on ("": all) stamped after `b_after` (ix_*_session_id_revision).
+_MESSAGES_AFTER = select(message.c.id, message.c.data).where(
+    message.c.tenant_id == bindparam("b_tenant"),
+    message.c.session_id == bindparam("b_session"),
+    message.c.revision > bindparam("b_after"),
+    message.c.id >= bindparam("b_since"),
+)
+_PARTS_AFTER = select(part.c.id, part.c.message_id, part.c.data).where(
+    part.c.tenant_id == bindparam("b_tenant"),
+    part.c.session_id == bindparam("b_session"),
+    part.c.revision > bindparam("b_after"),
+    part.c.message_id >= bindparam("b_since"),
+)
+
+
+# A first read (nothing known yet): by message id from `b_since`, and the parts by message id, as
+# `queries.history_since_compaction` reads; the revision index would walk the whole session.
+_MESSAGES_FROM = select(message.c.id, message.c.data).where(
+    message.c.tenant_id == bindparam("b_tenant"),
+    message.c.session_id == bindparam("b_session"),
+    message.c.id >= bindparam("b_since"),
+)
+_PARTS_OF = select(part.c.id, part.c.message_id, part.c.data).where(
+    part.c.tenant_id == bindparam("b_tenant"), part.c.message_id.in_(bindparam("b_ids", expanding=True))
+)
+
+
+def _marks(conn: Connection, tenant_id: str, session_id: str) -> tuple[_Marks, str | None] | None:
+    row = conn.execute(_MARKS, {"b_session": session_id, "b_tenant": tenant_id}).one_or_none()
+    return None if row is None else ((row[0], row[1], row[2]), row[3])
+
+
+def _continues(known: _Entry, marks: _Marks, since: str | None) -> bool:
+    """Whether rows newer than `known` are all that changed: same session, nothing deleted, the same
+    boundary, and not older than the database (a rolled-back bump may reuse a revision)."""
+    created, revision, trimmed = marks
+    return (
+        known.marks[0] == created
+        and known.marks[2] == trimmed
+        and known.since == since
+        and known.revision <= revision
+    )
+
+
+def _changed_rows(
+    conn: Connection, tenant_id: str, session_id: str, since: str | None, after: int
+) -> tuple[list[AnyRow], list[AnyRow]]:
+    """The session's message and part rows from `since` on, stamped with a revision above `after`."""
+    params = {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_since": since or ""}
+    if after >= 0:
+        return list(conn.execute(_MESSAGES_AFTER, params)), list(conn.execute(_PARTS_AFTER, params))
+    messages = list(conn.execute(_MESSAGES_FROM, params))
+    if not messages:
+        return [], []
+    ids = [row.id for row in messages]
+    return messages, list(conn.execute(_PARTS_OF, {"b_tenant": tenant_id, "b_ids": ids}))
+
+
+def _advance(
+    base: _Entry,
+    marks: _Marks,
+    message_rows: Iterable[AnyRow],
+    part_rows: Iterable[AnyRow],
+    tenant_id: str,
+    shared: SharedRows,
+) -> _Entry:
+    """A new entry: `base` with the changed rows merged in (`base` itself is left as it was)."""
+    infos = dict(base.infos)
+    changed: set[str] = set()
+    for row in message_rows:
+        infos[row.id] = shared.message(tenant_id, row.id, row.data)
+        changed.add(row.id)
+    touched: dict[str, dict[str, Part]] = {}
+    for row in part_rows:
+        group = touched.get(row.message_id)
+        if group is None:
+            group = touched[row.message_id] = dict(base.parts.get(row.message_id, {}))
+        group[row.id] = shared.part(tenant_id, row.id, row.data)
+    parts = dict(base.parts)
+    rows = base.rows + len(infos) - len(base.infos)
+    for message_id, group in touched.items():
+        rows += len(group) - len(parts.get(message_id, ()))
+        parts[message_id] = dict(sorted(group.items()))
+        changed.add(message_id)
+    built = _in_order(base.built, infos, parts, changed)
+    return _Entry(marks, base.since, infos, parts, built, rows)
+
+
+def _in_order(
+    known: dict[str, WithParts],
+    infos: dict[str, Message],
+    parts: dict[str, dict[str, Part]],
+    changed: set[str],
+) -> dict[str, WithParts]:
+    """Every message with its parts, in id order, reusing the unchanged ones' objects."""
+
+    def with_parts(message_id: str) -> WithParts:
+        return WithParts.model_construct(
+            info=infos[message_id], parts=list(parts.get(message_id, {}).values())
+        )
+
+    new = sorted(message_id for message_id in changed if message_id in infos and message_id not in known)
+    last = next(reversed(known), None)
+    if last is not None and new and new[0] < last:
+        # A message older than the newest known (a client may choose a user message's id): re-sort.
+        return {
+            message_id: _reuse(known, message_id, changed) or with_parts(message_id)
+            for message_id in sorted(infos)
+        }
+    built = dict(known)
+    for message_id in changed:
+        if message_id in known:
+            built[message_id] = with_parts(message_id)
+    for message_id in new:
+        built[message_id] = with_parts(message_id)
+    return built
+
+
+def _reuse(known: dict[str, WithParts], message_id: str, changed: set[str]) -> WithParts | None:
+    return None if message_id in changed else known.get(message_id)
