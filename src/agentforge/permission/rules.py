@@ -167,15 +167,28 @@ def permission_key(tool_name: str) -> str:
 def disabled_tools(tool_names: Iterable[str], *sources: RuleSource) -> set[str]:
     """Tools to hide from the model: some layer's last rule for the tool's permission key is a deny
     on "*" (KERNEL 5.6). A deny on specific patterns leaves the tool visible; calls get refused."""
+    # Asked every model call with the same tools and rules: keyed by the rules' values (the rule
+    # models are mutable, so never by identity).
     layers = merge(*sources).layers
-    return {
+    frozen = tuple(tuple((rule.permission, rule.pattern, rule.action) for rule in layer) for layer in layers)
+    return set(_disabled(tuple(tool_names), frozen))
+
+
+_FrozenLayer: TypeAlias = tuple[tuple[str, str, str], ...]
+
+
+@functools.lru_cache(maxsize=512)
+def _disabled(tool_names: tuple[str, ...], layers: tuple[_FrozenLayer, ...]) -> frozenset[str]:
+    return frozenset(
         name for name in tool_names if any(_denies_whole(layer, permission_key(name)) for layer in layers)
-    }
+    )
 
 
-def _denies_whole(layer: tuple[Rule, ...], key: str) -> bool:
-    found = _last_match(layer, lambda rule: wildcard_match(rule.permission, key))
-    return found is not None and found.pattern == "*" and found.action == "deny"
+def _denies_whole(layer: _FrozenLayer, key: str) -> bool:
+    for permission, pattern, action in reversed(layer):
+        if wildcard_match(permission, key):
+            return pattern == "*" and action == "deny"
+    return False
 
 
 def _matches(rule: Rule, permission: str, pattern: str) -> bool:
