@@ -157,6 +157,11 @@ async def _asked(live: LiveServer, session_id: str, text: str) -> dict[str, Any]
     return live.fake.requests[-1]
 
 
+def _description(body: dict[str, Any], tool: str) -> str:
+    (description,) = [t["function"]["description"] for t in body["tools"] if t["function"]["name"] == tool]
+    return str(description)
+
+
 def _system(body: dict[str, Any]) -> list[Any]:
     return [m for m in body["messages"] if m["role"] == "system"]
 
@@ -173,12 +178,22 @@ async def test_what_is_reused_across_turns_follows_rule_and_instruction_changes(
     names = [tool["function"]["name"] for tool in first["tools"]]
     assert "bash" in names
 
-    deny = [{"permission": "bash", "pattern": "*", "action": "deny"}]
+    assert "- explore: " in _description(first, "task")
+
+    deny = [
+        {"permission": "bash", "pattern": "*", "action": "deny"},
+        {"permission": "task", "pattern": "explore", "action": "deny"},
+    ]
     assert (await live.client.patch(f"/session/{sid}", json={"permission": deny})).status_code == 200
     denied = await _asked(live, sid, "three")
     assert [tool["function"]["name"] for tool in denied["tools"]] == [n for n in names if n != "bash"]
+    assert "- explore: " not in _description(denied, "task")
+    assert "- general: " in _description(denied, "task")
 
-    allow = [{"permission": "bash", "pattern": "*", "action": "allow"}]  # appended after the deny
+    allow = [  # appended after the denies
+        {"permission": "bash", "pattern": "*", "action": "allow"},
+        {"permission": "task", "pattern": "explore", "action": "allow"},
+    ]
     assert (await live.client.patch(f"/session/{sid}", json={"permission": allow})).status_code == 200
     (live.workspace / "AGENTS.md").write_text("Answer in German.\n")
     allowed = await _asked(live, sid, "four")
