@@ -147,3 +147,56 @@ async def test_resume_with_last_event_id_replays_what_was_missed(live: LiveServe
     await resumed.wait_for(lambda f: f.id is not None and int(f.id) == replayed[-1])
     await resumed.stop()
     assert [int(f.id) for f in resumed.frames if f.id is not None] == replayed[3:]
+
+
+async def _asked(live: LiveServer, session_id: str, text: str) -> dict[str, Any]:
+    """The body the model was posted for one prompt answered in one step."""
+    live.fake.enqueue(Script().text("ok").finish("stop"))
+    response = await live.prompt(session_id, text)
+    assert response.status_code == 200, response.text
+    return live.fake.requests[-1]
+
+
+def _description(body: dict[str, Any], tool: str) -> str:
+    (description,) = [t["function"]["description"] for t in body["tools"] if t["function"]["name"] == tool]
+    return str(description)
+
+
+def _system(body: dict[str, Any]) -> list[Any]:
+    return [m for m in body["messages"] if m["role"] == "system"]
+
+
+async def test_what_is_reused_across_turns_follows_rule_and_instruction_changes(live: LiveServer) -> None:
+    (live.workspace / "AGENTS.md").write_text("Answer in French.\n")
+    session = await live.create_session()
+    sid = session["id"]
+    first = await _asked(live, sid, "one")
+    second = await _asked(live, sid, "two")
+    # Nothing changed: the same tools and system prompt, and the earlier messages as they were.
+    assert second["tools"] == first["tools"] and _system(second) == _system(first)
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    names = [tool["function"]["name"] for tool in first["tools"]]
+    assert "bash" in names
+
+    assert "- explore: " in _description(first, "task")
+
+    deny = [
+        {"permission": "bash", "pattern": "*", "action": "deny"},
+        {"permission": "task", "pattern": "explore", "action": "deny"},
+    ]
+    assert (await live.client.patch(f"/session/{sid}", json={"permission": deny})).status_code == 200
+    denied = await _asked(live, sid, "three")
+    assert [tool["function"]["name"] for tool in denied["tools"]] == [n for n in names if n != "bash"]
+    assert "- explore: " not in _description(denied, "task")
+    assert "- general: " in _description(denied, "task")
+
+    allow = [  # appended after the denies
+        {"permission": "bash", "pattern": "*", "action": "allow"},
+        {"permission": "task", "pattern": "explore", "action": "allow"},
+    ]
+    assert (await live.client.patch(f"/session/{sid}", json={"permission": allow})).status_code == 200
+    (live.workspace / "AGENTS.md").write_text("Answer in German.\n")
+    allowed = await _asked(live, sid, "four")
+    assert allowed["tools"] == first["tools"]  # as before the deny, although the rules differ
+    system = "\n".join(str(m["content"]) for m in _system(allowed))
+    assert "Answer in German." in system and "Answer in French." not in system

@@ -180,6 +180,18 @@ def test_a_later_specific_rule_keeps_the_tool_visible_within_a_layer() -> None:
     assert disabled_tools(["bash"], rules) == set()
 
 
+def test_disabled_tools_follow_a_rule_changed_in_place() -> None:
+    # The answer is reused between model calls: it must be keyed by the rules' values, not by the
+    # rule objects, which are mutable.
+    rules = from_config({"bash": "deny"})
+    assert disabled_tools(["bash", "read"], rules) == {"bash"}
+    rules[0].action = "allow"
+    assert disabled_tools(["bash", "read"], rules) == set()
+    rules[0].action = "deny"
+    assert disabled_tools(["bash", "read"], rules) == {"bash"}
+    assert disabled_tools(["read"], rules) == set()
+
+
 def test_a_disabled_tool_stays_disabled_whatever_later_layers_say() -> None:
     merged = merge(from_config({"bash": "deny"}), from_tools_map({"bash": True}))
     assert disabled_tools(["bash"], merged) == {"bash"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import secrets
 import ssl
@@ -152,7 +153,7 @@ async def _post_direct(
     http = client._client  # the SDK's pooled httpx2 client
     sent = http.build_request(
         "POST",
-        client.base_url.join("chat/completions"),
+        _chat_url(client.base_url),
         content=orjson.dumps(payload),
         headers=headers,
         timeout=model.timeout if model.timeout is not None else client.timeout,
@@ -170,6 +171,12 @@ async def _post_direct(
         yield response
     finally:
         await response.aclose()
+
+
+@functools.lru_cache(maxsize=64)
+def _chat_url(base_url: httpx2.URL) -> httpx2.URL:
+    # Joining parses the URL again (~45 us a call); a client's base URL is the same every call.
+    return base_url.join("chat/completions")
 
 
 def _direct_headers(client: AsyncOpenAI, model: ResolvedModel) -> dict[str, str]:

@@ -167,15 +167,45 @@ def permission_key(tool_name: str) -> str:
 def disabled_tools(tool_names: Iterable[str], *sources: RuleSource) -> set[str]:
     """Tools to hide from the model: some layer's last rule for the tool's permission key is a deny
     on "*" (KERNEL 5.6). A deny on specific patterns leaves the tool visible; calls get refused."""
+    # Asked every model call with the same tools and rules: the answer is reused.
+    return set(_disabled(tuple(tool_names), frozen(*sources)))
+
+
+_FrozenLayer: TypeAlias = tuple[tuple[str, str, str], ...]
+# Rules as plain values, to key what is computed from them (the rule models are mutable, so a key
+# never holds them or their identity).
+FrozenRules: TypeAlias = tuple[_FrozenLayer, ...]
+
+
+def frozen(*sources: RuleSource) -> FrozenRules:
     layers = merge(*sources).layers
-    return {
+    return tuple(tuple((rule.permission, rule.pattern, rule.action) for rule in layer) for layer in layers)
+
+
+def thawed(rules: FrozenRules) -> Ruleset:
+    return Ruleset(
+        tuple(
+            tuple(
+                Rule(permission=permission, pattern=pattern, action=action)
+                for permission, pattern, action in layer
+            )
+            for layer in rules
+        )
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _disabled(tool_names: tuple[str, ...], layers: FrozenRules) -> frozenset[str]:
+    return frozenset(
         name for name in tool_names if any(_denies_whole(layer, permission_key(name)) for layer in layers)
-    }
+    )
 
 
-def _denies_whole(layer: tuple[Rule, ...], key: str) -> bool:
-    found = _last_match(layer, lambda rule: wildcard_match(rule.permission, key))
-    return found is not None and found.pattern == "*" and found.action == "deny"
+def _denies_whole(layer: _FrozenLayer, key: str) -> bool:
+    for permission, pattern, action in reversed(layer):
+        if wildcard_match(permission, key):
+            return pattern == "*" and action == "deny"
+    return False
 
 
 def _matches(rule: Rule, permission: str, pattern: str) -> bool:

@@ -10,6 +10,7 @@ the model is asked.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from agentforge.model.message import (
 from agentforge.model.part import ModelRef, SubtaskPart, TextPart
 from agentforge.model.session import PermissionRule, Session
 from agentforge.permission.gate import TurnPermissions
-from agentforge.permission.rules import Ruleset, evaluate, merge
+from agentforge.permission.rules import FrozenRules, Ruleset, evaluate, frozen, merge, thawed
 from agentforge.plugins.calls import run_tool_with_hooks
 from agentforge.session.access import RequestAccess
 from agentforge.session.channels.references import prompt_parts
@@ -72,7 +73,22 @@ def describe_task_tool(tools: dict[str, Tool[Any]], agents: AgentRegistry, calle
     """Replace the turn's `task` tool by one whose description lists the caller's subagents."""
     task = tools.get(TASK_TOOL)
     if isinstance(task, TaskTool):
-        tools[TASK_TOOL] = task.with_agents(usable_subagents(agents, caller_rules))
+        candidates = tuple(
+            (agent.name, agent.description)
+            for agent in agents.list()
+            if agent.mode != "primary" and not agent.hidden
+        )
+        tools[TASK_TOOL] = _task_tool(task, candidates, frozen(caller_rules))
+
+
+@functools.lru_cache(maxsize=256)
+def _task_tool(
+    task: TaskTool, candidates: tuple[tuple[str, str], ...], caller_rules: FrozenRules
+) -> TaskTool:
+    """The same every model call of a session: built once per registry tool, subagents and rules."""
+    rules = thawed(caller_rules)
+    usable = [(name, text) for name, text in candidates if evaluate(TASK_TOOL, name, rules).action != "deny"]
+    return task.with_agents(usable)
 
 
 def _last_text(reply: WithParts) -> str:
