@@ -6,8 +6,7 @@
 - Events cross replicas: every event published here is announced on the channel, durable ones by
   position (tenant, session, first..last seq: the others read them from the event log), broadcast
   ones (deltas, status) inline, batched into as few notifications as fit. A replica hands what it
-  hears to its own SSE subscribers, in the order it was announced. A replica alone announces
-  nothing; one that starts greets the others first (runtime/audience.py).
+  hears to its own SSE subscribers, in the order it was announced.
 - Failover: every `interval` seconds each replica looks for open turns whose lease nobody holds (the
   replica running them died) and closes them like start-up recovery, expiring their pending
   permission requests; then runs the accepted `prompt_async` requests that nobody runs (their
@@ -46,7 +45,6 @@ from agentforge.model.events import (
 from agentforge.model.permission import PermissionReply
 from agentforge.model.session import StatusIdle
 from agentforge.permission.service import PermissionService, UnknownPermissionRequestError
-from agentforge.runtime.audience import Audience
 from agentforge.runtime.inbox import ANSWERED, ASKED, NOTED, URGENT, Inbox
 from agentforge.runtime.recovery import RECOVERY_BATCH, close_turn
 from agentforge.session.channels.questions import QuestionService
@@ -80,9 +78,6 @@ FORWARD_TIMEOUT: Final = 10.0
 QUESTION_FORWARD_TIMEOUT: Final = 3.0
 # How long `GET /question` waits for the other live replicas to list theirs.
 QUESTION_LIST_TIMEOUT: Final = 3.0
-# How long a starting replica waits for the live ones to answer its greeting (a replica that died
-# meanwhile never does).
-GREETING_TIMEOUT: Final = 3.0
 # Notifications heard and not yet handled; beyond this the oldest events are dropped (at ~6 KB each).
 INBOX_LIMIT: Final = 2000
 # Events published here and not yet announced (the notify connection is slow or stuck); beyond
@@ -129,8 +124,6 @@ class Cluster:
         self._questions: QuestionService | None = None
         self._answered: dict[str, _Forwarded] = {}  # forwarded question replies, by ticket
         self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
-        self._greeting: dict[str, _Listing] = {}  # this replica's hello, answered by the others
-        self._audience = Audience()
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
@@ -153,47 +146,13 @@ class Cluster:
         if self._link is None:
             raise RuntimeError("replicas need Postgres")
         self._link.on_leases_lost = self._leases_lost
-        self._link.on_gap = self._gap
+        self._link.on_gap = self._bus.missed
         await self._link.join(self.replica)
         self._bus.listen(self._announce)
         self._runners.leases = self
         self._runners.before_release = self._store.barrier
         self._spawn(self._send_loop(), "cluster-send")
         self._spawn(self._receive_loop(), "cluster-receive")
-        await self._greet()
-
-    @property
-    def announcing(self) -> bool:
-        """Whether this replica announces its events (another replica may be listening)."""
-        return self._audience.others
-
-    async def _greet(self) -> None:
-        """Say hello and wait until every other live replica has answered (it announces from then on)."""
-        token = self._audience.counting()
-        others = await self.link.replica_count() - 1
-        ticket = uuid.uuid4().hex
-        answers = self._greeting[ticket] = _Listing(others)
-        try:
-            await self.link.notify([_dumps({"r": self.replica, "k": "hello", "q": ticket})])
-            self._audience.counted(token, others + 1)
-            if others > 0:
-                try:
-                    await asyncio.wait_for(answers.done.wait(), GREETING_TIMEOUT)
-                except TimeoutError:
-                    log.warning("cluster: %d replica(s) did not answer this one's greeting", answers.expected)
-        finally:
-            self._greeting.pop(ticket, None)
-
-    async def _recount(self) -> None:
-        """Stop announcing once no other replica is alive (and none greeted meanwhile)."""
-        if self._audience.others:
-            token = self._audience.counting()
-            self._audience.counted(token, await self.link.replica_count())
-
-    def _gap(self) -> None:
-        """The channel was not listened to for a while: a greeting may have been missed."""
-        self._audience.greeted()
-        self._bus.missed()
 
     def start_failover(self, services: SessionServices) -> None:
         self._permissions = services.permissions
@@ -223,8 +182,7 @@ class Cluster:
 
     async def release(self, session_id: str) -> None:
         await self.link.release(session_id)
-        if self._audience.others:  # alone: nobody waits for it
-            await self._tell("ended", session_id)
+        await self._tell("ended", session_id)
 
     async def held_elsewhere(self, session_id: str) -> bool:
         # The lease is re-entrant on this replica's connection: free or ours both read as free.
@@ -376,8 +334,8 @@ class Cluster:
 
     def _announce(self, event: Event) -> None:
         """Bus listener: every event published on this replica (remote ones are not re-published)."""
-        if event.type in _LOCAL_ONLY or not self._audience.others:
-            return  # alone: nobody to tell, and no counter is used (a later replica sees no gap)
+        if event.type in _LOCAL_ONLY:
+            return
         if len(self._outbox) >= self.outbox_limit:
             self._outbox.popleft()
             self._unsent()
@@ -455,28 +413,9 @@ class Cluster:
             return
         if not isinstance(message, dict) or message.get("r") == self.replica:
             return
-        if message.get("k") in ("hello", "hello-ack"):
-            self._greeted(message)  # here, not through the inbox: announce before anything else
-            return
         dropped = self._inbox.put(message, _tenants(message), _RANKS.get(str(message.get("k")), NOTED))
         if dropped is not None:
             self._dropped(dropped)
-
-    def _greeted(self, message: dict[str, Any]) -> None:
-        ticket = message.get("q")
-        if message["k"] == "hello":
-            self._audience.greeted()  # before answering: the newcomer serves once answered
-            self._spawn(self._answer_greeting(ticket), "cluster-hello")
-            return
-        answers = self._greeting.get(ticket) if isinstance(ticket, str) else None
-        if answers is not None:
-            answers.add([])
-
-    async def _answer_greeting(self, ticket: Any) -> None:
-        try:
-            await self.link.notify([_dumps({"r": self.replica, "k": "hello-ack", "q": ticket})])
-        except Exception:
-            log.exception("cluster: could not answer a replica's greeting")
 
     def _dropped(self, message: dict[str, Any]) -> None:
         """This replica falls behind the others and dropped `message` (the inbox chose it): cut off the
@@ -597,7 +536,6 @@ class Cluster:
         while True:
             await asyncio.sleep(self._interval)
             try:
-                await self._recount()
                 await self.recover_orphans(services)
                 await self.resume_queued(services)
                 if loop.time() - swept >= self.sweep_interval:
