@@ -7,13 +7,14 @@ import asyncio
 import sqlite3
 from collections.abc import Sequence
 
+import asyncpg
 import pytest
 from sqlalchemy import Connection, func, select
 
 from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store import Store, StoreWriteError, parse_database_url
-from agentforge.store.batch import BatchApplier, Committed, Outcome, SeqCache
+from agentforge.store.batch import BatchApplier, Committed, Outcome, SeqCache, _opening
 from agentforge.store.migrate import run_with_connection, upgrade_to_head
 from agentforge.store.projector import Writes, apply_event
 from agentforge.store.schema import part as part_table
@@ -493,3 +494,24 @@ async def test_ids_that_need_quoting_are_written_like_any_other(store: Store) ->
         ev.MESSAGE_UPDATED,
     ]
     assert await store.events_after(TENANT, session.id, 0) == []
+
+
+async def test_a_writer_batch_for_a_tenant_spelt_null_takes_every_lock(database_url: str) -> None:
+    # The one-message opening writes its ids into text[] literals: unquoted, an element spelt `null`
+    # (a valid tenant id) is SQL NULL there, and pg_advisory_xact_lock(NULL) locks nothing at all.
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer and no advisory locks")
+    opening = _opening("null", ["null", "ses_a"], ["null"])
+    assert opening is not None
+    url = parse_database_url(database_url).url.set(drivername="postgresql")
+    conn = await asyncpg.connect(url.render_as_string(hide_password=False))
+    try:
+        await conn.execute(opening)
+        held = await conn.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        )
+        assert held == 3  # two sessions' seq locks and the tenant's position lock
+        assert await conn.fetchval("SELECT current_setting('app.tenant_id')") == "null"
+        await conn.execute("ROLLBACK")
+    finally:
+        await conn.close()

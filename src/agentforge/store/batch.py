@@ -430,9 +430,15 @@ def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str]) -> 
     return "BEGIN; " + _LOCKS.format(
         setting=TENANT_SETTING,
         tenant=f"'{tenant_id}'",
-        sessions="'{" + ",".join(sessions) + "}'",
-        tenants="'{" + ",".join(tenants) + "}'",
+        sessions=_text_array(sessions),
+        tenants=_text_array(tenants),
     )
+
+
+def _text_array(values: list[str]) -> str:
+    """A text[] literal of plain values, each double-quoted: unquoted, an element spelt `null` (a
+    valid tenant id) would be read as SQL NULL and lock nothing."""
+    return "'{" + ",".join(f'"{value}"' for value in values) + "}'"
 
 
 def _known(draft: dict[str, int], cache: SeqCache, key: str) -> int | None:
