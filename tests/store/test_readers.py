@@ -3,6 +3,8 @@ connection never goes back to the pool still inside one (it would carry its tena
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Final
 
 import pytest
@@ -44,7 +46,7 @@ async def test_a_read_runs_in_its_tenant_and_leaves_nothing_behind(database_url:
         await engine.dispose()
 
 
-async def test_a_read_that_fails_is_rolled_back_before_its_connection_is_reused(database_url: str) -> None:
+async def test_a_read_that_fails_never_gives_its_connection_back(database_url: str) -> None:
     engine = postgres_engine(_postgres(database_url), pool_size=1)
     readers = PoolReaders(engine)
     seen: list[tuple[int, str | None]] = []
@@ -57,8 +59,33 @@ async def test_a_read_that_fails_is_rolled_back_before_its_connection_is_reused(
         with pytest.raises(_Refused):
             await readers.run(fail, "tenant-a")
         assert seen[0][1] == "tenant-a"
-        assert await readers.run(_seen, "tenant-b") == (seen[0][0], "tenant-b")
-        assert await readers.run_across_tenants(_seen) == (seen[0][0], None)
+        pid, tenant = await readers.run(_seen, "tenant-b")
+        assert (pid != seen[0][0], tenant) == (True, "tenant-b")
+        assert await readers.run_across_tenants(_seen) == (pid, None)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_cancelled_read_never_gives_its_connection_back(database_url: str) -> None:
+    engine = postgres_engine(_postgres(database_url), pool_size=1)
+    readers = PoolReaders(engine)
+    started = threading.Event()
+    pids: list[int] = []
+
+    def slow(conn: Connection, tenant_id: str) -> None:
+        pids.append(_seen(conn)[0])
+        started.set()
+        conn.execute(text("SELECT pg_sleep(30)"))
+
+    try:
+        read = asyncio.ensure_future(readers.run(slow, "tenant-a"))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+        read.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await read
+        pid, tenant = await readers.run(_seen, "tenant-b")
+        assert (pid != pids[0], tenant) == (True, "tenant-b")
+        assert await readers.run_across_tenants(_seen) == (pid, None)
     finally:
         await engine.dispose()
 

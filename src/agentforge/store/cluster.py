@@ -542,7 +542,9 @@ async def _execute_in_tenant(conn: Any, tenant_id: str, statement: str, *args: o
         await conn.execute("COMMIT")
         return status
     except BaseException:
-        if not conn.is_closed() and conn.is_in_transaction():
+        # Unconditionally: cancelled with BEGIN in flight, the driver does not yet know it is in a
+        # transaction, and a later COMMIT on this connection would commit what this call left.
+        if not conn.is_closed():
             with contextlib.suppress(Exception):
                 await conn.execute("ROLLBACK")
         raise

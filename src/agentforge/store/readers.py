@@ -143,17 +143,21 @@ class PoolReaders(Readers):
 @asynccontextmanager
 async def _tenant_transaction(conn: AsyncConnection, tenant_id: str) -> AsyncIterator[None]:
     """A read transaction on `conn` (AUTOCOMMIT to SQLAlchemy) scoped to `tenant_id`, rolled back
-    at the end; the connection is invalidated when that fails, so it never returns to the pool."""
+    at the end; a read that fails or is cancelled invalidates the connection, so it never returns
+    to the pool."""
     driver = (await conn.get_raw_connection()).driver_connection
     if driver is None:
         raise RuntimeError("the pooled connection is closed")
     try:
         await begin_in_tenant(driver, tenant_id)
         yield
-    finally:
-        try:
-            if driver.is_in_transaction():
-                await driver.execute("ROLLBACK")
-        except BaseException:
-            await conn.invalidate()
-            raise
+    except BaseException:
+        # Failed or cancelled, perhaps with BEGIN still in flight (the driver's transaction flag
+        # not yet true): the connection's state is unknown, so it is never reused.
+        await conn.invalidate()
+        raise
+    try:
+        await driver.execute("ROLLBACK")
+    except BaseException:
+        await conn.invalidate()
+        raise
