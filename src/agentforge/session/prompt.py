@@ -179,7 +179,11 @@ class SessionPrompt:
             reply = await self._written_reply(session, user_id)
             if reply is not None:
                 return reply
-        return await self.run(session, user_id)  # joins the run answering it, or runs it
+        answer = await self.run(session, user_id)  # joins the run answering it, or runs it
+        if isinstance(answer.info, AssistantMessage) and answer.info.parent_id == user_id:
+            return answer
+        # The run joined went on to a later prompt: this one's reply is the stored one.
+        return await self._written_reply(session, user_id) or answer
 
     async def _needs_running(self, session: Session, user_id: str) -> bool:
         """Idle everywhere and no reply yet: the stored message was never run."""
