@@ -253,6 +253,31 @@ async def test_the_cache_is_bounded_by_sessions_and_rows(store: Store, readers: 
     assert _dump(read) == _dump(await readers.run(queries.history_since_compaction, TENANT, sessions[0].id))
 
 
+async def test_the_cache_is_bounded_by_characters_of_row_json(store: Store, readers: Readers) -> None:
+    # A session of large parts (file contents, tool output) must not pin unbounded memory.
+    small, large = new_session(), new_session()
+    for session, text in ((small, "a"), (large, "x" * 20_000)):
+        user = user_message(session.id)
+        for event in [session_created(session), message_updated(user), part_updated(text_part(user, text))]:
+            await store.write(event)
+    cache = HistoryCache(max_chars=10_000)
+    await readers.run(cache.read, TENANT, small.id)
+    assert len(cache) == 1
+    read = await readers.run(cache.read, TENANT, large.id)  # too large to keep: read whole, not kept
+    assert len(cache) == 1
+    assert _dump(read) == _dump(await readers.run(queries.history_since_compaction, TENANT, large.id))
+    crowded = HistoryCache(max_chars=30_000)
+    await readers.run(crowded.read, TENANT, small.id)
+    await readers.run(crowded.read, TENANT, large.id)
+    assert len(crowded) == 2
+    other = new_session()
+    user = user_message(other.id)
+    for event in [session_created(other), message_updated(user), part_updated(text_part(user, "y" * 15_000))]:
+        await store.write(event)
+    await readers.run(crowded.read, TENANT, other.id)  # the least recently read go until it fits
+    assert len(crowded) == 1
+
+
 async def test_rows_from_before_0012_are_read_and_later_writes_merge_in(database_url: str) -> None:
     owner_url = owner_url_for(database_url)
     session = new_session()

@@ -33,6 +33,9 @@ from agentforge.store.schema import message, part, session
 
 MAX_SESSIONS: Final = 256
 MAX_ROWS: Final = 20_000
+# Characters of row JSON merged into the entries (a row replaced counts again until its session is
+# read whole once more): large parts must not pin unbounded memory.
+MAX_CHARS: Final = 32 * 1024 * 1024
 
 _Key = tuple[str, str]  # (tenant, session)
 # (session.time_created, history_revision, history_trimmed): equal markers, equal history.
@@ -47,6 +50,7 @@ class _Entry:
     parts: dict[str, dict[str, Part]]  # message id -> part id -> part, in part id order
     built: dict[str, WithParts]  # message id -> the message with its parts, in message id order
     rows: int
+    chars: int
 
     @property
     def revision(self) -> int:
@@ -54,17 +58,21 @@ class _Entry:
 
 
 def _empty(since: str | None) -> _Entry:
-    return _Entry((0, -1, 0), since, {}, {}, {}, 0)
+    return _Entry((0, -1, 0), since, {}, {}, {}, 0, 0)
 
 
 class HistoryCache:
     """The last history read of recently read sessions, keyed by (tenant, session)."""
 
-    def __init__(self, *, max_sessions: int = MAX_SESSIONS, max_rows: int = MAX_ROWS) -> None:
+    def __init__(
+        self, *, max_sessions: int = MAX_SESSIONS, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHARS
+    ) -> None:
         self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
         self._rows = 0
+        self._chars = 0
         self._max_sessions = max_sessions
         self._max_rows = max_rows
+        self._max_chars = max_chars
         self._lock = threading.Lock()  # the store's reader threads share one instance
 
     def __len__(self) -> int:
@@ -105,13 +113,19 @@ class HistoryCache:
             if held is not None and held.marks[0] == entry.marks[0] and held.revision > entry.revision:
                 return
             self._forget(key)
-            if entry.rows > self._max_rows:
+            if entry.rows > self._max_rows or entry.chars > self._max_chars:
                 return
             self._entries[key] = entry
             self._rows += entry.rows
-            while len(self._entries) > self._max_sessions or self._rows > self._max_rows:
+            self._chars += entry.chars
+            while (
+                len(self._entries) > self._max_sessions
+                or self._rows > self._max_rows
+                or self._chars > self._max_chars
+            ):
                 _, oldest = self._entries.popitem(last=False)
                 self._rows -= oldest.rows
+                self._chars -= oldest.chars
 
     def _drop(self, key: _Key) -> None:
         with self._lock:
@@ -121,6 +135,7 @@ class HistoryCache:
         gone = self._entries.pop(key, None)
         if gone is not None:
             self._rows -= gone.rows
+            self._chars -= gone.chars
 
 
 # Statements built once (bind parameters prefixed `b_`): building one per call cost more than running it.
@@ -200,15 +215,18 @@ def _advance(
     """A new entry: `base` with the changed rows merged in (`base` itself is left as it was)."""
     infos = dict(base.infos)
     changed: set[str] = set()
+    chars = base.chars
     for row in message_rows:
         infos[row.id] = shared.message(tenant_id, row.id, row.data)
         changed.add(row.id)
+        chars += len(row.data)
     touched: dict[str, dict[str, Part]] = {}
     for row in part_rows:
         group = touched.get(row.message_id)
         if group is None:
             group = touched[row.message_id] = dict(base.parts.get(row.message_id, {}))
         group[row.id] = shared.part(tenant_id, row.id, row.data)
+        chars += len(row.data)
     parts = dict(base.parts)
     rows = base.rows + len(infos) - len(base.infos)
     for message_id, group in touched.items():
@@ -216,7 +234,7 @@ def _advance(
         parts[message_id] = dict(sorted(group.items()))
         changed.add(message_id)
     built = _in_order(base.built, infos, parts, changed)
-    return _Entry(marks, base.since, infos, parts, built, rows)
+    return _Entry(marks, base.since, infos, parts, built, rows, chars)
 
 
 def _in_order(
