@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 
-from agentforge.store.seal import CLOCK_SLACK_MS, FRESHNESS_MS, Seal
+from agentforge.store.seal import CLOCK_SLACK_MS, FRESHNESS_MS, STALE_GAP_EVERY_MS, Seal
 
 SECRET = "ab" * 32
 CHANNEL = "agentforge_test"
@@ -111,6 +111,24 @@ def test_a_genuine_payload_refused_as_stale_is_a_gap_once() -> None:
     assert (receiver.refused, receiver.gaps) == (1, 1)
     assert receiver.open(sender.seal("3")) == "3"  # its successor is not a second gap
     assert receiver.gaps == 1
+
+
+def test_a_sender_with_a_skewed_clock_is_a_gap_at_most_every_interval() -> None:
+    # Every payload of a sender whose clock is minutes ahead arrives "stale": a gap each time
+    # would cut off every subscriber on each of its notifications.
+    clock, skewed = Clock(), Clock()
+    receiver = Seal(SECRET, CHANNEL, now_ms=clock)
+    sender = Seal(SECRET, CHANNEL, now_ms=skewed)
+    skewed.ms += 5 * FRESHNESS_MS
+    for _ in range(10):
+        assert receiver.open(sender.seal("late")) is None
+        clock.ms += 100
+        skewed.ms += 100
+    assert (receiver.refused, receiver.gaps) == (10, 1)
+    clock.ms += STALE_GAP_EVERY_MS
+    skewed.ms += STALE_GAP_EVERY_MS
+    assert receiver.open(sender.seal("late")) is None
+    assert receiver.gaps == 2
 
 
 def test_replays_and_what_was_sealed_before_listening_are_no_gap() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import time
 import uuid
@@ -32,6 +33,11 @@ FRESHNESS_MS: Final = 60_000
 CLOCK_SLACK_MS: Final = 1_000
 # Senders remembered (a replica gets a new id each start); the oldest is forgotten first.
 SENDERS_KEPT: Final = 1024
+# A sender whose payloads keep arriving stale (its clock is off by more than FRESHNESS_MS) is a gap
+# at most this often: every payload a gap would cut off every subscriber each time.
+STALE_GAP_EVERY_MS: Final = 30_000
+
+log = logging.getLogger(__name__)
 
 
 class Seal:
@@ -49,6 +55,7 @@ class Seal:
         self._count = 0
         self._last: OrderedDict[str, int] = OrderedDict()  # each sender's last counter taken
         self._excused: set[str] = set()  # senders whose next counter may jump (we stopped listening)
+        self._stale_gap_at: dict[str, int] = {}  # when each sender's stale payloads were last a gap
         self._since = self._now()
         self.refused = 0  # payloads dropped: not sealed with the key, replayed, or stale
         self.gaps = 0  # payloads of others this replica should have heard and did not take
@@ -82,7 +89,8 @@ class Seal:
         if not self._fresh(sender, count, sent):
             self.refused += 1
             if self._missed_stale(sender, count, sent):
-                self.gaps += 1
+                if self._stale_gap_due(sender, sent):
+                    self.gaps += 1
                 self._take(sender, count)  # its successor is no second gap
             return None
         if self._jumped(sender, count):
@@ -107,6 +115,17 @@ class Seal:
         listened, and newer than the last taken from its sender (a replay of one taken is not)."""
         last = self._last.get(sender)
         return sent >= self._since - CLOCK_SLACK_MS and (last is None or count > last)
+
+    def _stale_gap_due(self, sender: str, sent: int) -> bool:
+        now = self._now()
+        last = self._stale_gap_at.get(sender)
+        if last is not None and now - last < STALE_GAP_EVERY_MS:
+            return False
+        if len(self._stale_gap_at) >= SENDERS_KEPT:
+            self._stale_gap_at.clear()
+        self._stale_gap_at[sender] = now
+        log.warning("cluster: sender %s sends stale payloads (clock off by %d ms?)", sender, now - sent)
+        return True
 
     def listening_again(self) -> None:
         """After a gap in listening: what was sealed meanwhile is never accepted later (a role that
