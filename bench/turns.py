@@ -8,21 +8,25 @@ Measured (medians in ms unless named otherwise):
   script through POST /session/{id}/message; `turn_overhead` is the difference.
 - raw_first_delta / server_first_delta: request sent -> first content chunk (raw) or first
   `message.part.delta` over SSE (server); `first_delta_overhead` is the difference.
-- *_same_body: the raw figures again, posting the very requests the server posted in the measured
-  turns (its history, tools and system prompt: ~20 KB against the one-line prompt's ~100 bytes),
-  replayed after them; what the fake spends on reading a larger request is the provider's time, so
-  `*_overhead_same_body` is the server's own share.
+- raw_same_body_turn_ms / raw_same_body_first_delta_ms / raw_same_body_tool_turn_ms: the raw
+  figures again, posting the very requests the server posted in the measured turns (its history,
+  tools and system prompt: ~20 KB against the one-line prompt's ~100 bytes), replayed after them.
+  What the fake spends on reading a larger request is the provider's time, so
+  turn_overhead_same_body_ms, first_delta_overhead_same_body_ms and tool_turn_overhead_same_body_ms
+  (server_turn, server_first_delta and server_tool_turn minus the matching raw_same_body figure)
+  are the server's own share.
 - server_cpu_per_turn_ms / server_main_cpu_per_turn_ms: the server process's CPU time (all
   threads / the event loop's thread) over the measured plain turns, per turn.
 - raw_tool_turn / server_tool_turn: a turn whose model calls `read` once and then answers (two model
-  rounds); `tool_turn_overhead` is the difference (and `_same_body`, as above).
+  rounds); `tool_turn_overhead` is the difference (and the `_same_body` figures above).
 - deltas_per_second: one turn streaming `--deltas` one-character chunks, received over SSE.
 - concurrent: `--concurrent` sessions each running one turn at once, wall time and the server's CPU
   time over it.
 - rss_start_mb / rss_after_sessions_mb: the server's resident memory before the first turn and after
   `--sessions` more sessions of one turn each.
 Goals (not asserted; bench/README.md): first delta overhead <= 5 ms, plain turn <= 8 ms, tool turn
-<= 15 ms, <= 10 ms of server CPU per plain turn, >= 45,000 deltas/s, 50 one-turn sessions <= 0.5 s.
+<= 15 ms, <= 10 ms of server CPU per plain turn, >= 45,000 deltas/s, 50 one-turn sessions <= 0.5 s,
+<= 150 MB RSS after 200 sessions.
 """
 
 from __future__ import annotations

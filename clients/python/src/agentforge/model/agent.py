@@ -1,4 +1,4 @@
-"""Agents as `GET /agent` lists them (KERNEL 8.1): the server builds them, the SDK returns them."""
+"""Agents as `GET /agent` lists them: the server builds them, the SDK returns them."""
 
 from __future__ import annotations
 

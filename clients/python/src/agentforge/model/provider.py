@@ -1,5 +1,5 @@
-"""Providers and their models as `GET /provider` and `GET /config/providers` list them (KERNEL 1.4):
-the server builds them, the SDK returns them. Never credentials."""
+"""Providers and their models as `GET /provider` and `GET /config/providers` list them: the
+server builds them, the SDK returns them. Never credentials."""
 
 from __future__ import annotations
 
