@@ -339,8 +339,11 @@ class ClusterLink:
     async def _answered(self, role: str, conn: Any, call: Awaitable[T], timeout: float) -> T:
         """`call` on `conn`, which is ended when it does not answer within `timeout`: a connection
         lost without a word looks just like that."""
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
+        # lands as `call` finishes, and the loops calling this would then never stop.
         try:
-            return await asyncio.wait_for(call, timeout)
+            async with asyncio.timeout(timeout):
+                return await call
         except TimeoutError:
             log.warning("cluster: the %s connection stopped answering; ending it", role)
             conn.terminate()
@@ -352,7 +355,8 @@ class ClusterLink:
         deadline = loop.time() + RECONNECT_WAIT
         while True:
             try:
-                await asyncio.wait_for(self._leases_ready.wait(), max(0.0, deadline - loop.time()))
+                async with asyncio.timeout_at(deadline):
+                    await self._leases_ready.wait()
             except TimeoutError:
                 raise ClusterUnavailableError("the cluster's lease connection is lost") from None
             conn = self._leases
