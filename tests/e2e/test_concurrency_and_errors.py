@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentforge.model.ids import ascending
 from tests.e2e import held_prompts
-from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
-from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
+from tests.e2e.harness import EventCollector, LiveServer
+from tests.fakes.openai_server import Script, call, reply
 
 
 async def test_two_concurrent_prompts_share_one_loop(live: LiveServer) -> None:
@@ -109,14 +107,6 @@ async def test_invalid_tool_arguments_go_back_to_the_model(live: LiveServer) -> 
     assert "no_such_tool" in tools[1]["state"]["output"]
     second_request_tools = [m for m in live.fake.requests[1]["messages"] if m["role"] == "tool"]
     assert "invalid arguments" in second_request_tools[0]["content"]
-
-
-@pytest.fixture
-async def held(tmp_path: Path, fake_openai: FakeOpenAI, database_url: str) -> AsyncIterator[LiveServer]:
-    config = {**fake_provider_config(fake_openai), "plugin": ["tests.e2e.held_prompts"]}
-    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as server:
-        yield server
-    held_prompts.HOLDS.clear()
 
 
 @pytest.mark.parametrize("route", ["message", "prompt_async"])

@@ -5,16 +5,12 @@ refused, naming `messageID`, and changes nothing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agentforge.model.ids import ascending
 from tests.e2e import held_prompts
-from tests.e2e.harness import EventCollector, LiveServer, fake_provider_config, start_live_server
-from tests.fakes.openai_server import FakeOpenAI, Script, reply
+from tests.e2e.harness import EventCollector, LiveServer
+from tests.fakes.openai_server import Script, reply
 
 
 def prompt(text: str, message_id: str, **extra: Any) -> dict[str, Any]:
@@ -142,14 +138,6 @@ async def test_prompt_async_sent_again_is_accepted_without_a_second_turn(live: L
     # The synchronous route, sent the same prompt, answers with the turn's reply.
     answer = await live.client.post(f"/session/{sid}/message", json=sent)
     assert [p["text"] for p in answer.json()["parts"] if p["type"] == "text"] == ["done in the background"]
-
-
-@pytest.fixture
-async def held(tmp_path: Path, fake_openai: FakeOpenAI, database_url: str) -> AsyncIterator[LiveServer]:
-    config = {**fake_provider_config(fake_openai), "plugin": ["tests.e2e.held_prompts"]}
-    async with start_live_server(tmp_path, fake_openai, config, database_url=database_url) as server:
-        yield server
-    held_prompts.HOLDS.clear()
 
 
 async def test_the_same_prompt_sent_twice_at_once_runs_one_turn(held: LiveServer) -> None:

@@ -70,6 +70,20 @@ def _cluster(server: LiveServer) -> Cluster:
     return cluster
 
 
+async def _asking(a: LiveServer, fake_openai: FakeOpenAI) -> tuple[asyncio.Task[Any], dict[str, Any]]:
+    """A turn on A whose tool call asks QUESTION, and the question once A lists it."""
+    session_id = (await a.create_session())["id"]
+    fake_openai.enqueue(call("question", QUESTION), reply("Postgres then."))
+    turn = asyncio.create_task(a.prompt(session_id, "pick a database"))
+
+    async def asked() -> bool:
+        return bool((await a.client.get("/question")).json())
+
+    await _until(asked, "the tool call asked its question")
+    [request] = (await a.client.get("/question")).json()
+    return turn, request
+
+
 def _channel(url: str) -> str:
     return channel_name(parse_database_url(url).schema)
 
@@ -782,15 +796,7 @@ async def test_question_answers_too_long_to_hand_over_are_refused_naming_the_fie
     tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
 ) -> None:
     async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
-        session_id = (await a.create_session())["id"]
-        fake_openai.enqueue(call("question", QUESTION), reply("Postgres then."))
-        turn = asyncio.create_task(a.prompt(session_id, "pick a database"))
-
-        async def asked() -> bool:
-            return bool((await a.client.get("/question")).json())
-
-        await _until(asked, "the tool call asked its question")
-        [request] = (await a.client.get("/question")).json()
+        turn, request = await _asking(a, fake_openai)
         too_long = await b.client.post(
             f"/question/{request['id']}/reply", json={"answers": [["x" * 600_000]]}
         )
@@ -807,15 +813,7 @@ async def test_a_question_reply_taken_after_the_wait_is_reported_unknown_not_fai
     tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
 ) -> None:
     async with _pair(tmp_path, postgres_url, fake_openai) as (a, b):
-        session_id = (await a.create_session())["id"]
-        fake_openai.enqueue(call("question", QUESTION), reply("Postgres then."))
-        turn = asyncio.create_task(a.prompt(session_id, "pick a database"))
-
-        async def asked() -> bool:
-            return bool((await a.client.get("/question")).json())
-
-        await _until(asked, "the tool call asked its question")
-        [request] = (await a.client.get("/question")).json()
+        turn, request = await _asking(a, fake_openai)
         # B stops waiting before A can answer (as when A's inbox is far behind): A takes it later.
         _cluster(b).question_timeout = 0.0
         late = await b.client.post(f"/question/{request['id']}/reply", json={"answers": [["Postgres"]]})
