@@ -165,11 +165,20 @@ def read_heads(conn: Connection) -> dict[str, Head]:
 
 
 def append_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
-    """Append one line to the checkpoint file (created 0600, its directory 0700)."""
+    """Append one line to the checkpoint file (created 0600, its directory 0700), on disk when this
+    returns. A line torn by a crash (no newline at the file's end) is closed first, so it stays one bad
+    line the verifier names instead of swallowing the new checkpoint."""
     make_private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8") as file:
-        file.write(checkpoint.line() + "\n")
+    line = checkpoint.line().encode() + b"\n"
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_checkpoints(path: Path) -> list[Checkpoint]:
