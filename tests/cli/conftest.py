@@ -26,11 +26,40 @@ _ENV_VARS = (
 )
 
 
+class StderrLines:
+    """A process's stderr read to its end as it comes (a large report must not fill the pipe)."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.lines: list[str] = []
+        self._grew = asyncio.Event()
+        self._task = asyncio.create_task(self._read(stream))
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self.lines.append(line.decode())
+            self._grew.set()
+        self._grew.set()
+
+    async def wait_for(self, text: str) -> list[str]:
+        """The lines up to the one holding `text`."""
+        while (found := next((n for n, line in enumerate(self.lines) if text in line), None)) is None:
+            assert not self._task.done(), f"the process ended without logging {text!r}: {self.lines[-5:]}"
+            self._grew.clear()
+            await asyncio.wait_for(self._grew.wait(), 30)
+        return self.lines[: found + 1]
+
+    async def rest(self) -> list[str]:
+        """Every line, once the process closed its stderr."""
+        await asyncio.wait_for(self._task, 30)
+        return self.lines
+
+
 @dataclass
 class Cli:
     workspace: Path
     config: Path
     data_dir: Path
+    stderr: StderrLines | None = None  # the last `serve(drain_stderr=True)`'s
 
     @property
     def local(self) -> list[str]:
@@ -46,10 +75,12 @@ class Cli:
     async def run_local(self, *args: str, input: str | None = None) -> Result:
         return await self.invoke(*args, *self.local, input=input)
 
-    async def serve(self, *args: str, python: tuple[str, ...] = ()) -> tuple[asyncio.subprocess.Process, str]:
+    async def serve(
+        self, *args: str, python: tuple[str, ...] = (), drain_stderr: bool = False
+    ) -> tuple[asyncio.subprocess.Process, str]:
         """`agentforge serve --port 0 ARGS` as a process on this test's config and data (`python`:
         options for the interpreter); the process and the line it printed once listening (stop it
-        with SIGTERM)."""
+        with SIGTERM). With `drain_stderr`, `self.stderr` reads its stderr from the start."""
         env = {**os.environ, "XDG_CONFIG_HOME": str(self.config.parent / "xdg")}
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -66,7 +97,9 @@ class Cli:
             env=env,
             cwd=self.workspace,
         )
-        assert process.stdout is not None
+        assert process.stdout is not None and process.stderr is not None
+        if drain_stderr:
+            self.stderr = StderrLines(process.stderr)
         line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
         return process, line
 

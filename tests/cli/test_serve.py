@@ -6,6 +6,7 @@ import asyncio
 import json
 import signal
 import socket
+from dataclasses import dataclass
 
 import pytest
 
@@ -140,26 +141,42 @@ async def test_connections_accepted_on_the_listener_have_nagle_off() -> None:
 
 # What only a Postgres database needs: SQLAlchemy's asyncio layer and the ORM it imports, the
 # postgresql dialect, the driver (store/engine.py and store/conflicts.py load them on that path). And
-# the signing library, which only a new audit checkpoint needs (runtime/checkpoints.py).
+# what only preparing a database needs, which a first start does in a child process
+# (runtime/preparation.py): Alembic to migrate, the signing library for the audit checkpoint.
 POSTGRES_ONLY = ("sqlalchemy.ext.asyncio", "sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "asyncpg")
-SIGNING = ("cryptography",)
+PREPARING_ONLY = ("alembic", "cryptography")
 
 
-async def test_a_restarted_sqlite_server_loads_neither_postgres_nor_signing_libraries(
+async def test_a_sqlite_server_first_started_or_restarted_loads_neither_postgres_nor_preparing_libraries(
     cli: Cli, fake_openai: FakeOpenAI
 ) -> None:
-    # The first start creates the database (migrating it loads alembic's every dialect) and signs.
-    first, _ = await cli.serve()
-    assert first.stderr is not None
-    await _logged(first.stderr, "Audit checkpoint of 1 chain(s) written")
-    first.send_signal(signal.SIGTERM)
-    await asyncio.wait_for(first.wait(), 30)
+    # A first start: the child migrates the new database and signs the first checkpoint; the server
+    # finds both done.
+    first = await _served_imports(cli, fake_openai, "Audit checkpoint of 1 chain(s) written")
+    assert any("Database created at schema" in line for line in first.before)
+    assert first.reported >= {"sqlalchemy.sql", "agentforge.store.projector"}  # a report was read
+    assert sorted(_within(first.imported, (*POSTGRES_ONLY, *PREPARING_ONLY))) == []
+    # A restart after audited writes: the child signs their heads, the database is as it was.
+    again = await _served_imports(cli, fake_openai, "Audit checkpoint not needed")
+    prepared = [line for line in again.before if "[agentforge.runtime.preparation]" in line]
+    assert len(prepared) == 1 and "Audit checkpoint of 2 chain(s) written" in prepared[0]
+    assert sorted(_within(again.imported, (*POSTGRES_ONLY, *PREPARING_ONLY))) == []
 
+
+@dataclass
+class _Imports:
+    before: list[str]  # the log lines up to the one awaited
+    imported: set[str]  # the modules imported after it
+    reported: set[str]  # every module the report names
+
+
+async def _served_imports(cli: Cli, fake_openai: FakeOpenAI, awaited: str) -> _Imports:
+    """Serve with `-X importtime` through a first write and a turn: the modules imported from the log
+    line holding `awaited` on (a child process's report comes before it)."""
     # -X importtime's report on stderr names every module the process imported, when it did.
-    process, line = await cli.serve(python=("-X", "importtime"))
-    assert process.stderr is not None
-    report = await _logged(process.stderr, "Audit checkpoint not needed")
-    rest = asyncio.create_task(process.stderr.read())  # read meanwhile: the report fills a pipe
+    process, line = await cli.serve(python=("-X", "importtime"), drain_stderr=True)
+    assert cli.stderr is not None
+    before = await cli.stderr.wait_for(awaited)
     fake_openai.enqueue(reply("served"))
     try:
         async with AsyncAgentForge(line.split()[-1]) as client:
@@ -169,21 +186,13 @@ async def test_a_restarted_sqlite_server_loads_neither_postgres_nor_signing_libr
     finally:
         process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 30)
-    report += (await rest).decode().splitlines()
-    imported = {row.rsplit("|", 1)[1].strip() for row in report if row.startswith("import time:")}
-    assert {"sqlalchemy.sql", "agentforge.store.projector"} <= imported  # the report lists imports
-    assert sorted(name for name in imported if _within(name, (*POSTGRES_ONLY, *SIGNING))) == []
+    lines = await cli.stderr.rest()
+    return _Imports(before, _modules(lines[len(before) :]), _modules(lines))
 
 
-async def _logged(stream: asyncio.StreamReader, text: str) -> list[str]:
-    """The lines up to the one holding `text`."""
-    lines: list[str] = []
-    while not lines or text not in lines[-1]:
-        line = (await asyncio.wait_for(stream.readline(), 30)).decode()
-        assert line, f"the server ended without logging {text!r}: {lines[-5:]}"
-        lines.append(line)
-    return lines
+def _modules(report: list[str]) -> set[str]:
+    return {row.rsplit("|", 1)[1].strip() for row in report if row.startswith("import time:")}
 
 
-def _within(module: str, packages: tuple[str, ...]) -> bool:
-    return any(module == package or module.startswith(package + ".") for package in packages)
+def _within(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)]

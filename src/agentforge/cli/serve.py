@@ -95,10 +95,12 @@ def serve(
     listener = _listen(settings.host, settings.port)
     # From here on, same-uid processes (tenants' commands) cannot read our environ or ptrace us.
     make_non_dumpable()
+    from agentforge.runtime.preparation import prepare_in_child
     from agentforge.server.app import create_app
 
     # Only now: the process is serving, every logger of it goes through the structured handler.
     configure_logging(*logs)
+    prepare_in_child(settings)
     _run_server(create_app(settings), listener, logs[1])
 
 

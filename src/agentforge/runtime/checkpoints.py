@@ -27,6 +27,7 @@ from agentforge.store.audit_checkpoints import (
     Checkpoint,
     CheckpointError,
     CheckpointKey,
+    Head,
     append_checkpoint,
     last_checkpoint,
     load_key_file,
@@ -70,17 +71,30 @@ def take_start_checkpoint(
     """The server's checkpoint at start: None, and nothing signed, when the file's last checkpoint
     records these very heads and is under `fresh_for` seconds old. Blocking: database and file IO."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    path = checkpoint_file(settings)
+    heads = _unrecorded_heads(settings, fresh_for, now_ms)
+    if heads is None:
+        return None
+    checkpoint = checkpoint_key(settings, create=True).sign(heads, at=now_ms)
+    append_checkpoint(checkpoint_file(settings), checkpoint)
+    return checkpoint
+
+
+def start_checkpoint_needed(settings: Settings, fresh_for: float) -> bool:
+    """Whether `take_start_checkpoint` would sign now. Loads no signing library. Blocking."""
+    return _unrecorded_heads(settings, fresh_for, int(time.time() * 1000)) is not None
+
+
+def _unrecorded_heads(settings: Settings, fresh_for: float, now_ms: int) -> dict[str, Head] | None:
+    """The chains' heads, or None when the file's last checkpoint records them and is under
+    `fresh_for` seconds old."""
     heads = heads_of_database(chains_url(settings))
     try:
-        last = last_checkpoint(path)
+        last = last_checkpoint(checkpoint_file(settings))
     except CheckpointError:
         last = None  # not a checkpoint: sign a fresh one (the doctor reports the file)
     if last is not None and last.heads == heads and 0 <= now_ms - last.time < fresh_for * 1000:
         return None
-    checkpoint = checkpoint_key(settings, create=True).sign(heads, at=now_ms)
-    append_checkpoint(path, checkpoint)
-    return checkpoint
+    return heads
 
 
 async def checkpoint_periodically(settings: Settings) -> None:

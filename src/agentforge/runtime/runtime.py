@@ -19,15 +19,15 @@ from agentforge.bus import Bus
 from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings
 from agentforge.config.webhooks import WebhookEndpoint
-from agentforge.identity.model import SYSTEM_TENANT
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.llm.pool import ClientLease, acquire_clients
-from agentforge.model.events import DEFAULT_TENANT, SYSTEM_ACTOR
+from agentforge.model.events import DEFAULT_TENANT
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
 from agentforge.runtime.cluster import FAILOVER_INTERVAL, Cluster
 from agentforge.runtime.hooks import plugin_policy
+from agentforge.runtime.preparation import record_config
 from agentforge.runtime.recovery import close_interrupted_turns
 from agentforge.runtime.sandboxing import command_ledger
 from agentforge.runtime.scope import ScopeCache, check_configured_overlays, open_scope
@@ -37,7 +37,6 @@ from agentforge.session.runner import RunnerRegistry
 from agentforge.session.scope import TenantScope
 from agentforge.session.services import SessionServices
 from agentforge.session.status import StatusTracker
-from agentforge.store.audit import digest
 from agentforge.store.private import make_private_dir
 from agentforge.store.store import Store
 from agentforge.telemetry.observer import Telemetry
@@ -145,13 +144,7 @@ class Runtime:
             # Before serving: a turn the last process left running would otherwise stay open forever.
             closed = await runtime._recover()
             runtime.reaper = await Reaper.start(command_ledger(settings))
-            # Audit: the effective config's digest (never its values: they hold secrets), when changed.
-            await store.record_config_loaded(
-                SYSTEM_TENANT,
-                digest(settings.config.model_dump(mode="json")),
-                [str(path) for path in settings.config_sources],
-                actor=SYSTEM_ACTOR,
-            )
+            await record_config(store, settings)
         except BaseException:
             if runtime is not None and runtime.cluster is not None:
                 await runtime.cluster.close()

@@ -1,0 +1,39 @@
+"""What `serve` prepares in a child process before serving (runtime/preparation.py): a database so
+prepared leaves the server nothing to migrate, audit or sign. (tests/cli/test_serve.py: the served
+process then never loads Alembic or the signing library.)"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentforge.config import load_settings
+from agentforge.runtime.checkpoints import take_start_checkpoint
+from agentforge.runtime.preparation import prepare, prepare_in_child
+from agentforge.store.audit_verify import heads_of_database
+from agentforge.store.migrate import HEAD_REVISION
+from tests.e2e.harness import fake_provider_config, start_live_server
+from tests.fakes.openai_server import FakeOpenAI
+
+
+async def test_a_prepared_database_leaves_the_server_nothing_to_migrate_audit_or_sign(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    url = f"sqlite:///{tmp_path / 'forge.db'}"
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        database_url=url,
+        directory=tmp_path,
+        config_override=fake_provider_config(fake_openai),
+    )
+    done = await asyncio.to_thread(prepare, settings)
+    assert done == [f"Database created at schema {HEAD_REVISION}", "Audit checkpoint of 1 chain(s) written"]
+    heads = await asyncio.to_thread(heads_of_database, url)
+    assert list(heads) == ["_system"]  # the config it starts with, audited
+
+    assert await asyncio.to_thread(prepare, settings) == []  # nothing left to do
+    assert not await asyncio.to_thread(prepare_in_child, settings)  # so no child is started
+
+    async with start_live_server(tmp_path, fake_openai, database_url=url):
+        assert await asyncio.to_thread(heads_of_database, url) == heads  # nothing audited again
+    assert await asyncio.to_thread(take_start_checkpoint, settings, 3600.0) is None  # nor signed
