@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from agentforge.model.events import Event
 from agentforge.store.audit import ChainBuffer, lock_chains
 from agentforge.store.audit_events import record_event
+from agentforge.store.direct import execute_rows
 from agentforge.store.projector import (
     KnownRevisions,
     MissingRowError,
@@ -209,7 +210,7 @@ class TenantRuns:
     def flush(self) -> None:
         self.writes.finish()
         if self._log_rows:
-            self.writes.conn.execute(_INSERT_EVENT, self._log_rows)
+            execute_rows(self.writes.conn, _INSERT_EVENT, self._log_rows)
             self._log_rows = []
         self.chain.flush(self.writes.conn)
 

@@ -30,6 +30,7 @@ from sqlalchemy import (
 from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store.conflicts import conflict_insert
+from agentforge.store.direct import execute_rows
 from agentforge.store.schema import message, part, permission_request, session, todo
 from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
 
@@ -136,7 +137,7 @@ class Writes:
             for (tenant_id, session_id), revision in self._bumps.items()
         ]
         self._bumps = {}
-        if self.conn.execute(_SET_HISTORY, rows).rowcount != len(rows):
+        if execute_rows(self.conn, _SET_HISTORY, rows) != len(rows):
             raise StaleRevisionError("a session's history revision is not the one this writer knew")
 
     def defer(self, statement: Executable, row: dict[str, Any]) -> None:
@@ -152,7 +153,7 @@ class Writes:
 
     def flush(self) -> None:
         if self._statement is not None and self._rows:
-            self.conn.execute(self._statement, self._rows)
+            execute_rows(self.conn, self._statement, self._rows)
         self._statement, self._rows = None, []
 
 
