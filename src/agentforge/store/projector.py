@@ -151,6 +151,11 @@ class Writes:
         self.flush()
         return self.conn.execute(statement, params)
 
+    def count(self, statement: Executable, params: dict[str, Any]) -> int:
+        """Execute now (after what is pending); the number of rows it changed."""
+        self.flush()
+        return execute_rows(self.conn, statement, [params])
+
     def flush(self) -> None:
         if self._statement is not None and self._rows:
             execute_rows(self.conn, self._statement, self._rows)
@@ -294,7 +299,7 @@ def _session_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
     # A full replace of the row, except the running totals, which stay the projector's.
     session_id = props["info"]["id"]
     params = {"b_id": session_id, "b_tenant_id": tenant_id, **_session_columns(tenant_id, props)}
-    if writes.run(_UPDATE_SESSION, params).rowcount == 0:
+    if writes.count(_UPDATE_SESSION, params) == 0:
         raise MissingRowError(f"session {session_id} does not exist")
 
 
@@ -338,8 +343,8 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
     # fails this event rather than vanish. Written with its parts (strict), the message is new: a
     # plain INSERT, so an id any row holds, in this session too, fails rather than overwrite it.
     if writes.strict:
-        writes.run(_INSERT_MESSAGE, row)
-    elif writes.run(_upsert(writes, message), row).rowcount == 0:
+        writes.count(_INSERT_MESSAGE, row)
+    elif writes.count(_upsert(writes, message), row) == 0:
         raise MissingRowError(f"message id {info['id']} is taken by another session")
 
 
@@ -394,7 +399,7 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
     }
     if writes.strict:
         # A part of a new user message (its id maybe a client's): new too, never an upsert.
-        writes.run(_INSERT_PART, row)
+        writes.count(_INSERT_PART, row)
     else:
         writes.defer(_upsert(writes, part), row)
     if counts:
@@ -514,7 +519,7 @@ def _permission_replied(writes: Writes, tenant_id: str, props: Mapping[str, Any]
         "b_feedback": props.get("message"),
         "b_time_decided": props["time"],
     }
-    if writes.run(_DECIDE_PERMISSION_REQUEST, params).rowcount == 0:
+    if writes.count(_DECIDE_PERMISSION_REQUEST, params) == 0:
         raise MissingRowError(f"permission request {request_id} does not exist")
 
 
