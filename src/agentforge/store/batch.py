@@ -470,7 +470,7 @@ def _text_array(values: list[str]) -> str:
     return "'{" + ",".join(f'"{value}"' for value in values) + "}'"
 
 
-def _known(draft: dict[str, int], cache: SeqCache, key: str) -> int | None:
+def _known(draft: dict[str, int], cache: SeqCache[str], key: str) -> int | None:
     last = draft.get(key)
     return cache.get(key) if last is None else last
 
