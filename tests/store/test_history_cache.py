@@ -319,3 +319,43 @@ async def test_rows_from_before_0012_are_read_and_later_writes_merge_in(database
         assert [m.info.id for m in after] == [user.id, reply.id]
     finally:
         await store.close()
+
+
+async def test_a_revision_moved_behind_the_writer_is_read_again(store: Store, database_url: str) -> None:
+    """On SQLite the writer bumps the revisions it knows without reading them; one moved by anything
+    else (here: another connection) fails that bump, and the write lands stamped after the move."""
+    session = new_session()
+    user = user_message(session.id)
+    for event in [session_created(session), message_updated(user), part_updated(text_part(user, "a"))]:
+        await store.write(event)
+    owner = parse_database_url(owner_url_for(database_url) or database_url)
+
+    def move(conn: sa.Connection) -> None:
+        conn.execute(
+            sa.text("UPDATE session SET history_revision = history_revision + 5 WHERE id = :id"),
+            {"id": session.id},
+        )
+
+    await asyncio.to_thread(run_with_connection, owner, move)
+    moved = await store.history_since_compaction(TENANT, session.id)
+    reply = assistant_message(session.id, user.id)
+    await store.write(message_updated(reply))
+    await store.write(part_updated(text_part(reply, "b")))
+
+    found: list[tuple[int, int]] = []
+
+    def stamps(conn: sa.Connection) -> None:
+        revision = conn.execute(
+            sa.text("SELECT history_revision FROM session WHERE id = :id"), {"id": session.id}
+        )
+        stamped = conn.execute(
+            sa.text("SELECT max(revision) FROM part WHERE session_id = :id"), {"id": session.id}
+        )
+        found.append((revision.scalar_one(), stamped.scalar_one()))
+
+    await asyncio.to_thread(run_with_connection, owner, stamps)
+    [(revision, stamped)] = found
+    assert revision == stamped and revision > 5
+    after = await store.history_since_compaction(TENANT, session.id)
+    assert [m.info.id for m in moved] == [user.id] and [m.info.id for m in after] == [user.id, reply.id]
+    assert _dump(after) == _dump(await store.history(TENANT, session.id))

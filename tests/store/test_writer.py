@@ -329,7 +329,7 @@ async def test_deferred_writes_keep_their_order_and_reads_see_them(database_url:
 
 
 def test_seq_cache_forgets_the_least_recently_used_sessions() -> None:
-    cache = SeqCache(capacity=2)
+    cache = SeqCache[str](capacity=2)
     cache.update({"ses_a": 1, "ses_b": 1})
     assert cache.get("ses_a") == 1  # now b is the least recently used
     cache.update({"ses_c": 4})

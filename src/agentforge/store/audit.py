@@ -188,13 +188,15 @@ def _chain_and_insert(
     conn: Connection, entries: Iterable[AuditEntry], heads: dict[str, tuple[int, str]]
 ) -> list[AuditRecord]:
     records: list[AuditRecord] = []
+    rows: list[dict[str, Any]] = []
     for entry in entries:
         seq, prev = heads.get(entry.tenant_id) or _lock_and_read_head(conn, entry.tenant_id)
-        record = _chained(entry, seq + 1, prev)
+        record, data = _chained(entry, seq + 1, prev)
         records.append(record)
+        rows.append(_row(record, data))
         heads[entry.tenant_id] = (record.seq, record.row_hash)
-    if records:
-        conn.execute(_INSERT, [_row(record) for record in records])
+    if rows:
+        conn.execute(_INSERT, rows)
     return records
 
 
@@ -215,9 +217,11 @@ def lock_chains(conn: Connection, tenant_ids: Iterable[str]) -> None:
             conn.execute(_LOCK_TENANT, {"tenant": tenant_id})
 
 
-def _chained(entry: AuditEntry, seq: int, prev_hash: str) -> AuditRecord:
+def _chained(entry: AuditEntry, seq: int, prev_hash: str) -> tuple[AuditRecord, str]:
+    """The entry's record, and its data's canonical JSON (the stored text)."""
     # Stored as its canonical form: what is read back hashes exactly as what was written.
-    data = orjson.loads(canonical_json(dict(entry.data)))
+    text = canonical_json(dict(entry.data)).decode()
+    data = orjson.loads(text)
     unhashed = AuditRecord(
         entry.tenant_id,
         seq,
@@ -230,11 +234,23 @@ def _chained(entry: AuditEntry, seq: int, prev_hash: str) -> AuditRecord:
         prev_hash,
         "",
     )
-    return dataclasses.replace(unhashed, row_hash=row_hash(prev_hash, hashed_entry(unhashed)))
+    return dataclasses.replace(unhashed, row_hash=row_hash(prev_hash, hashed_entry(unhashed))), text
 
 
-def _row(record: AuditRecord) -> dict[str, Any]:
-    return {**dataclasses.asdict(record), "data": canonical_json(record.data).decode()}
+def _row(record: AuditRecord, data: str) -> dict[str, Any]:
+    """The record's row; `data`: its data's canonical JSON (made once, in `_chained`)."""
+    return {
+        "tenant_id": record.tenant_id,
+        "seq": record.seq,
+        "id": record.id,
+        "time": record.time,
+        "actor": record.actor,
+        "action": record.action,
+        "session_id": record.session_id,
+        "data": data,
+        "prev_hash": record.prev_hash,
+        "row_hash": record.row_hash,
+    }
 
 
 # --- reads --------------------------------------------------------------------------------------------

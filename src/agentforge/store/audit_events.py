@@ -79,7 +79,10 @@ def _session_deleted(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
 
 def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> list[_Draft]:
     info = props["info"]
-    if info.get("role") != "user" or _exists(writes, _MESSAGE_EXISTS, tenant_id, info["id"]):
+    if info.get("role") != "user":
+        return []
+    # Written with its parts (strict), the message is new or the group fails, and this entry with it.
+    if not writes.strict and _exists(writes, _MESSAGE_EXISTS, tenant_id, info["id"]):
         return []
     return [
         (

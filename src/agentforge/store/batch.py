@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import Connection, Insert, bindparam, func, select, text
 from sqlalchemy.exc import IntegrityError
@@ -33,7 +33,15 @@ from sqlalchemy.exc import IntegrityError
 from agentforge.model.events import Event
 from agentforge.store.audit import ChainBuffer, lock_chains
 from agentforge.store.audit_events import record_event
-from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
+from agentforge.store.direct import execute_rows
+from agentforge.store.projector import (
+    KnownRevisions,
+    MissingRowError,
+    RevisionKey,
+    Writes,
+    apply_event,
+    dumps,
+)
 from agentforge.store.schema import event as event_table
 from agentforge.store.tenancy import TENANT_SETTING, plain, set_tenant
 
@@ -132,29 +140,33 @@ _MAX_POSITION = select(func.max(event_table.c.position)).where(
 _MAX_SEQ_AND_POSITION = select(_MAX_SEQ.scalar_subquery(), _MAX_POSITION.scalar_subquery())
 
 
-class SeqCache:
-    """The last committed seq of recently written sessions; the least recently used are forgotten
-    (a miss costs one indexed `max(seq)` query), so a long-running server does not grow it forever."""
+K = TypeVar("K")
+
+
+class SeqCache(Generic[K]):
+    """The last committed seq of recently written sessions (or another counter: a tenant's position,
+    a session's history revision); the least recently used are forgotten (a miss costs one indexed
+    query), so a long-running server does not grow it forever."""
 
     def __init__(self, capacity: int = SEQ_CACHE_SIZE) -> None:
         self._capacity = capacity
-        self._last: OrderedDict[str, int] = OrderedDict()
+        self._last: OrderedDict[K, int] = OrderedDict()
 
-    def get(self, session_id: str) -> int | None:
-        last = self._last.get(session_id)
+    def get(self, key: K) -> int | None:
+        last = self._last.get(key)
         if last is not None:
-            self._last.move_to_end(session_id)
+            self._last.move_to_end(key)
         return last
 
-    def update(self, committed: dict[str, int]) -> None:
-        for session_id, seq in committed.items():
-            self._last[session_id] = seq
-            self._last.move_to_end(session_id)
+    def update(self, committed: dict[K, int]) -> None:
+        for key, seq in committed.items():
+            self._last[key] = seq
+            self._last.move_to_end(key)
         while len(self._last) > self._capacity:
             self._last.popitem(last=False)
 
-    def forget(self, session_id: str) -> None:
-        self._last.pop(session_id, None)
+    def forget(self, key: K) -> None:
+        self._last.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._last)
@@ -168,9 +180,17 @@ class TenantRuns:
     setting, then the setting changes. Without scoping (SQLite) everything waits for `flush`.
     """
 
-    def __init__(self, conn: Connection, *, scoped: bool, tenant_id: str | None = None) -> None:
-        """`tenant_id`: the tenant the transaction is already scoped to, if any."""
-        self.writes = Writes(conn)
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        scoped: bool,
+        tenant_id: str | None = None,
+        known: KnownRevisions | None = None,
+    ) -> None:
+        """`tenant_id`: the tenant the transaction is already scoped to, if any. `known`: the
+        sessions' last history revisions, when this is the database's only writer (`Writes`)."""
+        self.writes = Writes(conn, known)
         self.chain = ChainBuffer()  # the run's audit entries, inserted with its event-log rows
         self._scoped = scoped
         self._tenant = tenant_id
@@ -188,9 +208,9 @@ class TenantRuns:
         self._log_rows.append(row)
 
     def flush(self) -> None:
-        self.writes.flush()
+        self.writes.finish()
         if self._log_rows:
-            self.writes.conn.execute(_INSERT_EVENT, self._log_rows)
+            execute_rows(self.writes.conn, _INSERT_EVENT, self._log_rows)
             self._log_rows = []
         self.chain.flush(self.writes.conn)
 
@@ -205,9 +225,12 @@ class BatchApplier:
     def __init__(self, *, scoped_by_tenant: bool, seq_cache_size: int = SEQ_CACHE_SIZE) -> None:
         self._scoped = scoped_by_tenant
         self._shared = scoped_by_tenant  # Postgres: replicas may share the database
-        self._last_seq = SeqCache(0 if self._shared else seq_cache_size)
+        self._last_seq = SeqCache[str](0 if self._shared else seq_cache_size)
         # The same bookkeeping per tenant for `position` (keys are tenant ids).
-        self._last_position = SeqCache(0 if self._shared else seq_cache_size)
+        self._last_position = SeqCache[str](0 if self._shared else seq_cache_size)
+        # And per session for its history revision (projector.Writes), so a batch bumps the revisions
+        # of all the sessions it writes in one statement instead of one UPDATE … RETURNING each.
+        self._last_revision = SeqCache[RevisionKey](0 if self._shared else seq_cache_size)
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         """Commit what can be committed; return one outcome per event, in order.
@@ -224,6 +247,9 @@ class BatchApplier:
             for event in events_of(item):
                 self._last_seq.forget(session_of(event))
                 self._last_position.forget(event.tenant_id)
+                self._last_revision.forget((event.tenant_id, session_of(event)))
+            if isinstance(item, Mutation) and item.session_id:
+                self._last_revision.forget((item.tenant_id, item.session_id))
         return self._write_one_by_one(conn, events)
 
     def _write_together(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
@@ -232,11 +258,13 @@ class BatchApplier:
         outcomes: list[Outcome] = []
         with self._transaction(conn, events) as scoped_to:
             _lock_audit_chains(conn, events)
-            runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
+            runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to, known=self._last_revision)
             for item in events:
                 runs.enter(item.tenant_id)
                 if isinstance(item, Mutation):
                     runs.flush()
+                    if item.session_id:  # it may bump the session's revision itself
+                        runs.writes.forget(item.tenant_id, item.session_id)
                     outcomes.append(Applied(item.apply(conn)))
                     runs.chain.forget_heads()  # it may have appended to a chain itself
                     continue
@@ -256,6 +284,7 @@ class BatchApplier:
             runs.flush()
         self._last_seq.update(draft)
         self._last_position.update(positions)
+        self._last_revision.update(runs.writes.committed())
         return outcomes
 
     def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
@@ -441,7 +470,7 @@ def _text_array(values: list[str]) -> str:
     return "'{" + ",".join(f'"{value}"' for value in values) + "}'"
 
 
-def _known(draft: dict[str, int], cache: SeqCache, key: str) -> int | None:
+def _known(draft: dict[str, int], cache: SeqCache[str], key: str) -> int | None:
     last = draft.get(key)
     return cache.get(key) if last is None else last
 

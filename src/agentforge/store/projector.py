@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from sqlalchemy import (
@@ -30,6 +30,7 @@ from sqlalchemy import (
 from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store.conflicts import conflict_insert
+from agentforge.store.direct import execute_rows
 from agentforge.store.schema import message, part, permission_request, session, todo
 from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
 
@@ -42,6 +43,21 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+class StaleRevisionError(MissingRowError):
+    """A session's history revision moved (or the session went) behind the writer's known value."""
+
+
+RevisionKey = tuple[str, str]  # (tenant, session)
+
+
+class KnownRevisions(Protocol):
+    """The last committed history revision of sessions (batch.py keeps them for a sole writer)."""
+
+    def get(self, key: RevisionKey) -> int | None: ...
+
+    def forget(self, key: RevisionKey) -> None: ...
+
+
 class Writes:
     """The projector's statements for one transaction, run in order.
 
@@ -51,35 +67,78 @@ class Writes:
     reads see every earlier write. Constraint errors of deferred statements surface at `flush`.
     """
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, known: KnownRevisions | None = None) -> None:
+        """`known`: the sessions' last committed history revisions, when this writer is the database's
+        only one (SQLite): a session found there is bumped without a statement of its own (below)."""
         self.conn = conn
         # Set while writing an event group (batch.py): its message and parts are new rows, inserted
         # at once, so an id any row holds fails instead of overwriting it or being silently left out.
         self.strict = False
         self._statement: Executable | None = None
         self._rows: list[dict[str, Any]] = []
+        self._known = known
         # (tenant, session) -> the history revision this transaction stamps that session's rows with.
-        self._revisions: dict[tuple[str, str], int] = {}
+        self.revisions: dict[RevisionKey, int] = {}
+        # The bumps taken from `known`, not yet written: one executemany for all of them at `finish`.
+        self._bumps: dict[RevisionKey, int] = {}
+        self._created: dict[RevisionKey, int] = {}  # sessions this transaction creates: revision 0
 
     def revision(self, tenant_id: str, session_id: str) -> int:
         """The revision to stamp a message or part of the session with: the session's counter, bumped
-        once per transaction (writes through one `Writes` are one transaction or one savepoint)."""
+        once per transaction (writes through one `Writes` are one transaction or one savepoint).
+
+        A session whose last revision is known is bumped at `finish`, all such sessions in one
+        statement that also checks the revision it moves from: a known value that is stale (or a
+        session gone) fails the transaction there, never stamps rows with a revision read before."""
         key = (tenant_id, session_id)
-        found = self._revisions.get(key)
+        found = self.revisions.get(key)
         if found is None:
-            self.flush()
-            found = bump_history(self.conn, tenant_id, session_id)
-            if found is None:
-                raise MissingRowError(f"session {session_id} does not exist")
-            self._revisions[key] = found
+            last = None if self._known is None else self._known.get(key)
+            if last is None:
+                self.flush()
+                found = bump_history(self.conn, tenant_id, session_id)
+                if found is None:
+                    raise MissingRowError(f"session {session_id} does not exist")
+            else:
+                found = self._bumps[key] = last + 1
+            self.revisions[key] = found
         return found
 
     def trim(self, tenant_id: str, session_id: str) -> None:
         """Note a delete of the session's messages or parts, so readers of its history start over."""
-        self.flush()
+        self.finish()
         found = bump_history(self.conn, tenant_id, session_id, trim=True)
         if found is not None:
-            self._revisions[(tenant_id, session_id)] = found
+            self.revisions[(tenant_id, session_id)] = found
+
+    def forget(self, tenant_id: str, session_id: str) -> None:
+        """The session is deleted (or written outside these writes): its revision is read again."""
+        key = (tenant_id, session_id)
+        self.revisions.pop(key, None)
+        self._bumps.pop(key, None)
+        self._created.pop(key, None)
+        if self._known is not None:
+            self._known.forget(key)
+
+    def created(self, tenant_id: str, session_id: str) -> None:
+        self._created[(tenant_id, session_id)] = 0
+
+    def committed(self) -> dict[RevisionKey, int]:
+        """What the written sessions' revisions are once this transaction commits."""
+        return {**self._created, **self.revisions}
+
+    def finish(self) -> None:
+        """Send what is pending, then the bumps taken from the known revisions."""
+        self.flush()
+        if not self._bumps:
+            return
+        rows = [
+            {"b_tenant_id": tenant_id, "b_id": session_id, "b_from": revision - 1, "b_to": revision}
+            for (tenant_id, session_id), revision in self._bumps.items()
+        ]
+        self._bumps = {}
+        if execute_rows(self.conn, _SET_HISTORY, rows) != len(rows):
+            raise StaleRevisionError("a session's history revision is not the one this writer knew")
 
     def defer(self, statement: Executable, row: dict[str, Any]) -> None:
         if statement is not self._statement:
@@ -92,9 +151,14 @@ class Writes:
         self.flush()
         return self.conn.execute(statement, params)
 
+    def count(self, statement: Executable, params: dict[str, Any]) -> int:
+        """Execute now (after what is pending); the number of rows it changed."""
+        self.flush()
+        return execute_rows(self.conn, statement, [params])
+
     def flush(self) -> None:
         if self._statement is not None and self._rows:
-            self.conn.execute(self._statement, self._rows)
+            execute_rows(self.conn, self._statement, self._rows)
         self._statement, self._rows = None, []
 
 
@@ -103,6 +167,17 @@ _BUMP_HISTORY: Update = (
     .where(session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id"))
     .values(history_revision=session.c.history_revision + 1)
     .returning(session.c.history_revision)
+)
+# A bump of a session whose revision the writer knows (`Writes.finish`): no RETURNING, and no row
+# unless the revision is still the known one.
+_SET_HISTORY: Update = (
+    update(session)
+    .where(
+        session.c.id == bindparam("b_id"),
+        session.c.tenant_id == bindparam("b_tenant_id"),
+        session.c.history_revision == bindparam("b_from"),
+    )
+    .values(history_revision=bindparam("b_to"))
 )
 _BUMP_AND_TRIM_HISTORY: Update = (
     update(session)
@@ -217,13 +292,14 @@ def _session_created(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
     # Totals start at zero (column defaults) whatever `info` says: they are the sum of the session's
     # step-finish parts, which the projector adds up as they arrive.
     writes.defer(_INSERT_SESSION, {"id": props["info"]["id"], **_session_columns(tenant_id, props)})
+    writes.created(tenant_id, props["info"]["id"])
 
 
 def _session_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
     # A full replace of the row, except the running totals, which stay the projector's.
     session_id = props["info"]["id"]
     params = {"b_id": session_id, "b_tenant_id": tenant_id, **_session_columns(tenant_id, props)}
-    if writes.run(_UPDATE_SESSION, params).rowcount == 0:
+    if writes.count(_UPDATE_SESSION, params) == 0:
         raise MissingRowError(f"session {session_id} does not exist")
 
 
@@ -242,6 +318,7 @@ def _session_columns(tenant_id: str, props: Mapping[str, Any]) -> dict[str, Any]
 
 def _session_deleted(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
     # Messages and parts go with it (ON DELETE CASCADE). Deleting twice is harmless.
+    writes.forget(tenant_id, props["sessionID"])
     writes.defer(_DELETE_SESSION, {"b_id": props["sessionID"], "b_tenant_id": tenant_id})
 
 
@@ -266,8 +343,8 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
     # fails this event rather than vanish. Written with its parts (strict), the message is new: a
     # plain INSERT, so an id any row holds, in this session too, fails rather than overwrite it.
     if writes.strict:
-        writes.run(_INSERT_MESSAGE, row)
-    elif writes.run(_upsert(writes, message), row).rowcount == 0:
+        writes.count(_INSERT_MESSAGE, row)
+    elif writes.count(_upsert(writes, message), row) == 0:
         raise MissingRowError(f"message id {info['id']} is taken by another session")
 
 
@@ -322,7 +399,7 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
     }
     if writes.strict:
         # A part of a new user message (its id maybe a client's): new too, never an upsert.
-        writes.run(_INSERT_PART, row)
+        writes.count(_INSERT_PART, row)
     else:
         writes.defer(_upsert(writes, part), row)
     if counts:
@@ -442,7 +519,7 @@ def _permission_replied(writes: Writes, tenant_id: str, props: Mapping[str, Any]
         "b_feedback": props.get("message"),
         "b_time_decided": props["time"],
     }
-    if writes.run(_DECIDE_PERMISSION_REQUEST, params).rowcount == 0:
+    if writes.count(_DECIDE_PERMISSION_REQUEST, params) == 0:
         raise MissingRowError(f"permission request {request_id} does not exist")
 
 
