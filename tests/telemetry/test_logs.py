@@ -4,6 +4,7 @@ appear, ids bound in context, levels and formats validated."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import json
 import logging
@@ -264,3 +265,12 @@ _PIECES += ["=", "@", ":", "abcdef12", "\u212a-", "K", "x", " ", "-", "_", "\u00
 @given(text=_TEXTS | st.text(max_size=30) | st.lists(st.sampled_from(_PIECES), max_size=8).map("".join))
 def test_masking_skips_only_text_no_credential_pattern_matches(text: str) -> None:
     assert mask(text) == _SECRET_TEXT.sub(_replace_secret, text)
+
+
+@pytest.mark.parametrize("created", [1_796_150_583.880436, 1_796_150_583.0, 1_796_150_583.9999996, 0.5])
+def test_a_lines_time_is_its_records_in_utc(created: float) -> None:
+    record = logging.LogRecord("agentforge.test", logging.INFO, __file__, 1, "at", (), None)
+    record.created = created
+    line = json.loads(formatter("json").format(record))
+    expected = datetime.datetime.fromtimestamp(created, datetime.UTC).isoformat().replace("+00:00", "Z")
+    assert line["time"] == expected
