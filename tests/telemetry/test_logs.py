@@ -3,17 +3,32 @@ appear, ids bound in context, levels and formats validated."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
 
 from agentforge.telemetry import context
-from agentforge.telemetry.logs import REDACTED, configure_logging, mask
+from agentforge.telemetry.logs import (
+    _SECRET_TEXT,
+    REDACTED,
+    LogFormat,
+    _replace_secret,
+    _structlog_formatter,
+    configure_logging,
+    formatter,
+    mask,
+)
 from tests.e2e.harness import start_live_server
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -177,3 +192,85 @@ def test_http_clients_request_lines_show_only_at_debug(
         assert [line["logger"] for line in _lines(loud)] == [client]
     finally:
         client_log.setLevel(before)
+
+
+# The fused fast path of the formatter against structlog's own chain, for any record it fuses: the
+# same line, field for field (the time stamp aside: each takes its own).
+_FIELD_NAMES = st.sampled_from(
+    ["provider", "token", "api_key", "outcome", "headers", "url", "level", "logger", "time", "event",
+     "message", "trace_id", "color_message", "logger_name", "input_tokens", "x", "Authorization"]
+)  # fmt: skip
+_TEXTS = st.text(
+    alphabet=st.sampled_from("aAbkK-=:/. \t\n\"'_sieyJ\u212a\u00e9@?&0"), max_size=40
+) | st.sampled_from(
+    [SECRET, f"Bearer {SECRET}", "https://u:pw@host/x", "afk.t.k.secretpart", "whsec_abcdefgh", "key=v"]
+)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXTS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_FIELD_NAMES | _TEXTS, inner, max_size=3),
+    max_leaves=6,
+)
+_FORMATTERS = {f: (formatter(f), _structlog_formatter(f)) for f in ("text", "json")}
+_TRACER = TracerProvider().get_tracer("test")
+_TIME = re.compile(r'^\S+Z |"time": "[^"]+"')
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    log_format=st.sampled_from(["text", "json"]),
+    level=st.sampled_from([logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, 5]),
+    message=_TEXTS,
+    extra=st.dictionaries(_FIELD_NAMES, _VALUES, max_size=5),
+    ids=st.dictionaries(st.sampled_from(["request_id", "tenant", "session_id", "token"]), _TEXTS, max_size=3),
+    in_span=st.booleans(),
+)
+def test_the_fused_formatter_writes_what_structlog_writes(
+    log_format: LogFormat,
+    level: int,
+    message: str,
+    extra: dict[str, Any],
+    ids: dict[str, str],
+    in_span: bool,
+) -> None:
+    extra = {key: value for key, value in extra.items() if key not in ("message",)}
+    record = logging.getLogger("agentforge.test").makeRecord(
+        "agentforge.test", level, __file__, 1, "%s", (message,), None, extra=extra
+    )
+    fused, reference = _FORMATTERS[log_format]
+    with context.bound(**ids), _TRACER.start_as_current_span("s") if in_span else contextlib.nullcontext():
+        ours = fused.format(record)
+        try:
+            theirs = reference.format(record)
+        except TypeError:  # structlog's console renderer fails on a non-string `level=` field
+            return
+    assert _TIME.sub("", ours, count=1) == _TIME.sub("", theirs, count=1)
+
+
+def test_a_record_with_a_traceback_is_formatted_by_structlog(restore_root: list[logging.Handler]) -> None:
+    stream = _configure(restore_root, "text")
+    try:
+        raise ValueError(f"bad Bearer {SECRET}")
+    except ValueError:
+        logging.getLogger("agentforge.test").exception("failed", extra={"tool": "read"})
+    text = stream.getvalue()
+    assert "tool=read" in text and "ValueError: bad Bearer" in text and SECRET not in text
+
+
+# Pieces of credential shapes, in other cases too (re.I matches the long s and the Kelvin sign).
+_PIECES = ["Bearer ", "ba\u017fic ", "BASIC ", "sk-", "Sk-", "xai-", "afk.", "whsec_", "eyJ", ".", "://"]
+_PIECES += ["=", "@", ":", "abcdef12", "\u212a-", "K", "x", " ", "-", "_", "\u00e9"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_TEXTS | st.text(max_size=30) | st.lists(st.sampled_from(_PIECES), max_size=8).map("".join))
+def test_masking_skips_only_text_no_credential_pattern_matches(text: str) -> None:
+    assert mask(text) == _SECRET_TEXT.sub(_replace_secret, text)
+
+
+@pytest.mark.parametrize("created", [1_796_150_583.880436, 1_796_150_583.0, 1_796_150_583.9999996, 0.5])
+def test_a_lines_time_is_its_records_in_utc(created: float) -> None:
+    record = logging.LogRecord("agentforge.test", logging.INFO, __file__, 1, "at", (), None)
+    record.created = created
+    line = json.loads(formatter("json").format(record))
+    expected = datetime.datetime.fromtimestamp(created, datetime.UTC).isoformat().replace("+00:00", "Z")
+    assert line["time"] == expected

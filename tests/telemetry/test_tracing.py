@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from agentforge.telemetry.tracing import tracer_provider
+from agentforge.telemetry.tracing import records_spans, tracer_provider
 
 
 class _Collector(BaseHTTPRequestHandler):
@@ -70,3 +72,36 @@ def test_nothing_is_exported_without_an_endpoint(
         assert span.get_span_context().is_valid  # recorded all the same: trace ids for the logs
     assert provider.force_flush(1_000)
     assert received == []
+
+
+def test_without_an_exporter_spans_carry_the_callers_trace_but_record_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    provider = tracer_provider()
+    assert not records_spans(provider)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    caller = TraceContextTextMapPropagator().extract({"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"})
+    tracer = provider.get_tracer("test")
+    with (
+        tracer.start_as_current_span("POST /session", context=caller) as request,
+        tracer.start_as_current_span("invoke_agent") as turn,
+    ):
+        context = trace.get_current_span().get_span_context()
+    assert format(context.trace_id, "032x") == trace_id  # what the log lines carry
+    assert turn.get_span_context().span_id != request.get_span_context().span_id
+    assert not turn.is_recording() and not request.is_recording()
+
+
+def test_with_an_exporter_spans_are_recorded(
+    collector: tuple[str, list[tuple[str, bytes]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector[0])
+    provider = tracer_provider()
+    try:
+        assert records_spans(provider)
+        with provider.get_tracer("test").start_as_current_span("invoke_agent") as span:
+            assert span.is_recording()
+    finally:
+        provider.shutdown()

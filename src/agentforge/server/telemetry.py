@@ -9,8 +9,9 @@ and buffers streaming (SSE) responses through a queue.
 
 from __future__ import annotations
 
+import random
 import re
-import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 from opentelemetry import trace
@@ -23,6 +24,12 @@ from agentforge.telemetry.context import bound
 REQUEST_ID_HEADER = "x-request-id"
 _SANE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _PROPAGATOR = TraceContextTextMapPropagator()
+# The request headers read here: the request id, and the W3C trace context the propagator reads.
+_READ_HEADERS = {
+    b"x-request-id": REQUEST_ID_HEADER,
+    b"traceparent": "traceparent",
+    b"tracestate": "tracestate",
+}
 
 
 class TelemetryMiddleware:
@@ -34,18 +41,24 @@ class TelemetryMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            if (read := _READ_HEADERS.get(name)) is not None:
+                headers[read] = value.decode("latin-1")  # a repeated header: its last value
         offered = headers.get(REQUEST_ID_HEADER, "")
-        request_id = offered if _SANE_ID.match(offered) else uuid.uuid4().hex
+        # 128 random bits as 32 hex digits, as OpenTelemetry draws its trace ids (not a secret).
+        request_id = offered if _SANE_ID.match(offered) else f"{random.getrandbits(128):032x}"
         method = scope["method"]
         attributes = {"http.request.method": method, "url.path": scope["path"], "request.id": request_id}
         status: dict[str, Any] = {}
 
-        async def send_with_id(message: Message) -> None:
+        # Not a coroutine: every frame of a streamed response passes here, and the awaitable of
+        # `send` is handed back as it is instead of being awaited in a coroutine of its own.
+        def send_with_id(message: Message) -> Awaitable[None]:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
-            await send(message)
+            return send(message)
 
         with (
             bound(request_id=request_id),

@@ -22,7 +22,7 @@ from agentforge.model.events import PERMISSION_ASKED, PERMISSION_REPLIED, Event
 from agentforge.session.observer import CalledModel
 from agentforge.telemetry.context import bound
 from agentforge.telemetry.metrics import Metrics
-from agentforge.telemetry.tracing import INSTRUMENTATION, tracer_provider
+from agentforge.telemetry.tracing import INSTRUMENTATION, records_spans, tracer_provider
 
 turn_log = logging.getLogger("agentforge.turn")
 model_log = logging.getLogger("agentforge.model")
@@ -184,6 +184,9 @@ class Telemetry:
         self.metrics = metrics or Metrics()
         self.provider = provider or tracer_provider()
         self.tracer = self.provider.get_tracer(INSTRUMENTATION)
+        # A store batch's span is never current (no log line carries its id): without recording,
+        # it would be ids for nobody.
+        self._batch_spans = records_spans(self.provider)
         self.wants_content = log_content
 
     # --- the session's seam ---------------------------------------------------------------------
@@ -244,17 +247,20 @@ class Telemetry:
     # --- the store writer's seam ----------------------------------------------------------------
 
     def capture(self) -> object:
-        return otel_context.get_current()
+        return otel_context.get_current() if self._batch_spans else None
 
     def batch(self, size: int, started_ns: int, ended_ns: int, committed: bool, origin: object) -> None:
         self.metrics.writer_batch_size.observe(size)
         self.metrics.writer_batch_seconds.observe((ended_ns - started_ns) / 1e9)
+        if not committed:
+            self.metrics.writer_errors.inc()
+        if not self._batch_spans:
+            return
         parent = origin if isinstance(origin, otel_context.Context) else None
         span = self.tracer.start_span(
             "store batch", context=parent, start_time=started_ns, attributes={"agentforge.batch.size": size}
         )
         if not committed:
-            self.metrics.writer_errors.inc()
             span.set_status(Status(StatusCode.ERROR, "batch not committed"))
         span.end(end_time=ended_ns)
 
