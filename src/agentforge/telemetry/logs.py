@@ -102,8 +102,9 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return mask(value)
     if isinstance(value, Mapping):
+        # A key can itself be a credential (a header map keyed by token, say): masked like text.
         return {
-            key: REDACTED if isinstance(key, str) and _secret_key(key) else redact(item)
+            redact(key): REDACTED if isinstance(key, str) and _secret_key(key) else redact(item)
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
