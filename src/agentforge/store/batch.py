@@ -129,6 +129,12 @@ _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id ==
 _MAX_POSITION = select(func.max(event_table.c.position)).where(
     event_table.c.tenant_id == bindparam("tenant_id")
 )
+# Postgres, under the batch's locks: the last seq of each of a tenant's sessions, then its last position.
+_LAST_NUMBERS = text(
+    "SELECT 0, s, (SELECT max(seq) FROM event WHERE session_id = s)"
+    " FROM unnest(CAST(:sessions AS text[])) AS s"
+    " UNION ALL SELECT 1, CAST(:tenant AS text), (SELECT max(position) FROM event WHERE tenant_id = :tenant)"
+)
 _MAX_SEQ_AND_POSITION = select(_MAX_SEQ.scalar_subquery(), _MAX_POSITION.scalar_subquery())
 
 
@@ -230,7 +236,7 @@ class BatchApplier:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
-        with self._transaction(conn, events) as scoped_to:
+        with self._transaction(conn, events, draft, positions) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             for item in events:
@@ -261,7 +267,7 @@ class BatchApplier:
     def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
-        with self._transaction(conn, events) as scoped_to:
+        with self._transaction(conn, events, draft, positions) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             outcomes: list[Outcome] = []
@@ -357,14 +363,18 @@ class BatchApplier:
         return grouped
 
     @contextmanager
-    def _transaction(self, conn: Connection, items: Sequence[Item]) -> Iterator[str | None]:
+    def _transaction(
+        self, conn: Connection, items: Sequence[Item], draft: dict[str, int], positions: dict[str, int]
+    ) -> Iterator[str | None]:
         """The batch's transaction; yields the tenant it is already scoped to (or None).
 
         Shared database: every written session, then each tenant's position counter, is held until
         commit (before the chain locks), and the transaction is scoped to the first item's tenant.
         On a connection in AUTOCOMMIT mode (the store's writer) BEGIN goes with those in one
         simple-protocol message and the transaction is ended here; SQLAlchemy's transaction inside
-        it only keeps track of savepoints."""
+        it only keeps track of savepoints. Under the locks, the last seq of each of that tenant's
+        sessions and its last position are read in one statement into `draft` and `positions`
+        (other tenants' rows are invisible there: theirs are read once the setting changes)."""
         tenant_id = items[0].tenant_id if self._scoped else None
         if tenant_id is not None and not tenant_id:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
@@ -376,14 +386,15 @@ class BatchApplier:
         locks = {"tenant": tenant_id, "sessions": sessions, "tenants": tenants}
         if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
             with conn.begin():
-                yield self._lock(conn, locks)
+                yield _last_numbers(conn, self._lock(conn, locks), events, draft, positions)
             return
         driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
         opening = _opening(tenant_id, sessions, tenants)
         try:
             driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
             with conn.begin():
-                yield tenant_id if opening else self._lock(conn, locks)
+                scoped_to = tenant_id if opening else self._lock(conn, locks)
+                yield _last_numbers(conn, scoped_to, events, draft, positions)
         except BaseException:
             with suppress(Exception):  # a connection that fails here is discarded by the writer
                 driver.run_async(lambda pg: pg.execute("ROLLBACK"))
@@ -418,6 +429,25 @@ class BatchApplier:
         if last_position is None:
             last_position = conn.execute(_MAX_POSITION, {"tenant_id": tenant_id}).scalar() or 0
         return last_seq + 1, last_position + 1
+
+
+def _last_numbers(
+    conn: Connection,
+    tenant_id: str | None,
+    events: list[Event],
+    draft: dict[str, int],
+    positions: dict[str, int],
+) -> str | None:
+    """With the batch's locks held and its transaction scoped to `tenant_id`: the last seq of each
+    of that tenant's sessions and the tenant's last position, in one statement (0: none yet)."""
+    if tenant_id is None:
+        return None
+    sessions = sorted({session_of(event) for event in events if event.tenant_id == tenant_id})
+    if not sessions:
+        return tenant_id
+    for kind, key, last in conn.execute(_LAST_NUMBERS, {"sessions": sessions, "tenant": tenant_id}):
+        (draft if kind == 0 else positions)[key] = last or 0
+    return tenant_id
 
 
 def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str]) -> str | None:
