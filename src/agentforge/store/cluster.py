@@ -409,7 +409,7 @@ class ClusterLink:
             if not self._holds[session_id]:
                 del self._holds[session_id]
                 tenant_id = self._tenants.pop(session_id, None)
-                if tenant_id is not None:
+                if tenant_id is not None and self._replica is not None:
                     try:
                         row = (tenant_id, session_id, self._replica)
                         await execute_in_tenant(conn, tenant_id, _FORGET_AND_RELEASE, *row)
