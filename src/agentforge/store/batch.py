@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from agentforge.model.events import Event
 from agentforge.store.audit import ChainBuffer, lock_chains
 from agentforge.store.audit_events import record_event
+from agentforge.store.last_numbers import ExpectedNumbers, check, own_sessions, read_last_numbers, stale
 from agentforge.store.projector import MissingRowError, Writes, apply_event, dumps
 from agentforge.store.schema import event as event_table
 from agentforge.store.tenancy import TENANT_SETTING, plain, set_tenant
@@ -129,12 +130,6 @@ _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id ==
 _MAX_POSITION = select(func.max(event_table.c.position)).where(
     event_table.c.tenant_id == bindparam("tenant_id")
 )
-# Postgres, under the batch's locks: the last seq of each of a tenant's sessions, then its last position.
-_LAST_NUMBERS = text(
-    "SELECT 0, s, (SELECT max(seq) FROM event WHERE session_id = s)"
-    " FROM unnest(CAST(:sessions AS text[])) AS s"
-    " UNION ALL SELECT 1, CAST(:tenant AS text), (SELECT max(position) FROM event WHERE tenant_id = :tenant)"
-)
 _MAX_SEQ_AND_POSITION = select(_MAX_SEQ.scalar_subquery(), _MAX_POSITION.scalar_subquery())
 
 
@@ -214,6 +209,8 @@ class BatchApplier:
         self._last_seq = SeqCache(0 if self._shared else seq_cache_size)
         # The same bookkeeping per tenant for `position` (keys are tenant ids).
         self._last_position = SeqCache(0 if self._shared else seq_cache_size)
+        # Postgres: what this writer's batches left, checked (not trusted) by the next one.
+        self._expected = ExpectedNumbers()
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         """Commit what can be committed; return one outcome per event, in order.
@@ -373,8 +370,9 @@ class BatchApplier:
         On a connection in AUTOCOMMIT mode (the store's writer) BEGIN goes with those in one
         simple-protocol message and the transaction is ended here; SQLAlchemy's transaction inside
         it only keeps track of savepoints. Under the locks, the last seq of each of that tenant's
-        sessions and its last position are read in one statement into `draft` and `positions`
-        (other tenants' rows are invisible there: theirs are read once the setting changes)."""
+        sessions and its last position go into `draft` and `positions`: read in one statement, or
+        checked with the opening when this writer expects them (`last_numbers.py`); other tenants'
+        rows are invisible there, theirs are read once the setting changes."""
         tenant_id = items[0].tenant_id if self._scoped else None
         if tenant_id is not None and not tenant_id:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
@@ -386,20 +384,53 @@ class BatchApplier:
         locks = {"tenant": tenant_id, "sessions": sessions, "tenants": tenants}
         if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
             with conn.begin():
-                yield _last_numbers(conn, self._lock(conn, locks), events, draft, positions)
+                scoped_to = self._lock(conn, locks)
+                if scoped_to is not None:
+                    read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
+                yield scoped_to
             return
         driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
         opening = _opening(tenant_id, sessions, tenants)
+        own = own_sessions(events, tenant_id) if opening and sessions and tenant_id else []
         try:
-            driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
+            guess = self._open(driver, opening, tenant_id, own)
             with conn.begin():
                 scoped_to = tenant_id if opening else self._lock(conn, locks)
-                yield _last_numbers(conn, scoped_to, events, draft, positions)
+                if guess is not None:
+                    draft.update(guess[0])
+                    positions[guess[2]] = guess[1]
+                elif scoped_to is not None:
+                    read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
+                yield scoped_to
         except BaseException:
+            self._expected.forget()
             with suppress(Exception):  # a connection that fails here is discarded by the writer
                 driver.run_async(lambda pg: pg.execute("ROLLBACK"))
             raise
         driver.run_async(lambda pg: pg.execute("COMMIT"))
+        self._expected.record(draft, positions)
+
+    def _open(
+        self, driver: Any, opening: str | None, tenant_id: str | None, own: list[str]
+    ) -> tuple[dict[str, int], int, str] | None:
+        """BEGIN (with the locks when `opening`); with the numbers this writer expects for the
+        sessions `own` and `tenant_id`, checked in the same message (last_numbers.py): those
+        numbers and the tenant when they held, None when the batch must read them."""
+        guess = self._expected.guess(tenant_id, own) if own and tenant_id else None
+        if guess is None or not tenant_id or not opening:
+            driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
+            return None
+        checked = f"{opening}; {check(tenant_id, *guess)}"
+        try:
+            driver.run_async(lambda pg: pg.execute(checked))
+        except Exception as exc:
+            if not stale(exc):
+                raise
+            driver.run_async(lambda pg: pg.execute("ROLLBACK"))  # nothing was written yet
+            self._expected.missed()
+            driver.run_async(lambda pg: pg.execute(opening))
+            return None
+        return guess[0], guess[1], tenant_id
 
     def _lock(self, conn: Connection, locks: dict[str, Any]) -> str | None:
         if not locks["sessions"]:
@@ -429,25 +460,6 @@ class BatchApplier:
         if last_position is None:
             last_position = conn.execute(_MAX_POSITION, {"tenant_id": tenant_id}).scalar() or 0
         return last_seq + 1, last_position + 1
-
-
-def _last_numbers(
-    conn: Connection,
-    tenant_id: str | None,
-    events: list[Event],
-    draft: dict[str, int],
-    positions: dict[str, int],
-) -> str | None:
-    """With the batch's locks held and its transaction scoped to `tenant_id`: the last seq of each
-    of that tenant's sessions and the tenant's last position, in one statement (0: none yet)."""
-    if tenant_id is None:
-        return None
-    sessions = sorted({session_of(event) for event in events if event.tenant_id == tenant_id})
-    if not sessions:
-        return tenant_id
-    for kind, key, last in conn.execute(_LAST_NUMBERS, {"sessions": sessions, "tenant": tenant_id}):
-        (draft if kind == 0 else positions)[key] = last or 0
-    return tenant_id
 
 
 def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str]) -> str | None:
