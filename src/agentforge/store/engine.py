@@ -141,8 +141,8 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
 def postgres_pool_size(readers: int) -> int:
     """The connections a store's pool keeps open: the writer's and the ownership lock's, each held
     for the store's lifetime, and two per reader. Reads of concurrent turns use them all at once:
-    a connection beyond the kept ones is opened for one use and closed after it (a new backend, its
-    type codecs set up, every statement prepared again: ~3 ms of the loop's CPU and more of Postgres's)."""
+    a connection beyond the kept ones is opened for one use and closed after it (a new backend
+    started, its type codecs set up, every statement it runs prepared again)."""
     return 2 + 2 * readers
 
 
