@@ -1,5 +1,5 @@
-"""`set_tenant` and `begin_in_tenant`: the Postgres setting row-level security reads, for one
-transaction only."""
+"""`set_tenant`, `begin_in_tenant` and `execute_in_tenant`: the Postgres setting row-level security
+reads, for one transaction only."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sqlalchemy import Connection, text
 from agentforge.store import parse_database_url
 from agentforge.store.engine import postgres_engine
 from agentforge.store.migrate import run_with_connection
-from agentforge.store.tenancy import TENANT_SETTING, begin_in_tenant, set_tenant
+from agentforge.store.tenancy import TENANT_SETTING, begin_in_tenant, execute_in_tenant, set_tenant
 
 _CURRENT = text(f"SELECT current_setting('{TENANT_SETTING}', true)")
 _CURRENT_DRIVER = f"SELECT current_setting('{TENANT_SETTING}', true)"
@@ -68,3 +68,59 @@ async def test_begin_in_tenant_opens_a_transaction_scoped_to_exactly_that_tenant
 async def test_begin_in_tenant_refuses_an_empty_tenant_before_any_statement() -> None:
     with pytest.raises(ValueError, match="a tenant id is required"):
         await begin_in_tenant(None, "")  # no connection is touched
+
+
+@pytest.mark.parametrize(
+    "tenant",
+    ["tenant-a", "it's; SELECT set_config('app.tenant_id', 'tenant-b', true); --"],
+    ids=["plain id, one message", "id needing quotes, the long way"],
+)
+async def test_execute_in_tenant_runs_its_statement_in_exactly_that_tenant_and_commits(
+    database_url: str, tenant: str
+) -> None:
+    target = parse_database_url(database_url)
+    if target.dialect != "postgresql":
+        pytest.skip("SQLite has no settings: its queries filter by tenant")
+    engine = postgres_engine(target, pool_size=1)
+    try:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            await driver.execute("CREATE TEMP TABLE seen (tenant text, value text)")
+            insert = f"INSERT INTO seen SELECT current_setting('{TENANT_SETTING}'), $1::text"
+            status = await execute_in_tenant(driver, tenant, insert, "x-1")
+            assert status == "INSERT 0 1"
+            assert not driver.is_in_transaction()
+            assert not await driver.fetchval(_CURRENT_DRIVER)  # the setting ended with it
+            # Committed, the argument verbatim; an argument needing quotes takes the long way.
+            await execute_in_tenant(driver, tenant, insert, "it's")
+            assert await driver.fetch("SELECT tenant, value FROM seen ORDER BY value") == [
+                (tenant, "it's"),
+                (tenant, "x-1"),
+            ]
+    finally:
+        await engine.dispose()
+
+
+async def test_execute_in_tenant_rolls_back_a_failed_statement_whole(database_url: str) -> None:
+    target = parse_database_url(database_url)
+    if target.dialect != "postgresql":
+        pytest.skip("SQLite has no settings: its queries filter by tenant")
+    engine = postgres_engine(target, pool_size=1)
+    try:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            await driver.execute("CREATE TEMP TABLE seen (value int)")
+            failing = "WITH written AS (INSERT INTO seen VALUES (1)) SELECT 1 / (length($1) - 3)"
+            with pytest.raises(Exception, match="division by zero"):
+                await execute_in_tenant(driver, "tenant-a", failing, "abc")
+            assert not driver.is_in_transaction()
+            assert await driver.fetchval("SELECT count(*) FROM seen") == 0
+    finally:
+        await engine.dispose()
+
+
+async def test_execute_in_tenant_refuses_an_empty_tenant_before_any_statement() -> None:
+    with pytest.raises(ValueError, match="a tenant id is required"):
+        await execute_in_tenant(None, "", "SELECT 1")  # no connection is touched

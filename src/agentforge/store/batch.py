@@ -34,6 +34,7 @@ from agentforge.model.events import Event
 from agentforge.store.audit import ChainBuffer, lock_chains
 from agentforge.store.audit_events import record_event
 from agentforge.store.direct import execute_rows
+from agentforge.store.last_numbers import ExpectedNumbers, check, own_sessions, read_last_numbers, stale
 from agentforge.store.projector import (
     KnownRevisions,
     MissingRowError,
@@ -231,6 +232,8 @@ class BatchApplier:
         # And per session for its history revision (projector.Writes), so a batch bumps the revisions
         # of all the sessions it writes in one statement instead of one UPDATE … RETURNING each.
         self._last_revision = SeqCache[RevisionKey](0 if self._shared else seq_cache_size)
+        # Postgres: what this writer's batches left, checked (not trusted) by the next one.
+        self._expected = ExpectedNumbers()
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         """Commit what can be committed; return one outcome per event, in order.
@@ -256,7 +259,7 @@ class BatchApplier:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
-        with self._transaction(conn, events) as scoped_to:
+        with self._transaction(conn, events, draft, positions) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to, known=self._last_revision)
             for item in events:
@@ -290,7 +293,7 @@ class BatchApplier:
     def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
-        with self._transaction(conn, events) as scoped_to:
+        with self._transaction(conn, events, draft, positions) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             outcomes: list[Outcome] = []
@@ -386,14 +389,19 @@ class BatchApplier:
         return grouped
 
     @contextmanager
-    def _transaction(self, conn: Connection, items: Sequence[Item]) -> Iterator[str | None]:
+    def _transaction(
+        self, conn: Connection, items: Sequence[Item], draft: dict[str, int], positions: dict[str, int]
+    ) -> Iterator[str | None]:
         """The batch's transaction; yields the tenant it is already scoped to (or None).
 
         Shared database: every written session, then each tenant's position counter, is held until
         commit (before the chain locks), and the transaction is scoped to the first item's tenant.
         On a connection in AUTOCOMMIT mode (the store's writer) BEGIN goes with those in one
         simple-protocol message and the transaction is ended here; SQLAlchemy's transaction inside
-        it only keeps track of savepoints."""
+        it only keeps track of savepoints. Under the locks, the last seq of each of that tenant's
+        sessions and its last position go into `draft` and `positions`: read in one statement, or
+        checked with the opening when this writer expects them (`last_numbers.py`); other tenants'
+        rows are invisible there, theirs are read once the setting changes."""
         tenant_id = items[0].tenant_id if self._scoped else None
         if tenant_id is not None and not tenant_id:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
@@ -405,19 +413,53 @@ class BatchApplier:
         locks = {"tenant": tenant_id, "sessions": sessions, "tenants": tenants}
         if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
             with conn.begin():
-                yield self._lock(conn, locks)
+                scoped_to = self._lock(conn, locks)
+                if scoped_to is not None:
+                    read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
+                yield scoped_to
             return
         driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
         opening = _opening(tenant_id, sessions, tenants)
+        own = own_sessions(events, tenant_id) if opening and sessions and tenant_id else []
         try:
-            driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
+            guess = self._open(driver, opening, tenant_id, own)
             with conn.begin():
-                yield tenant_id if opening else self._lock(conn, locks)
+                scoped_to = tenant_id if opening else self._lock(conn, locks)
+                if guess is not None:
+                    draft.update(guess[0])
+                    positions[guess[2]] = guess[1]
+                elif scoped_to is not None:
+                    read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
+                yield scoped_to
         except BaseException:
+            self._expected.forget()
             with suppress(Exception):  # a connection that fails here is discarded by the writer
                 driver.run_async(lambda pg: pg.execute("ROLLBACK"))
             raise
         driver.run_async(lambda pg: pg.execute("COMMIT"))
+        self._expected.record(draft, positions)
+
+    def _open(
+        self, driver: Any, opening: str | None, tenant_id: str | None, own: list[str]
+    ) -> tuple[dict[str, int], int, str] | None:
+        """BEGIN (with the locks when `opening`); with the numbers this writer expects for the
+        sessions `own` and `tenant_id`, checked in the same message (last_numbers.py): those
+        numbers and the tenant when they held, None when the batch must read them."""
+        guess = self._expected.guess(tenant_id, own) if own and tenant_id else None
+        if guess is None or not tenant_id or not opening:
+            driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
+            return None
+        checked = f"{opening}; {check(tenant_id, *guess)}"
+        try:
+            driver.run_async(lambda pg: pg.execute(checked))
+        except Exception as exc:
+            if not stale(exc):
+                raise
+            driver.run_async(lambda pg: pg.execute("ROLLBACK"))  # nothing was written yet
+            self._expected.missed()
+            driver.run_async(lambda pg: pg.execute(opening))
+            return None
+        return guess[0], guess[1], tenant_id
 
     def _lock(self, conn: Connection, locks: dict[str, Any]) -> str | None:
         if not locks["sessions"]:

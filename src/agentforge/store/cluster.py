@@ -33,7 +33,7 @@ from sqlalchemy import Connection, text
 from agentforge.store.engine import DatabaseTarget
 from agentforge.store.errors import ClusterUnavailableError
 from agentforge.store.seal import SEAL_OVERHEAD, Seal
-from agentforge.store.tenancy import begin_in_tenant
+from agentforge.store.tenancy import execute_in_tenant
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ class ClusterLink:
             else:
                 row = (tenant_id, session_id, self._replica)
                 try:
-                    status = await _execute_in_tenant(conn, tenant_id, _TAKE_AND_RECORD, *row)
+                    status = await execute_in_tenant(conn, tenant_id, _TAKE_AND_RECORD, *row)
                 except BaseException:
                     with contextlib.suppress(Exception):  # not recorded: not taken (if it was)
                         await conn.fetchval(_RELEASE, session_id)
@@ -409,10 +409,10 @@ class ClusterLink:
             if not self._holds[session_id]:
                 del self._holds[session_id]
                 tenant_id = self._tenants.pop(session_id, None)
-                if tenant_id is not None:
+                if tenant_id is not None and self._replica is not None:
                     try:
                         row = (tenant_id, session_id, self._replica)
-                        await _execute_in_tenant(conn, tenant_id, _FORGET_AND_RELEASE, *row)
+                        await execute_in_tenant(conn, tenant_id, _FORGET_AND_RELEASE, *row)
                         return
                     except _asyncpg().PostgresError:  # a stale row is ignored: the lock decides
                         log.exception("cluster: could not remove the run_lease row of %s", session_id)
@@ -535,23 +535,6 @@ def _call_back(what: str, callback: Callable[..., None], *args: Any) -> None:
         callback(*args)
     except Exception:
         log.exception("cluster: the %s callback failed", what)
-
-
-async def _execute_in_tenant(conn: Any, tenant_id: str, statement: str, *args: object) -> str:
-    """`statement` in a transaction of its own scoped to `tenant_id` (BEGIN and the tenant in one
-    round trip), rolled back when it fails; its status (e.g. `INSERT 0 1`)."""
-    try:
-        await begin_in_tenant(conn, tenant_id)
-        status: str = await conn.execute(statement, *args)
-        await conn.execute("COMMIT")
-        return status
-    except BaseException:
-        # Unconditionally: cancelled with BEGIN in flight, the driver does not yet know it is in a
-        # transaction, and a later COMMIT on this connection would commit what this call left.
-        if not conn.is_closed():
-            with contextlib.suppress(Exception):
-                await conn.execute("ROLLBACK")
-        raise
 
 
 async def _close_quietly(conn: Any) -> None:

@@ -138,11 +138,22 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def postgres_engine(target: DatabaseTarget, *, pool_size: int) -> AsyncEngine:
+def postgres_pool_size(readers: int) -> int:
+    """The connections a store's pool keeps open: the writer's and the ownership lock's, each held
+    for the store's lifetime, and two per reader. Reads of concurrent turns use them all at once:
+    a connection beyond the kept ones is opened for one use and closed after it (a new backend
+    started, its type codecs set up, every statement it runs prepared again)."""
+    return 2 + 2 * readers
+
+
+def postgres_engine(
+    target: DatabaseTarget, *, pool_size: int, max_overflow: int | None = None
+) -> AsyncEngine:
     """An asyncpg engine; with a schema, every connection's `search_path` points at it.
 
-    `pool_size=0`: no pool, each use opens and closes its own connection (for rare maintenance
-    work that should not keep a connection open for the process's lifetime).
+    `pool_size` connections are kept open, up to `max_overflow` (default: as many) more are opened
+    for one use at a busy time. `pool_size=0`: no pool, each use opens and closes its own connection
+    (for rare maintenance work that should not keep a connection open for the process's lifetime).
     """
     # Imported here: SQLAlchemy's asyncio layer brings its ORM (~7 MB), which SQLite never needs.
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -155,7 +166,10 @@ def postgres_engine(target: DatabaseTarget, *, pool_size: int) -> AsyncEngine:
         engine = create_async_engine(target.url, poolclass=NullPool, connect_args=connect_args)
     else:
         engine = create_async_engine(
-            target.url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args
+            target.url,
+            pool_size=pool_size,
+            max_overflow=pool_size if max_overflow is None else max_overflow,
+            connect_args=connect_args,
         )
     event.listen(engine.sync_engine.pool, "reset", _refuse_stray_transaction)
     return engine

@@ -34,6 +34,7 @@ from agentforge.store.engine import (
     Dialect,
     parse_database_url,
     postgres_engine,
+    postgres_pool_size,
     sqlite_engine,
 )
 from agentforge.store.history_cache import HistoryCache
@@ -191,7 +192,7 @@ class Store:
         if target.dialect == "sqlite":
             await asyncio.to_thread(upgrade_to_head, url)
             return cls._open_sqlite(target, sink, readers, batch_cap)
-        engine = postgres_engine(target, pool_size=readers + 1)
+        engine = postgres_engine(target, pool_size=postgres_pool_size(readers), max_overflow=readers)
         try:
             maintenance = await _migrate_postgres(engine, url, owner_url, owner)
         except BaseException:

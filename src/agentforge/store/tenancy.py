@@ -7,11 +7,16 @@ sees and writes nothing. SQLite has no such setting; its queries filter by `tena
 
 `begin_in_tenant` opens a transaction already scoped to its tenant in one round trip (BEGIN and the
 setting as one simple-protocol message), where `BEGIN` and then `set_tenant` take two.
+`execute_in_tenant` runs one statement in a transaction of its own scoped to a tenant, in one round
+trip when its arguments can be written as literals: the setting and the statement as one
+simple-protocol message, which Postgres runs as one implicit transaction (committed at its end,
+rolled back whole when any part fails), so no transaction outlives the call.
 """
 
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 from typing import Any, Final
 
 from sqlalchemy import Connection, text
@@ -23,6 +28,7 @@ _SET_TENANT_DRIVER: Final = f"SELECT set_config('{TENANT_SETTING}', $1, true)"
 # The simple protocol takes no parameters, so the id goes in the text: only ids with nothing that
 # would need quoting (identity's tenant ids are all of this form); any other takes the long way.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_PLACEHOLDER = re.compile(r"\$([1-9][0-9]*)")
 
 
 def set_tenant(conn: Connection, tenant_id: str) -> None:
@@ -48,6 +54,30 @@ async def begin_in_tenant(driver: Any, tenant_id: str) -> None:
         return
     await driver.execute("BEGIN")
     await driver.fetchval(_SET_TENANT_DRIVER, tenant_id)
+
+
+async def execute_in_tenant(driver: Any, tenant_id: str, statement: str, *args: str) -> str:
+    """`statement` (with `$1`... placeholders) on the asyncpg connection `driver` in a transaction of
+    its own scoped to `tenant_id`, committed; its status (e.g. `INSERT 0 1`). One round trip when the
+    tenant and every argument are plain; else BEGIN with the setting, the statement, COMMIT. A call
+    that fails or is cancelled is rolled back unconditionally (cancelled with BEGIN in flight, the
+    driver does not yet know it is in a transaction, and a later COMMIT would commit what it left)."""
+    _check(tenant_id)
+    try:
+        if plain(tenant_id) and all(plain(arg) for arg in args):
+            setting = f"SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)"
+            inlined = _PLACEHOLDER.sub(lambda found: f"'{args[int(found[1]) - 1]}'", statement)
+            status: str = await driver.execute(f"{setting}; {inlined}")
+            return status
+        await begin_in_tenant(driver, tenant_id)
+        status = await driver.execute(statement, *args)
+        await driver.execute("COMMIT")
+        return status
+    except BaseException:
+        if not driver.is_closed():
+            with suppress(Exception):
+                await driver.execute("ROLLBACK")
+        raise
 
 
 def _check(tenant_id: str) -> None:

@@ -1,0 +1,116 @@
+"""The last seq of each session and the last position of each tenant, as a Postgres batch needs them.
+
+On a shared database (replicas) a batch must not trust what it wrote before: another writer may
+have written the same sessions or tenant since. So under its locks a batch learns the last numbers
+of the sessions of the tenant it is scoped to (`read_last_numbers`: one statement). With a single
+writer, which is the common case, those are the numbers its own last batches committed; so
+`ExpectedNumbers` remembers them, and a batch whose sessions and tenant it all knows sends them
+with its opening as a check instead (`check`): a statement in the same simple-protocol message,
+after the locks, that fails naming `STALE` unless every number is as expected. A batch whose check
+fails is rolled back before it wrote anything and opened again the long way; after a miss the
+check is not tried for a while (another writer is active), so a busy cluster does not pay for
+failed checks on every batch.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Final
+
+from sqlalchemy import Connection, text
+
+from agentforge.model.events import Event
+
+# What the check casts to an integer when a number is not as expected: Postgres then fails with
+# invalid_text_representation, naming the text.
+STALE: Final = "last numbers changed "
+_BAD_INTEGER: Final = "22P02"
+# Batches that read their numbers after a failed check before checking again.
+PAUSE_AFTER_MISS: Final = 64
+EXPECTED_SIZE: Final = 10_000
+
+# Under the batch's locks: the last seq of each of a tenant's sessions, then its last position.
+_LAST_NUMBERS = text(
+    "SELECT 0, s, (SELECT max(seq) FROM event WHERE session_id = s)"
+    " FROM unnest(CAST(:sessions AS text[])) AS s"
+    " UNION ALL SELECT 1, CAST(:tenant AS text), (SELECT max(position) FROM event WHERE tenant_id = :tenant)"
+)
+
+
+def own_sessions(events: list[Event], tenant_id: str) -> list[str]:
+    """The sessions of `tenant_id`'s events, sorted."""
+    return sorted({event.session_id or "" for event in events if event.tenant_id == tenant_id})
+
+
+def read_last_numbers(
+    conn: Connection, tenant_id: str, sessions: list[str], draft: dict[str, int], positions: dict[str, int]
+) -> None:
+    """Into `draft` and `positions`: the last seq of each of `sessions` and the tenant's last
+    position (0: none yet), read in one statement; the transaction is scoped to `tenant_id`."""
+    for kind, key, last in conn.execute(_LAST_NUMBERS, {"sessions": sessions, "tenant": tenant_id}):
+        (draft if kind == 0 else positions)[key] = last or 0
+
+
+class ExpectedNumbers:
+    """The numbers this writer's committed batches left, for the check of the next one."""
+
+    def __init__(self, capacity: int = EXPECTED_SIZE) -> None:
+        self._capacity = capacity
+        self._seqs: OrderedDict[str, int] = OrderedDict()
+        self._positions: OrderedDict[str, int] = OrderedDict()
+        self._pause = 0
+
+    def guess(self, tenant_id: str, sessions: list[str]) -> tuple[dict[str, int], int] | None:
+        """The expected last seqs of `sessions` and position of `tenant_id`, or None: not all known,
+        or a check failed lately."""
+        if self._pause:
+            self._pause -= 1
+            return None
+        position = self._positions.get(tenant_id)
+        seqs = {session_id: self._seqs.get(session_id) for session_id in sessions}
+        if position is None or any(seq is None for seq in seqs.values()):
+            return None
+        return {session_id: seq for session_id, seq in seqs.items() if seq is not None}, position
+
+    def record(self, seqs: dict[str, int], positions: dict[str, int]) -> None:
+        """After a commit: the last numbers it left (what this writer read or wrote under its locks)."""
+        for cache, values in ((self._seqs, seqs), (self._positions, positions)):
+            for key, value in values.items():
+                cache[key] = value
+                cache.move_to_end(key)
+            while len(cache) > self._capacity:
+                cache.popitem(last=False)
+
+    def missed(self) -> None:
+        """A check failed: another writer is active; read the numbers for a while."""
+        self.forget()
+        self._pause = PAUSE_AFTER_MISS
+
+    def forget(self) -> None:
+        self._seqs.clear()
+        self._positions.clear()
+
+
+def check(tenant_id: str, seqs: dict[str, int], position: int) -> str:
+    """A statement failing with `STALE` unless the sessions' last seqs and the tenant's last position
+    are these. Ids are written as literals: only for plain ids (see `tenancy.plain`).
+
+    Plain SQL, not a `DO` block (plpgsql compiled on each call cost Postgres ~1 ms): a failed
+    condition casts a text that is no integer, and the text is not a constant, so planning never
+    evaluates it."""
+    conditions = [
+        f"coalesce((SELECT max(seq) FROM event WHERE session_id = '{session_id}'), 0) = {seq:d}"
+        for session_id, seq in seqs.items()
+    ]
+    conditions.append(
+        f"coalesce((SELECT max(position) FROM event WHERE tenant_id = '{tenant_id}'), 0) = {position:d}"
+    )
+    return (
+        f"SELECT CAST(CASE WHEN {' AND '.join(conditions)} THEN '0'"
+        f" ELSE '{STALE}' || pg_backend_pid() END AS integer)"
+    )
+
+
+def stale(exc: BaseException) -> bool:
+    """Whether `exc` is the check's failure."""
+    return getattr(exc, "sqlstate", None) == _BAD_INTEGER and f'"{STALE}' in str(exc)
