@@ -30,7 +30,6 @@ def repo(tmp_path: Path) -> SystemContext:
     (workspace / ".git").mkdir()
     config_dir = tmp_path / "config"
     config_dir.mkdir()
-    settle(directory, workspace, config_dir)
     return SystemContext(directory=directory, workspace=workspace, config_dir=config_dir)
 
 
@@ -41,7 +40,7 @@ def instructions(path: Path, text: str) -> str:
 async def test_an_unchanged_tree_is_not_looked_at_again(repo: SystemContext) -> None:
     rules = repo.workspace / "AGENTS.md"
     rules.write_text("rules")
-    settle(rules, repo.workspace)
+    settle(rules)
     assert known(repo) is None
     first = await look_around(repo)
     assert first == Surroundings(True, [instructions(rules, "rules")])
@@ -61,7 +60,7 @@ async def test_a_new_instruction_file_is_seen_on_the_next_call(repo: SystemConte
 async def test_an_edited_instruction_file_is_read_again(repo: SystemContext) -> None:
     rules = repo.config_dir / "AGENTS.md"
     rules.write_text("global")
-    settle(rules, repo.config_dir)
+    settle(rules)
     assert await look_around(repo) == Surroundings(True, [instructions(rules, "global")])
     rules.write_text("global, edited")
     assert known(repo) is None
@@ -85,10 +84,28 @@ async def test_a_new_git_directory_is_seen(tmp_path: Path) -> None:
     assert (await look_around(context)).is_git
 
 
-async def test_a_just_changed_tree_is_looked_at_again(repo: SystemContext) -> None:
+async def test_a_just_changed_instruction_file_is_looked_at_again(repo: SystemContext) -> None:
     (repo.directory / "AGENTS.md").write_text("changed now: within the time granularity")
     await look_around(repo)
     assert known(repo) is None
+
+
+async def test_unrelated_changes_keep_the_result(repo: SystemContext) -> None:
+    first = await look_around(repo)
+    (repo.directory / "written_by_a_tool.txt").write_text("not an instruction file")
+    (repo.workspace.parent / "elsewhere").mkdir()
+    assert known(repo) is first
+
+
+async def test_a_new_instruction_file_of_an_earlier_name_wins(repo: SystemContext) -> None:
+    claude = repo.workspace / "CLAUDE.md"
+    claude.write_text("claude")
+    settle(claude)
+    assert (await look_around(repo)).instructions == [instructions(claude, "claude")]
+    agents = repo.workspace / "sub" / "AGENTS.md"
+    agents.write_text("agents")
+    assert known(repo) is None
+    assert (await look_around(repo)).instructions == [instructions(agents, "agents")]
 
 
 async def test_configured_globs_are_looked_up_every_time(repo: SystemContext) -> None:

@@ -2,21 +2,21 @@
 repo, and its instruction files (KERNEL 7.8). Looked up once, then re-checked cheaply at every model call.
 
 The full look-up (the `.git` search, the instruction files' search up the tree, reading them) runs in a
-worker thread. Its result is kept with a fingerprint of what it depended on: the inode, modification
-and change times of every directory from the session's directory up to the nearest `.git` (up to the
-root when there is none; at least up to the workspace root) and of the config directory (adding,
-removing or renaming an entry, such as a new `.git` or a new AGENTS.md, changes its directory's
-modification time), and those and the size of every instruction file it read (an edit changes them).
-A later model call re-takes the fingerprint with these few `stat` calls, made on the event loop: file
-metadata the kernel holds cached costs microseconds, less than a hand-off to a thread and back (a
+worker thread. Its result is kept with a fingerprint of every path it depended on: whether `.git`
+exists in each directory from the session's up to the nearest one that has it (the root when none
+does), and the inode, modification and change times and size (or absence) of every candidate
+instruction file (each project file name in each directory searched, the global AGENTS.md). A later
+model call re-takes the fingerprint with these few `stat` calls, made on the event loop: metadata
+the kernel holds cached costs microseconds a call, less than a hand-off to a thread and back (a
 deliberate exception to "no file system call on the loop", bounded by the depth of the directory).
-It reuses the result only when nothing changed; otherwise it looks again in a thread. So a changed
-instruction file or a new `.git` is seen on the next model call, as before.
+It reuses the result only when nothing changed; otherwise it looks again in a thread. So an added,
+removed or edited instruction file, or a new or removed `.git`, is seen on the next model call, as
+before. Unrelated changes (files the session's tools write, other entries of /tmp) do not count.
 
 Never reused: a look-up with configured `instructions` globs (they can match anywhere below the
-workspace, which the fingerprint does not cover), and one whose fingerprint held a modification time
-less than `RACY_SECONDS` old when it was taken: file systems keep times at a coarse granularity, so a
-second change within the same tick would leave that time as it was (git's "racy" entries).
+workspace, which the fingerprint does not cover), and one that read an instruction file changed less
+than `RACY_SECONDS` before: file systems keep times at a coarse granularity, so a second edit within
+the same tick could leave the file's times and size as they were (git's "racy" entries).
 """
 
 from __future__ import annotations
@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from agentforge.session.context.instructions import instruction_paths, instruction_texts, search_chain
+from agentforge.session.context.instructions import (
+    GLOBAL_FILE,
+    PROJECT_FILES,
+    instruction_paths,
+    instruction_texts,
+    search_chain,
+)
 
 if TYPE_CHECKING:
     from agentforge.session.context.system import SystemContext
@@ -53,15 +59,20 @@ class Surroundings:
 @dataclass(frozen=True, slots=True)
 class _Seen:
     surroundings: Surroundings
-    paths: tuple[Path, ...]  # directories, then the instruction files read
-    stamps: tuple[Stamp, ...]
+    gits: tuple[Path, ...]  # `.git` paths, nearest first, up to the one found (if any)
+    git_at: int | None  # the one of `gits` that exists
+    candidates: tuple[Path, ...]  # every instruction file that was or could have been read
+    stamps: tuple[Stamp, ...]  # of `candidates`
+
+
+_NEVER: Final = (None,)  # stamps no tuple of candidates' stamps equals: the result is not reused
 
 
 def known(context: SystemContext) -> Surroundings | None:
     """The last look-up's result when nothing it depended on changed since; None: look again."""
     with _lock:
         seen = _cache.get(context)
-    if seen is None or _stamps(seen.paths) != seen.stamps:
+    if seen is None or _stamps(seen.candidates) != seen.stamps or _git_at(seen.gits) != seen.git_at:
         return None
     with _lock:
         if context in _cache:
@@ -84,35 +95,30 @@ async def look_around(context: SystemContext) -> Surroundings:
 
 
 def _look_around(context: SystemContext) -> _Seen:
-    """The look-up with its fingerprint (blocking: call it from a thread)."""
-    if context.instruction_patterns:
-        is_git = any((folder / ".git").exists() for folder in (context.directory, *context.directory.parents))
-        found = Surroundings(is_git, instruction_texts(instruction_paths(context.sources)))
-        return _Seen(found, (), (None,))  # never matches: looked up again next time
-    taken = time.time_ns()
+    """The look-up with its fingerprint (blocking: call it from a thread). The fingerprint is taken
+    before the look: a change after it shows in a later fingerprint."""
     chain = (context.directory, *context.directory.parents)
-    # The directories the answer depends on: up to the nearest `.git` (a `.git` above it changes
-    # nothing; its removal changes its directory) or the root when there is none, and up to the
-    # workspace root for the instruction files; stamped before the look, so a change after it
-    # shows in a later stamp.
-    needed = len(search_chain(context.directory, context.workspace))
-    directory_stamps: list[Stamp] = []
-    git_at: int | None = None
-    for depth, folder in enumerate(chain):
-        if git_at is not None and depth >= needed:
-            break
-        directory_stamps.append(_stamp(folder))
-        if git_at is None and (folder / ".git").exists():
-            git_at = depth
-    directories = (*chain[: len(directory_stamps)], context.config_dir)
-    directory_stamps.append(_stamp(context.config_dir))
+    gits = tuple(folder / ".git" for folder in chain)
+    git_at = _git_at(gits)
+    if git_at is not None:
+        gits = gits[: git_at + 1]  # a `.git` further up changes nothing
+    searched = search_chain(context.directory, context.workspace)
+    candidates = (
+        *(folder / name for name in PROJECT_FILES for folder in searched),
+        context.config_dir / GLOBAL_FILE,
+    )
+    taken = time.time_ns()
+    stamps = _stamps(candidates)
     paths = instruction_paths(context.sources)
-    file_stamps = _stamps(paths)  # before the files are read, for the same reason
-    surroundings = Surroundings(git_at is not None, instruction_texts(paths))
-    stamps = (*directory_stamps, *file_stamps)
-    if _racy(stamps, taken):
-        return _Seen(surroundings, (), (None,))  # never matches: looked up again next time
-    return _Seen(surroundings, (*directories, *paths), stamps)
+    found = Surroundings(git_at is not None, instruction_texts(paths))
+    if context.instruction_patterns or _racy(stamps, taken):
+        return _Seen(found, (), None, (), _NEVER)
+    return _Seen(found, gits, git_at, candidates, stamps)
+
+
+def _git_at(gits: tuple[Path, ...]) -> int | None:
+    """The index of the first of these `.git` paths that exists."""
+    return next((at for at, path in enumerate(gits) if os.path.exists(path)), None)
 
 
 def _stamps(paths: tuple[Path, ...] | list[Path]) -> tuple[Stamp, ...]:
