@@ -107,7 +107,6 @@ class TurnLoop:
         self.compactor = Compactor.for_session(services, scope, session)
         self._surroundings: Surroundings | asyncio.Future[Surroundings] | None = None
         self._stored: list[WithParts] = []  # the last history read
-        self._context: system.SystemContext | None = None
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
@@ -363,12 +362,7 @@ class TurnLoop:
         )
 
     def _system_context(self) -> system.SystemContext:
-        # Built once a run (it is asked twice a step): none of its inputs change during a run.
-        if self._context is None:
-            self._context = system.context_for(
-                self.scope.settings, self.session.directory, self.scope.confinement.boundary
-            )
-        return self._context
+        return self.scope.system_context(self.session.directory)
 
     def _deps(self) -> ProcessorDeps:
         return ProcessorDeps(
