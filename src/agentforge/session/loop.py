@@ -47,7 +47,7 @@ from agentforge.session.context.history import (
     with_queued_reminders,
 )
 from agentforge.session.context.reminders import with_reminders
-from agentforge.session.context.surroundings import Surroundings
+from agentforge.session.context.surroundings import Surroundings, SystemContext
 from agentforge.session.events import SessionEvents
 from agentforge.session.processor import Processor, ProcessorDeps
 from agentforge.session.runner import RunHandle
@@ -361,7 +361,7 @@ class TurnLoop:
             headers=dict(model.headers),
         )
 
-    def _system_context(self) -> system.SystemContext:
+    def _system_context(self) -> SystemContext:
         return self.scope.system_context(self.session.directory)
 
     def _deps(self) -> ProcessorDeps:

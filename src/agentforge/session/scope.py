@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from agentforge.agents.registry import AgentRegistry
 from agentforge.config import Settings
 from agentforge.llm.provider import ProviderCatalog
-from agentforge.session.context.system import SystemContext, context_for
+from agentforge.session.context.surroundings import SystemContext
+from agentforge.session.context.system import context_for
 from agentforge.tools.confinement import Confinement
 from agentforge.tools.mcp import McpManager
 from agentforge.tools.registry import ToolRegistry

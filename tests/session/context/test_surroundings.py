@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.session.context.surroundings import RACY_SECONDS, Surroundings, known, look_around
-from agentforge.session.context.system import SystemContext
+from agentforge.session.context.surroundings import (
+    RACY_SECONDS,
+    Surroundings,
+    SystemContext,
+    known,
+    look_around,
+)
 
 OLD = time.time() - 10 * RACY_SECONDS  # a modification time no change to come can share
 

@@ -28,24 +28,40 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from agentforge.session.context.instructions import (
     GLOBAL_FILE,
     PROJECT_FILES,
+    InstructionSources,
     instruction_paths,
     instruction_texts,
     search_chain,
 )
-
-if TYPE_CHECKING:
-    from agentforge.session.context.system import SystemContext
+from agentforge.tools.confinement import WorkspaceBoundary
 
 RACY_SECONDS: Final = 2.0  # coarser than any local file system's time granularity (FAT: 2 s)
 _CACHE_SIZE: Final = 256
 
 # A path's inode, modification and change times, and size; None when it does not exist.
 Stamp = tuple[int, int, int, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class SystemContext:
+    """Where the session runs: its own directory, the workspace root, and where instructions come from."""
+
+    directory: Path
+    workspace: Path
+    config_dir: Path
+    instruction_patterns: tuple[str, ...] = ()
+    boundary: WorkspaceBoundary | None = None  # a confined tenant reads no instruction file outside it
+
+    @property
+    def sources(self) -> InstructionSources:
+        return InstructionSources(
+            self.directory, self.workspace, self.config_dir, self.instruction_patterns, self.boundary
+        )
 
 
 @dataclass(frozen=True, slots=True)

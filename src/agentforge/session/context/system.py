@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import datetime
 import platform
-from dataclasses import dataclass
 from pathlib import Path
 
 from agentforge.agents.registry import Agent
 from agentforge.config import Settings, user_config_file
 from agentforge.llm.provider import ResolvedModel
-from agentforge.session.context.instructions import InstructionSources, configured_patterns
+from agentforge.session.context.instructions import configured_patterns
 from agentforge.session.context.prompts import provider_prompt
-from agentforge.session.context.surroundings import Surroundings, look_around
+from agentforge.session.context.surroundings import Surroundings, SystemContext, look_around
 from agentforge.tools.confinement import WorkspaceBoundary
 
 MAX_STEPS_PROMPT = """CRITICAL - MAXIMUM STEPS REACHED
@@ -29,23 +28,6 @@ not completed, and recommend what should be done next."""
 
 def base_prompt(agent: Agent, model: ResolvedModel) -> str:
     return agent.prompt or provider_prompt(model.request_model)
-
-
-@dataclass(frozen=True, slots=True)
-class SystemContext:
-    """Where the session runs: its own directory, the workspace root, and where instructions come from."""
-
-    directory: Path
-    workspace: Path
-    config_dir: Path
-    instruction_patterns: tuple[str, ...] = ()
-    boundary: WorkspaceBoundary | None = None  # a confined tenant reads no instruction file outside it
-
-    @property
-    def sources(self) -> InstructionSources:
-        return InstructionSources(
-            self.directory, self.workspace, self.config_dir, self.instruction_patterns, self.boundary
-        )
 
 
 def context_for(
