@@ -77,6 +77,32 @@ async def test_next_batch_times_out_with_an_empty_list() -> None:
     assert batch is not None and _numbers(batch) == [1]
 
 
+async def test_a_wait_gets_its_whole_timeout_after_an_earlier_wake_up() -> None:
+    bus = Bus()
+    subscription = bus.subscribe()
+    loop = asyncio.get_running_loop()
+    waiting = asyncio.create_task(subscription.next_batch(timeout=0.02))
+    await asyncio.sleep(0)
+    bus.publish(_event(1))  # woken at once: the timer this wait armed is still on
+    batch = await asyncio.wait_for(waiting, 1)
+    assert batch is not None and _numbers(batch) == [1]
+    started = loop.time()
+    assert await subscription.next_batch(timeout=0.1) == []
+    assert loop.time() - started >= 0.09
+
+
+async def test_a_shorter_timeout_than_an_earlier_waits_is_kept() -> None:
+    bus = Bus()
+    subscription = bus.subscribe()
+    for number in range(3):
+        waiting = asyncio.create_task(subscription.next_batch(timeout=60))
+        await asyncio.sleep(0)
+        bus.publish(_event(number))
+        batch = await asyncio.wait_for(waiting, 1)
+        assert batch is not None and _numbers(batch) == [number]
+    assert await asyncio.wait_for(subscription.next_batch(timeout=0.02), 30) == []
+
+
 async def test_close_wakes_a_waiting_subscriber_with_the_end() -> None:
     bus = Bus()
     subscription = bus.subscribe()

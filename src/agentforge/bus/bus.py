@@ -32,6 +32,8 @@ class Subscription:
         self._limit = buffer
         # The reader's wait, when it waits: resolved by the next offer, close or its timeout.
         self._waiter: asyncio.Future[None] | None = None
+        self._deadline: float | None = None  # of the wait on, when it has a timeout
+        self._timer: asyncio.TimerHandle | None = None  # at or before that deadline
         self._closed = False
         self.lagged = False
 
@@ -88,6 +90,9 @@ class Subscription:
         self._closed = True
         self._bus.unsubscribe(self)
         self._wake()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def drain(self) -> list[Event]:
         """Everything buffered right now, without waiting."""
@@ -108,18 +113,36 @@ class Subscription:
         return self.drain()
 
     async def _wait(self, timeout: float | None) -> None:
-        """Until the next offer or close, or `timeout` seconds. One future and one timer: an
+        """Until the next offer or close, or `timeout` seconds. One future per wait: an
         `asyncio.wait_for` would run the wait as a task of its own, two more loop passes per wake-up
-        on the path of every live event."""
+        on the path of every live event. The timeout is one timer per subscription, not one per wait:
+        it fires at the deadline of the wait that armed it and then, if a later wait is on with a
+        later deadline, re-arms itself for that one (a stream woken by every delta re-arms it once
+        per `timeout` instead of scheduling and cancelling a timer per delta)."""
         loop = asyncio.get_running_loop()
         self._waiter = waiter = loop.create_future()
-        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
+        if timeout is not None:
+            self._deadline = deadline = loop.time() + timeout
+            if self._timer is None or self._timer.when() > deadline:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = loop.call_at(deadline, self._time_out)
         try:
             await waiter
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
+            self._deadline = None
+
+    def _time_out(self) -> None:
+        self._timer = None
+        waiter, deadline = self._waiter, self._deadline
+        if waiter is None or deadline is None or waiter.done():
+            return
+        loop = waiter.get_loop()
+        if loop.time() >= deadline:
+            waiter.set_result(None)
+        else:
+            self._timer = loop.call_at(deadline, self._time_out)
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         while True:
@@ -128,11 +151,6 @@ class Subscription:
                 return
             for event in batch:
                 yield event
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class Bus:

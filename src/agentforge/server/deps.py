@@ -122,14 +122,15 @@ def _same(presented: str, expected: str) -> bool:
     return hmac.compare_digest(presented.encode(), expected.encode())
 
 
-async def sessions(
-    rt: Annotated[Runtime, Depends(runtime)], tenant_id: Annotated[str, Depends(tenant)]
-) -> SessionService:
-    return SessionService(rt.sessions, tenant_id)
+async def sessions(request: Request) -> SessionService:
+    # One dependency, not a tree of them (runtime, tenant, identity): FastAPI solves each node of a
+    # tree with a pass of its own, on the path of every prompt. `identity` is resolved once anyway.
+    rt: Runtime = request.app.state.runtime
+    return SessionService(rt.sessions, (await identity(request)).tenant)
 
 
-async def prompts(sessions: Annotated[SessionService, Depends(sessions)]) -> SessionPrompt:
-    return SessionPrompt(sessions)
+async def prompts(request: Request) -> SessionPrompt:
+    return SessionPrompt(await sessions(request))
 
 
 RuntimeDep = Annotated[Runtime, Depends(runtime)]

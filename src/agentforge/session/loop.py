@@ -36,7 +36,7 @@ from agentforge.session.channels.subtask import (
     run_subtask,
 )
 from agentforge.session.channels.todos import StoreTodos
-from agentforge.session.context import system
+from agentforge.session.context import surroundings, system
 from agentforge.session.context.compaction import Compactor
 from agentforge.session.context.history import (
     Bindings,
@@ -47,6 +47,7 @@ from agentforge.session.context.history import (
     with_queued_reminders,
 )
 from agentforge.session.context.reminders import with_reminders
+from agentforge.session.context.surroundings import Surroundings, SystemContext
 from agentforge.session.events import SessionEvents
 from agentforge.session.processor import Processor, ProcessorDeps
 from agentforge.session.runner import RunHandle
@@ -104,9 +105,8 @@ class TurnLoop:
         self.step = 0
         self.final: WithParts | None = None
         self.compactor = Compactor.for_session(services, scope, session)
-        self._surroundings: asyncio.Future[system.Surroundings] | None = None
+        self._surroundings: Surroundings | asyncio.Future[Surroundings] | None = None
         self._stored: list[WithParts] = []  # the last history read
-        self._context: system.SystemContext | None = None
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
@@ -135,10 +135,11 @@ class TurnLoop:
         while True:
             self.services.status.set(self.tenant_id, self.session.id, StatusBusy())
             await self.handle.inputs_written()
-            # The system prompt's file system look-up runs while history is read (a model call
-            # awaits both); an iteration that makes no model call drops it.
+            # The system prompt's file system look-up: known unless something changed (a few stats
+            # tell), else it runs in a thread while history is read (a model call awaits both); an
+            # iteration that makes no model call drops it.
             self._drop_surroundings()
-            self._surroundings = asyncio.ensure_future(system.look_around(self._system_context()))
+            self._surroundings = self._look_around()
             # Read from the last compaction boundary on: turn cost does not grow with session length.
             stored = await self.services.store.history_since_compaction(self.tenant_id, self.session.id)
             self._stored = stored
@@ -174,13 +175,18 @@ class TurnLoop:
         """The history this run last read and the reply it wrote after (what pruning looks at)."""
         return [*self._stored, *([self.final] if self.final is not None else [])]
 
-    async def _looked_around(self) -> system.Surroundings | None:
+    def _look_around(self) -> Surroundings | asyncio.Future[Surroundings]:
+        context = self._system_context()
+        known = surroundings.known(context)
+        return known if known is not None else asyncio.ensure_future(surroundings.look_around(context))
+
+    async def _looked_around(self) -> Surroundings | None:
         pending, self._surroundings = self._surroundings, None
-        return None if pending is None else await pending
+        return pending if pending is None or isinstance(pending, Surroundings) else await pending
 
     def _drop_surroundings(self) -> None:
         pending, self._surroundings = self._surroundings, None
-        if pending is None:
+        if pending is None or isinstance(pending, Surroundings):
             return
         if pending.done():
             if not pending.cancelled():
@@ -355,13 +361,8 @@ class TurnLoop:
             headers=dict(model.headers),
         )
 
-    def _system_context(self) -> system.SystemContext:
-        # Built once a run (it is asked twice a step): none of its inputs change during a run.
-        if self._context is None:
-            self._context = system.context_for(
-                self.scope.settings, self.session.directory, self.scope.confinement.boundary
-            )
-        return self._context
+    def _system_context(self) -> SystemContext:
+        return self.scope.system_context(self.session.directory)
 
     def _deps(self) -> ProcessorDeps:
         return ProcessorDeps(

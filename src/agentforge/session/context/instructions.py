@@ -1,8 +1,9 @@
 """Instruction files for the system prompt (KERNEL 7.8): AGENTS.md and friends, the global AGENTS.md,
 and the config's `instructions` entries.
 
-Found anew for every model call (a file added mid-session counts from the next call on), read in a worker
-thread, and cached per file by modification time and size so an unchanged file is not read again.
+Found anew for every model call (a file added mid-session counts from the next call on; see
+`surroundings.py` for how a model call learns cheaply that nothing changed), read in a worker thread, and
+cached per file by modification time and size so an unchanged file is not read again.
 """
 
 from __future__ import annotations
@@ -60,8 +61,13 @@ async def instructions(sources: InstructionSources) -> list[str]:
 
 def read_instructions(sources: InstructionSources) -> list[str]:
     """`instructions`, blocking: call it from a thread."""
+    return instruction_texts(instruction_paths(sources))
+
+
+def instruction_texts(paths: Iterable[Path]) -> list[str]:
+    """The prompt text of each of these files that has content. Blocking: call from a thread."""
     texts: list[str] = []
-    for path in instruction_paths(sources):
+    for path in paths:
         content = _CACHE.read(path)
         if content and content.strip():
             texts.append(f"Instructions from: {path}\n{content}")
@@ -88,7 +94,7 @@ def _inside(boundary: WorkspaceBoundary | None, path: Path) -> bool:
 def _project_files(directory: Path, workspace: Path) -> list[Path]:
     """Every copy of the first instruction file name found from `directory` up to the workspace root
     (only `directory` itself when it lies outside the workspace), nearest first."""
-    chain = _up_to(directory, workspace)
+    chain = search_chain(directory, workspace)
     for name in PROJECT_FILES:
         found = _existing(folder / name for folder in chain)
         if found:
@@ -96,7 +102,9 @@ def _project_files(directory: Path, workspace: Path) -> list[Path]:
     return []
 
 
-def _up_to(directory: Path, workspace: Path) -> list[Path]:
+def search_chain(directory: Path, workspace: Path) -> list[Path]:
+    """The folders searched for project files: `directory` up to the workspace root (only `directory`
+    when it lies outside the workspace)."""
     if not directory.is_relative_to(workspace):
         return [directory]
     chain = [directory]

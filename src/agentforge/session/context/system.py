@@ -7,17 +7,16 @@ the environment block, the instruction files, and the prompt's own `system` text
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import platform
-from dataclasses import dataclass
 from pathlib import Path
 
 from agentforge.agents.registry import Agent
 from agentforge.config import Settings, user_config_file
 from agentforge.llm.provider import ResolvedModel
-from agentforge.session.context.instructions import InstructionSources, configured_patterns, read_instructions
+from agentforge.session.context.instructions import configured_patterns
 from agentforge.session.context.prompts import provider_prompt
+from agentforge.session.context.surroundings import Surroundings, SystemContext, look_around
 from agentforge.tools.confinement import WorkspaceBoundary
 
 MAX_STEPS_PROMPT = """CRITICAL - MAXIMUM STEPS REACHED
@@ -29,23 +28,6 @@ not completed, and recommend what should be done next."""
 
 def base_prompt(agent: Agent, model: ResolvedModel) -> str:
     return agent.prompt or provider_prompt(model.request_model)
-
-
-@dataclass(frozen=True, slots=True)
-class SystemContext:
-    """Where the session runs: its own directory, the workspace root, and where instructions come from."""
-
-    directory: Path
-    workspace: Path
-    config_dir: Path
-    instruction_patterns: tuple[str, ...] = ()
-    boundary: WorkspaceBoundary | None = None  # a confined tenant reads no instruction file outside it
-
-    @property
-    def sources(self) -> InstructionSources:
-        return InstructionSources(
-            self.directory, self.workspace, self.config_dir, self.instruction_patterns, self.boundary
-        )
 
 
 def context_for(
@@ -61,20 +43,6 @@ def context_for(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Surroundings:
-    """What the file system says about a session's directory: a git repo or not, the instructions."""
-
-    is_git: bool
-    instructions: list[str]
-
-
-async def look_around(context: SystemContext) -> Surroundings:
-    """One hop off the event loop for all the file system work of a system prompt."""
-    is_git, found = await asyncio.to_thread(_look_around, context)
-    return Surroundings(is_git, found)
-
-
 async def system_prompt(
     agent: Agent,
     model: ResolvedModel,
@@ -84,7 +52,7 @@ async def system_prompt(
     surroundings: Surroundings | None = None,
 ) -> list[str]:
     """[base prompt, environment + instructions + the user's system text]. `surroundings`: already
-    looked up (the loop does it while it reads history), else looked up now."""
+    looked up (the loop starts it before it reads history), else looked up now."""
     seen = surroundings if surroundings is not None else await look_around(context)
     pieces = [
         environment(model, context.directory, context.workspace, is_git=seen.is_git),
@@ -111,11 +79,3 @@ def environment(model: ResolvedModel, directory: Path, workspace: Path, *, is_gi
             "</env>",
         ]
     )
-
-
-def _look_around(context: SystemContext) -> tuple[bool, list[str]]:
-    return _is_git_repo(context.directory), read_instructions(context.sources)
-
-
-def _is_git_repo(directory: Path) -> bool:
-    return any((parent / ".git").exists() for parent in (directory, *directory.parents))
