@@ -105,7 +105,7 @@ class TurnLoop:
         self.step = 0
         self.final: WithParts | None = None
         self.compactor = Compactor.for_session(services, scope, session)
-        self._surroundings: Surroundings | asyncio.Future[Surroundings] | None = None
+        self._surroundings: asyncio.Future[Surroundings] | None = None
         self._stored: list[WithParts] = []  # the last history read
 
     async def run(self) -> WithParts | None:
@@ -135,9 +135,9 @@ class TurnLoop:
         while True:
             self.services.status.set(self.tenant_id, self.session.id, StatusBusy())
             await self.handle.inputs_written()
-            # The system prompt's file system look-up: known unless something changed (a few stats
-            # tell), else it runs in a thread while history is read (a model call awaits both); an
-            # iteration that makes no model call drops it.
+            # The system prompt's file system look-up (kept unless something changed: a few stats
+            # tell) runs in a thread while history is read (a model call awaits both); an iteration
+            # that makes no model call drops it.
             self._drop_surroundings()
             self._surroundings = self._look_around()
             # Read from the last compaction boundary on: turn cost does not grow with session length.
@@ -175,18 +175,16 @@ class TurnLoop:
         """The history this run last read and the reply it wrote after (what pruning looks at)."""
         return [*self._stored, *([self.final] if self.final is not None else [])]
 
-    def _look_around(self) -> Surroundings | asyncio.Future[Surroundings]:
-        context = self._system_context()
-        known = surroundings.known(context)
-        return known if known is not None else asyncio.ensure_future(surroundings.look_around(context))
+    def _look_around(self) -> asyncio.Future[Surroundings]:
+        return asyncio.ensure_future(surroundings.look_around(self._system_context()))
 
     async def _looked_around(self) -> Surroundings | None:
         pending, self._surroundings = self._surroundings, None
-        return pending if pending is None or isinstance(pending, Surroundings) else await pending
+        return None if pending is None else await pending
 
     def _drop_surroundings(self) -> None:
         pending, self._surroundings = self._surroundings, None
-        if pending is None or isinstance(pending, Surroundings):
+        if pending is None:
             return
         if pending.done():
             if not pending.cancelled():

@@ -6,10 +6,10 @@ worker thread. Its result is kept with a fingerprint of every path it depended o
 exists in each directory from the session's up to the nearest one that has it (the root when none
 does), and the inode, modification and change times and size (or absence) of every candidate
 instruction file (each project file name in each directory searched, the global AGENTS.md). A later
-model call re-takes the fingerprint with these few `stat` calls, made on the event loop: metadata
-the kernel holds cached costs microseconds a call, less than a hand-off to a thread and back (a
-deliberate exception to "no file system call on the loop", bounded by the depth of the directory).
-It reuses the result only when nothing changed; otherwise it looks again in a thread. So an added,
+model call re-takes the fingerprint with these few `stat` calls, in one hop to a worker thread (the
+loop starts it while the history is read, so it adds no wait; not on the event loop: a workspace on a
+stalled network file system must stall only its own sessions). It reuses the result only when nothing
+changed; otherwise the same hop looks again. So an added,
 removed or edited instruction file, or a new or removed `.git`, is seen on the next model call, as
 before. Unrelated changes (files the session's tools write, other entries of /tmp) do not count.
 
@@ -85,7 +85,8 @@ _NEVER: Final = (None,)  # stamps no tuple of candidates' stamps equals: the res
 
 
 def known(context: SystemContext) -> Surroundings | None:
-    """The last look-up's result when nothing it depended on changed since; None: look again."""
+    """The last look-up's result when nothing it depended on changed since; None: look again.
+    Blocking (a few `stat` calls)."""
     with _lock:
         seen = _cache.get(context)
     if seen is None or _stamps(seen.candidates) != seen.stamps or _git_at(seen.gits) != seen.git_at:
@@ -97,11 +98,15 @@ def known(context: SystemContext) -> Surroundings | None:
 
 
 async def look_around(context: SystemContext) -> Surroundings:
-    """The known result, else one hop off the event loop for all the file system work."""
+    """The known result, else a new look-up: one hop off the event loop for all the file system work."""
+    return await asyncio.to_thread(_known_or_looked, context)
+
+
+def _known_or_looked(context: SystemContext) -> Surroundings:
     cached = known(context)
     if cached is not None:
         return cached
-    seen = await asyncio.to_thread(_look_around, context)
+    seen = _look_around(context)
     with _lock:
         _cache[context] = seen
         _cache.move_to_end(context)
