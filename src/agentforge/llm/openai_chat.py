@@ -172,9 +172,21 @@ async def _post_direct(
         if response.status_code >= 400:
             await response.aread()
             raise client._make_status_error_from_response(response) from None
-        yield response
+        yield _DirectBody(response)
     finally:
         await response.aclose()
+
+
+@dataclass(slots=True)
+class _DirectBody:
+    response: httpx2.Response
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        # A body sent without a content coding (what SSE streams are) is read raw: decoding it is
+        # the identity, and skipping that layer saves a generator step per chunk.
+        if "content-encoding" in self.response.headers:
+            return self.response.aiter_bytes()
+        return self.response.aiter_raw()
 
 
 @functools.lru_cache(maxsize=64)
