@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Iterable
 from typing import Any
@@ -47,7 +48,7 @@ class RecordingStream(AsyncNetworkStream):
         return RecordingStream()
 
     def get_extra_info(self, info: str) -> Any:
-        return f"info:{info}"
+        return None if info == "socket" else f"info:{info}"
 
 
 class RecordingBackend(AsyncNetworkBackend):
@@ -191,3 +192,27 @@ async def test_held_bytes_are_sent_whole(size: int) -> None:
     await stream.flush()
     await stream.flush()
     assert inner.writes == [(b"a" * size, None)]
+
+
+async def test_an_idle_connection_is_readable_once_the_peer_closes_it() -> None:
+    accepted: asyncio.Queue[asyncio.StreamWriter] = asyncio.Queue()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await accepted.put(writer)
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        stream = await CoalescingBackend(httpcore2.AnyIOBackend()).connect_tcp("127.0.0.1", port)
+        peer = await accepted.get()
+        assert stream.get_extra_info("is_readable") is False
+        assert stream.get_extra_info("is_readable") is False, "asked again, from the kept socket"
+        peer.close()
+        await peer.wait_closed()  # on loopback the FIN is in our socket's queue once close returns
+        assert stream.get_extra_info("is_readable") is True
+        assert stream.get_extra_info("server_addr") == ("127.0.0.1", port)
+        await stream.aclose()
+
+
+async def test_a_stream_without_a_socket_answers_as_its_inner_one() -> None:
+    assert CoalescingStream(RecordingStream()).get_extra_info("is_readable") == "info:is_readable"

@@ -8,14 +8,19 @@ the next write, read or TLS upgrade of the same stream, so the head leaves with 
 held past the point where the connection waits for the peer (every wait for the peer is a read), so no
 byte is delayed on the wire. Only HTTP/1.1-only pools are wrapped: HTTP/2 streams of one connection can
 wait on each other's reads, so a held write there could wait on another stream's response.
+
+The same streams answer the pool's question whether an idle connection is readable (asked of every
+pooled connection each time the pool hands one out or takes one back) from the socket they looked up
+once: anyio answers it by building all of the socket's attributes, system calls included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 import ssl
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import httpcore2
 import httpx2
@@ -32,6 +37,8 @@ class CoalescingStream(AsyncNetworkStream):
         self._stream = stream
         self._held = b""
         self._held_timeout: float | None = None
+        self._socket: _Socket | None = None  # the connection's socket, once asked for
+        self._socket_asked = False
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -70,7 +77,29 @@ class CoalescingStream(AsyncNetworkStream):
         return CoalescingStream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            if not self._socket_asked:
+                self._socket_asked = True
+                found = self._stream.get_extra_info("socket")
+                self._socket = found if callable(getattr(found, "fileno", None)) else None
+            if self._socket is not None:
+                return _readable(self._socket)
         return self._stream.get_extra_info(info)
+
+
+class _Socket(Protocol):
+    def fileno(self) -> int: ...
+
+
+def _readable(sock: _Socket) -> bool:
+    """Whether reading would not block: data, or the peer closed the connection. What httpcore2
+    answers, for a socket we keep instead of looking it up each time."""
+    fd = sock.fileno()
+    if fd < 0:
+        return True  # a closed socket: the pool drops the connection
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 class CoalescingBackend(AsyncNetworkBackend):
