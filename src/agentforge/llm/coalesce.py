@@ -1,9 +1,10 @@
 """One socket write per request on pooled HTTP/1.1 connections: a request's head and body go out together.
 
 httpcore2 writes a request as h11 serialises it: the head, then the body, each its own `send` on the
-socket (and its own TLS record). Every `send` is a system call that drops the GIL on the event loop's
-thread, which then waits to take it back from the store threads; the head alone cost ~2 ms of the event
-loop's time per model call under load (py-spy on a served process). Here a small write is held until
+socket (and its own TLS record), each a system call that drops the GIL on the event loop's thread.
+(py-spy on a served process put ~2 ms per model call on the head's write, but that was mostly the wait
+to take the GIL back from the store threads, which moves to the next release rather than going away;
+the system call, the TLS record and the peer's extra wake-up do go away.) Here a small write is held until
 the next write, read or TLS upgrade of the same stream, so the head leaves with the body. Nothing is
 held past the point where the connection waits for the peer (every wait for the peer is a read), so no
 byte is delayed on the wire. Only HTTP/1.1-only pools are wrapped: HTTP/2 streams of one connection can
