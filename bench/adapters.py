@@ -19,7 +19,7 @@ import contextlib
 import statistics
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -175,11 +175,14 @@ CASES: dict[str, Callable[[], contextlib.AbstractAsyncContextManager[Endpoint]]]
 async def time_adapter(endpoint: Endpoint, chunks: int) -> float:
     endpoint.enqueue(chunks)
     started = time.perf_counter()
-    events_of_call = stream(endpoint.model, REQUEST)
-    assert isinstance(events_of_call, AsyncGenerator)
-    async with contextlib.aclosing(events_of_call) as events:
+    events = stream(endpoint.model, REQUEST)
+    try:
         async for _ in events:
             pass
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
     return time.perf_counter() - started
 
 

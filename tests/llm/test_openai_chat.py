@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 
+import httpx2
 import pytest
+from openai import AsyncOpenAI
 
 from agentforge.llm import events as ev
+from agentforge.llm import openai_chat
 from agentforge.llm.adapter import UnsupportedApiError, stream
 from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError, to_named_error
 from agentforge.llm.messages import (
@@ -22,6 +26,7 @@ from agentforge.llm.messages import (
     ToolSpec,
     UserModelMessage,
 )
+from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.retry import retry_delay_ms, retryable_message
 from agentforge.model.errors import APIError, ContextOverflowError, ProviderAuthError
 from tests.fakes.openai_server import FakeOpenAI, Script, call, reply
@@ -482,3 +487,32 @@ async def test_the_organisation_and_project_of_the_environment_are_sent(
     await collect(model_for(fake_openai), hello_request())
     headers = fake_openai.request_headers[0]
     assert (headers["openai-organization"], headers["openai-project"]) == ("org-forge", "proj-forge")
+
+
+async def test_a_compressed_stream_is_decoded() -> None:
+    """SSE bodies come uncoded and are read raw; one a proxy compressed is still decoded."""
+    chunks = [{"choices": [{"index": 0, "delta": {"content": text}}]} for text in ("Hel", "lo")]
+    events = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
+    body = b"".join(events) + b"data: [DONE]\n\n"
+    headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
+
+    def compressed(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers=headers, content=gzip.compress(body))
+
+    model = ResolvedModel(
+        provider_id="proxied",
+        model_id="m",
+        api="openai",
+        base_url="http://compressing.proxy/v1",
+        api_key="sk-test",
+        headers={},
+        timeout=10.0,
+        limit_context=32_000,
+        limit_output=4096,
+        limit_input=None,
+    )
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(compressed))
+    sdk = AsyncOpenAI(base_url=model.base_url, api_key="sk-test", max_retries=0, http_client=http)
+    assert openai_chat._clients.get((model.base_url, model.api_key), lambda: sdk) is sdk  # the pool's client
+    streamed = await collect(model)
+    assert "".join(e.text for e in streamed if isinstance(e, ev.TextDelta)) == "Hello"

@@ -53,3 +53,21 @@ async def test_async_iteration_over_body_chunks() -> None:
             yield BODY[i : i + 5]
 
     assert [data async for data in sse_data(chunks())] == EXPECTED
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b'data: {"a": 1}\n\n', b'data: {"b": 2}\n\n'],  # one whole event per chunk, the usual case
+        [b'data: {"a": 1}\n\ndata: {"b": 2}\n\n'],  # two in one chunk
+        [b'data: {"a"', b": 1}\n\n", b'data: {"b": 2}\n\n'],  # a whole event right after a cut one
+        [b'data: {"a": 1}\r\n\r\n', b'data: {"b": 2}\n\n'],  # CRLF
+        [b'data: {"a": 1}\n', b'\ndata: {"b": 2}\n\n'],  # the blank line in the next chunk
+        [b"data: {\n", b'data: "a": 1}\n\n', b'data: {"b": 2}\n\n'],  # two data lines, one event
+    ],
+)
+def test_whole_events_and_their_neighbours(chunks: list[bytes]) -> None:
+    splitter = SseSplitter()
+    events = [data for chunk in chunks for data in splitter.feed(chunk)] + splitter.finish()
+    assert events[-1] == b'{"b": 2}'
+    assert events[:-1] in ([b'{"a": 1}'], [b'{\n"a": 1}'])

@@ -10,7 +10,7 @@ import asyncio
 import importlib
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from types import ModuleType
 from typing import Protocol, cast
 
@@ -43,21 +43,51 @@ class UnsupportedApiError(Exception):
     """The model's provider speaks a wire protocol we have no adapter for."""
 
 
-async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:
     """Our stream events for one model call.
 
     Consume it under `contextlib.aclosing(...)`: leaving the loop early (or being cancelled between
     events) then closes the HTTP response at once instead of whenever the generator is collected.
-    Errors propagate as raised; map them with `agentforge.llm.errors.to_named_error`.
+    Errors propagate as raised (an unsupported api at the first event); map them with
+    `agentforge.llm.errors.to_named_error`.
     """
-    module = ADAPTER_MODULES.get(model.api)
-    if module is None:
-        raise UnsupportedApiError(
-            f"Provider {model.provider_id} uses api {model.api!r}; supported: {', '.join(SUPPORTED_APIS)}"
-        )
-    adapter = await load_adapter(module)
-    async for event in adapter.stream(model, request):
-        yield event
+    return _AdapterStream(model, request)
+
+
+class _AdapterStream:
+    """The adapter's own event iterator once it is loaded, each event handed on without a generator
+    step of ours in between (one per streamed event)."""
+
+    __slots__ = ("_events", "_model", "_request")
+
+    def __init__(self, model: ResolvedModel, request: ModelRequest) -> None:
+        self._model = model
+        self._request = request
+        self._events: AsyncIterator[StreamEvent] | None = None
+
+    def __aiter__(self) -> _AdapterStream:
+        return self
+
+    def __anext__(self) -> Awaitable[StreamEvent]:
+        if self._events is not None:
+            return self._events.__anext__()
+        return self._first()
+
+    async def _first(self) -> StreamEvent:
+        module = ADAPTER_MODULES.get(self._model.api)
+        if module is None:
+            raise UnsupportedApiError(
+                f"Provider {self._model.provider_id} uses api {self._model.api!r}; "
+                f"supported: {', '.join(SUPPORTED_APIS)}"
+            )
+        adapter = await load_adapter(module)
+        self._events = adapter.stream(self._model, self._request)
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        close = getattr(self._events, "aclose", None)
+        if close is not None:
+            await close()
 
 
 async def load_adapter(module: str) -> _Adapter:

@@ -33,6 +33,7 @@ from openai.types.chat import (
 )
 
 from agentforge.config import deep_merge
+from agentforge.llm.coalesce import coalesce_writes
 from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError
 from agentforge.llm.events import (
     ReasoningDelta,
@@ -89,15 +90,18 @@ _clients: ClientPool[AsyncOpenAI] = ClientPool(lambda client: client.close())
 def client_for(model: ResolvedModel) -> AsyncOpenAI:
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    return _clients.get(
-        (model.base_url, model.api_key),
-        lambda: AsyncOpenAI(
-            base_url=model.base_url,
-            api_key=model.api_key or NO_KEY_PLACEHOLDER,
-            max_retries=0,  # the processor retries, with its own policy and status events
-            default_headers={"User-Agent": f"agentforge/{__version__}"},
-        ),
+    return _clients.get((model.base_url, model.api_key), lambda: _new_client(model))
+
+
+def _new_client(model: ResolvedModel) -> AsyncOpenAI:
+    client = AsyncOpenAI(
+        base_url=model.base_url,
+        api_key=model.api_key or NO_KEY_PLACEHOLDER,
+        max_retries=0,  # the processor retries, with its own policy and status events
+        default_headers={"User-Agent": f"agentforge/{__version__}"},
     )
+    coalesce_writes(client._client)  # a request's head and body in one socket write
+    return client
 
 
 async def close_clients() -> None:
@@ -168,9 +172,21 @@ async def _post_direct(
         if response.status_code >= 400:
             await response.aread()
             raise client._make_status_error_from_response(response) from None
-        yield response
+        yield _DirectBody(response)
     finally:
         await response.aclose()
+
+
+@dataclass(slots=True)
+class _DirectBody:
+    response: httpx2.Response
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        # A body sent without a content coding (what SSE streams are) is read raw: decoding it is
+        # the identity, and skipping that layer saves a generator step per chunk.
+        if "content-encoding" in self.response.headers:
+            return self.response.aiter_bytes()
+        return self.response.aiter_raw()
 
 
 @functools.lru_cache(maxsize=64)

@@ -20,6 +20,15 @@ class SseSplitter:
         self._data: list[bytes] = []
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if (
+            not self._rest
+            and not self._data
+            and chunk.startswith(b"data: ")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.endswith(b"\n\n")
+            and b"\r" not in chunk
+        ):
+            return [chunk[6:-2]]  # the usual chunk: one whole event of one LF-ended `data: ` line
         buffer = self._rest + chunk
         held = b"\r" if buffer.endswith(b"\r") else b""
         complete = buffer[: len(buffer) - len(held)]
