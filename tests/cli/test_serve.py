@@ -12,6 +12,7 @@ import pytest
 
 from agentforge.cli.serve import _listen, is_loopback
 from agentforge.client import AgentForgeError, AsyncAgentForge
+from agentforge.store.migrate import HEAD_REVISION
 from tests.cli.conftest import Cli
 from tests.fakes.openai_server import FakeOpenAI, reply
 
@@ -152,42 +153,51 @@ async def test_a_sqlite_server_first_started_or_restarted_loads_neither_postgres
 ) -> None:
     # A first start: the child migrates the new database and signs the first checkpoint; the server
     # finds both done.
-    first = await _served_imports(cli, fake_openai, "Audit checkpoint of 1 chain(s) written")
-    assert any("Database created at schema" in line for line in first.before)
+    first = await _served_imports(cli, fake_openai, turn=True)
+    created = f"Database created at schema {HEAD_REVISION}"
+    assert first.prepared == [created, "Audit checkpoint of 1 chain(s) written"]
     assert first.reported >= {"sqlalchemy.sql", "agentforge.store.projector"}  # a report was read
-    assert sorted(_within(first.imported, (*POSTGRES_ONLY, *PREPARING_ONLY))) == []
-    # A restart after audited writes: the child signs their heads, the database is as it was.
-    again = await _served_imports(cli, fake_openai, "Audit checkpoint not needed")
-    prepared = [line for line in again.before if "[agentforge.runtime.preparation]" in line]
-    assert len(prepared) == 1 and "Audit checkpoint of 2 chain(s) written" in prepared[0]
-    assert sorted(_within(again.imported, (*POSTGRES_ONLY, *PREPARING_ONLY))) == []
+    assert _within(first.server_imported, (*POSTGRES_ONLY, *PREPARING_ONLY)) == []
+    # A restart after audited writes: the child signs their heads.
+    again = await _served_imports(cli, fake_openai, turn=False)
+    assert again.prepared == ["Audit checkpoint of 2 chain(s) written"]
+    assert _within(again.server_imported, (*POSTGRES_ONLY, *PREPARING_ONLY)) == []
+    # Nothing audited since: no child, and the whole report is the server's.
+    third = await _served_imports(cli, fake_openai, turn=True)
+    assert third.prepared == []
+    assert _within(third.reported, (*POSTGRES_ONLY, *PREPARING_ONLY)) == []
 
 
 @dataclass
 class _Imports:
-    before: list[str]  # the log lines up to the one awaited
-    imported: set[str]  # the modules imported after it
+    prepared: list[str]  # what the child process logged it did (none: there was no child)
+    server_imported: set[str]  # the modules the server imported once the child was done
     reported: set[str]  # every module the report names
 
 
-async def _served_imports(cli: Cli, fake_openai: FakeOpenAI, awaited: str) -> _Imports:
-    """Serve with `-X importtime` through a first write and a turn: the modules imported from the log
-    line holding `awaited` on (a child process's report comes before it)."""
-    # -X importtime's report on stderr names every module the process imported, when it did.
-    process, line = await cli.serve(python=("-X", "importtime"), drain_stderr=True)
+async def _served_imports(cli: Cli, fake_openai: FakeOpenAI, *, turn: bool) -> _Imports:
+    """Serve with `-X importtime` until its checkpoint task has looked (and with `turn`, through a
+    first write and a turn), then stop it."""
+    # -X importtime's report on stderr names every module the process imported, when it did. A child
+    # process's report comes before the server logs what the child did.
+    process, line = await cli.serve("--log-level", "debug", python=("-X", "importtime"), drain_stderr=True)
     assert cli.stderr is not None
-    before = await cli.stderr.wait_for(awaited)
-    fake_openai.enqueue(reply("served"))
+    await cli.stderr.wait_for("Audit checkpoint not needed")
     try:
-        async with AsyncAgentForge(line.split()[-1]) as client:
-            session = await client.create_session(title="first write")
-            answer = await client.prompt(session.id, "first turn")
-            assert [part.text for part in answer.parts if part.type == "text"] == ["served"]
+        if turn:
+            fake_openai.enqueue(reply("served"))
+            async with AsyncAgentForge(line.split()[-1]) as client:
+                session = await client.create_session(title="first write")
+                answer = await client.prompt(session.id, "first turn")
+                assert [part.text for part in answer.parts if part.type == "text"] == ["served"]
     finally:
         process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 30)
     lines = await cli.stderr.rest()
-    return _Imports(before, _modules(lines[len(before) :]), _modules(lines))
+    logged = [n for n, text in enumerate(lines) if "[agentforge.runtime.preparation]" in text]
+    prepared = [lines[n].split("] ", 1)[1].rsplit(" [agentforge", 1)[0].strip() for n in logged]
+    server_lines = lines[logged[-1] + 1 :] if logged else lines
+    return _Imports(prepared, _modules(server_lines), _modules(lines))
 
 
 def _modules(report: list[str]) -> set[str]:
@@ -195,4 +205,4 @@ def _modules(report: list[str]) -> set[str]:
 
 
 def _within(modules: set[str], packages: tuple[str, ...]) -> list[str]:
-    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)]
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agentforge.config import load_settings
 from agentforge.runtime.checkpoints import take_start_checkpoint
-from agentforge.runtime.preparation import prepare, prepare_in_child
+from agentforge.runtime.preparation import Prepared, prepare, prepare_in_child
 from agentforge.store.audit_verify import heads_of_database
 from agentforge.store.migrate import HEAD_REVISION
 from tests.e2e.harness import fake_provider_config, start_live_server
@@ -26,14 +26,28 @@ async def test_a_prepared_database_leaves_the_server_nothing_to_migrate_audit_or
         directory=tmp_path,
         config_override=fake_provider_config(fake_openai),
     )
-    done = await asyncio.to_thread(prepare, settings)
-    assert done == [f"Database created at schema {HEAD_REVISION}", "Audit checkpoint of 1 chain(s) written"]
+    prepared = await asyncio.to_thread(prepare, settings)
+    assert prepared == Prepared(
+        [f"Database created at schema {HEAD_REVISION}", "Audit checkpoint of 1 chain(s) written"]
+    )
     heads = await asyncio.to_thread(heads_of_database, url)
     assert list(heads) == ["_system"]  # the config it starts with, audited
 
-    assert await asyncio.to_thread(prepare, settings) == []  # nothing left to do
+    assert await asyncio.to_thread(prepare, settings) == Prepared([])  # nothing left to do
     assert not await asyncio.to_thread(prepare_in_child, settings)  # so no child is started
 
     async with start_live_server(tmp_path, fake_openai, database_url=url):
         assert await asyncio.to_thread(heads_of_database, url) == heads  # nothing audited again
     assert await asyncio.to_thread(take_start_checkpoint, settings, 3600.0) is None  # nor signed
+
+
+async def test_a_step_the_child_cannot_do_is_left_to_the_server_with_what_failed(tmp_path: Path) -> None:
+    # A database path under a regular file: nothing can be created there.
+    (tmp_path / "file").write_text("")
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'file' / 'forge.db'}",
+        directory=tmp_path,
+    )
+    prepared = await asyncio.to_thread(prepare, settings)
+    assert prepared.done == [] and prepared.failed is not None

@@ -64,7 +64,7 @@ def test_credentials_are_masked_in_messages_fields_and_tracebacks(
     log.info("headers", extra={"headers": {"Authorization": f"Bearer {SECRET}", "x-api-key": SECRET}})
     log.info("config", extra={"apiKey": SECRET, "provider": {"options": {"api_key": SECRET}}})
     log.info('127.0.0.1 - "GET /pty/p1/connect?ticket=%s&x=1 HTTP/1.1" 101', SECRET)
-    log.info("keyed", extra={"seen": {f"Bearer {SECRET}": 1, SECRET: 2}})
+    log.info("keyed", extra={"seen": {f"Bearer {SECRET}": 1, SECRET: 2, "sk-another-key-1": 3}})
     try:
         raise RuntimeError(f"provider said: invalid key {SECRET}")
     except RuntimeError:
@@ -76,7 +76,8 @@ def test_credentials_are_masked_in_messages_fields_and_tracebacks(
     assert lines[1]["headers"] == {"Authorization": REDACTED, "x-api-key": REDACTED}
     assert lines[2]["apiKey"] == REDACTED and lines[2]["provider"]["options"]["api_key"] == REDACTED
     assert f"ticket={REDACTED}&x=1" in lines[3]["message"]
-    assert lines[4]["seen"] == {f"Bearer {REDACTED}": 1, REDACTED: 2}  # keys are text too
+    # Keys are text too; two masked keys stay two entries.
+    assert lines[4]["seen"] == {f"Bearer {REDACTED}": 1, REDACTED: 2, f"{REDACTED} (2)": 3}
     assert "RuntimeError" in lines[5]["exception"]
 
 

@@ -100,7 +100,7 @@ def serve(
 
     # Only now: the process is serving, every logger of it goes through the structured handler.
     configure_logging(*logs)
-    prepare_in_child(settings)
+    prepare_in_child(settings, initializer=make_non_dumpable)
     _run_server(create_app(settings), listener, logs[1])
 
 

@@ -110,8 +110,8 @@ async def checkpoint_periodically(settings: Settings) -> None:
         except (AuditDatabaseError, CheckpointError, OSError) as exc:
             log.warning("Audit checkpoint failed (next try in %g s): %s", interval, exc)
         else:
-            if checkpoint is None:
-                log.info(
+            if checkpoint is None:  # nothing to say at info: `serve` may have just signed it
+                log.debug(
                     "Audit checkpoint not needed: the last one, under %g s old, has these heads", interval
                 )
             else:

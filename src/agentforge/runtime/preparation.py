@@ -15,42 +15,50 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 
 from agentforge.config import Settings
-from agentforge.identity.model import SYSTEM_TENANT
-from agentforge.model.events import SYSTEM_ACTOR
 from agentforge.runtime.checkpoints import start_checkpoint_needed, take_start_checkpoint
-from agentforge.store.audit import digest
+from agentforge.runtime.config_audit import record_loaded_config
 from agentforge.store.audit_verify import AuditDatabaseError, read_database
 from agentforge.store.engine import parse_database_url
 from agentforge.store.migrate import HEAD_REVISION, current_revision, upgrade_to_head
-from agentforge.store.store import Store
 
 log = logging.getLogger(__name__)
 
 
-def prepare_in_child(settings: Settings) -> bool:
-    """Prepare in a child process when there is anything to do (whether one ran). Blocking: call it
-    before the server's event loop runs."""
+def prepare_in_child(settings: Settings, initializer: Callable[[], object] | None = None) -> bool:
+    """Prepare in a child process when there is anything to do (whether one ran). `initializer` runs
+    first in the child (`serve` passes what makes a process non-dumpable: the child holds the same
+    secrets). Blocking: call it before the server's event loop runs."""
     if not _needs_preparing(settings):
         return False
     # "spawn": a fresh interpreter, so the child's imports stay in the child.
     context = multiprocessing.get_context("spawn")
     try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            done = pool.submit(prepare, settings).result()
-    except Exception as exc:
+        with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=initializer) as pool:
+            prepared = pool.submit(prepare, settings).result()
+    except Exception as exc:  # the child is only a saving: the server prepares itself
         log.debug("Preparing in a child process failed (%s); the server prepares itself", exc)
         return True
-    for line in done:
+    for line in prepared.done:
         log.info(line)
+    if prepared.failed is not None:
+        log.debug("Preparing in a child process stopped (%s); the server does the rest", prepared.failed)
     return True
 
 
-def prepare(settings: Settings) -> list[str]:
-    """In the child: migrate, audit the config, sign the start checkpoint. What it did, as log
-    lines; it stops at the first failure (the server repeats that step and reports it)."""
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    done: list[str]  # what the child did, as log lines
+    failed: str | None = None  # the step it stopped at, and why
+
+
+def prepare(settings: Settings) -> Prepared:
+    """In the child: migrate, audit the config, sign the start checkpoint. It stops at the first
+    failure: the server repeats that step and reports its error as it always did."""
     done: list[str] = []
     try:
         before = _revision(settings)
@@ -61,31 +69,13 @@ def prepare(settings: Settings) -> list[str]:
                 if before is None
                 else f"Database migrated from schema {before} to {HEAD_REVISION}"
             )
-        asyncio.run(_record_config(settings))  # the server then finds it recorded: no new head
+        asyncio.run(record_loaded_config(settings))  # the server then finds it recorded: no new head
         interval = settings.config.audit.checkpoint_interval
         if interval and (checkpoint := take_start_checkpoint(settings, interval)) is not None:
             done.append(f"Audit checkpoint of {len(checkpoint.heads)} chain(s) written")
-    except Exception:
-        pass
-    return done
-
-
-async def record_config(store: Store, settings: Settings) -> None:
-    """Audit: the effective config's digest (never its values: they hold secrets), when changed."""
-    await store.record_config_loaded(
-        SYSTEM_TENANT,
-        digest(settings.config.model_dump(mode="json")),
-        [str(path) for path in settings.config_sources],
-        actor=SYSTEM_ACTOR,
-    )
-
-
-async def _record_config(settings: Settings) -> None:
-    store = await Store.open(settings.database_url)
-    try:
-        await record_config(store, settings)
-    finally:
-        await store.close()
+    except Exception as exc:  # any failure is the server's to report, with its own message
+        return Prepared(done, f"{type(exc).__name__}: {exc}")
+    return Prepared(done)
 
 
 def _revision(settings: Settings) -> str | None:

@@ -26,8 +26,8 @@ from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
 from agentforge.plugins.manager import PluginManager
 from agentforge.runtime.cluster import FAILOVER_INTERVAL, Cluster
+from agentforge.runtime.config_audit import record_config
 from agentforge.runtime.hooks import plugin_policy
-from agentforge.runtime.preparation import record_config
 from agentforge.runtime.recovery import close_interrupted_turns
 from agentforge.runtime.sandboxing import command_ledger
 from agentforge.runtime.scope import ScopeCache, check_configured_overlays, open_scope

@@ -82,9 +82,21 @@ def _replace_secret(found: re.Match[str]) -> str:
     return prefix + REDACTED
 
 
-@functools.lru_cache(maxsize=4096)
+# Longer keys are not cached: a client's logged map (POST /log) chooses its keys, and a cache of
+# large ones would hold memory for as long as the server runs.
+_CACHED_KEY_LENGTH = 64
+
+
 def _secret_key(key: str) -> bool:
-    """Whether values under `key` are credentials (keys come from code and configs: few, cached)."""
+    """Whether values under `key` are credentials."""
+    if len(key) > _CACHED_KEY_LENGTH:
+        return _SECRET_KEY.search(key) is not None
+    return _short_secret_key(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_secret_key(key: str) -> bool:
+    # Keys mostly come from code and configs: few, worth caching.
     return _SECRET_KEY.search(key) is not None
 
 
@@ -102,14 +114,28 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return mask(value)
     if isinstance(value, Mapping):
-        # A key can itself be a credential (a header map keyed by token, say): masked like text.
-        return {
-            redact(key): REDACTED if isinstance(key, str) and _secret_key(key) else redact(item)
-            for key, item in value.items()
-        }
+        return _redact_mapping(value)
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]
     return value
+
+
+def _redact_mapping(value: Mapping[Any, Any]) -> dict[Any, Any]:
+    redacted: dict[Any, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            redacted[key] = redact(item)
+            continue
+        # A key can itself be a credential (a header map keyed by token, say): masked like text,
+        # without two masked keys becoming one.
+        shown = masked = mask(key)
+        if masked != key:
+            count = 1
+            while shown in redacted or shown in value:
+                count += 1
+                shown = f"{masked} ({count})"
+        redacted[shown] = REDACTED if _secret_key(key) else redact(item)
+    return redacted
 
 
 def _redact_fields(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
