@@ -4,6 +4,9 @@ reads, for one transaction only."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection, text
@@ -48,21 +51,12 @@ async def test_the_setting_lasts_for_its_transaction_only(database_url: str) -> 
 async def test_begin_in_tenant_opens_a_transaction_scoped_to_exactly_that_tenant(
     database_url: str, tenant: str
 ) -> None:
-    target = parse_database_url(database_url)
-    if target.dialect != "postgresql":
-        pytest.skip("SQLite has no settings: its queries filter by tenant")
-    engine = postgres_engine(target, pool_size=1)
-    try:
-        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
-            driver = (await conn.get_raw_connection()).driver_connection
-            assert driver is not None
-            await begin_in_tenant(driver, tenant)
-            assert driver.is_in_transaction()
-            assert await driver.fetchval(_CURRENT_DRIVER) == tenant  # verbatim: the id is no SQL
-            await driver.execute("ROLLBACK")
-            assert not await driver.fetchval(_CURRENT_DRIVER)
-    finally:
-        await engine.dispose()
+    async with _driver(database_url) as driver:
+        await begin_in_tenant(driver, tenant)
+        assert driver.is_in_transaction()
+        assert await driver.fetchval(_CURRENT_DRIVER) == tenant  # verbatim: the id is no SQL
+        await driver.execute("ROLLBACK")
+        assert not await driver.fetchval(_CURRENT_DRIVER)
 
 
 async def test_begin_in_tenant_refuses_an_empty_tenant_before_any_statement() -> None:
@@ -78,49 +72,48 @@ async def test_begin_in_tenant_refuses_an_empty_tenant_before_any_statement() ->
 async def test_execute_in_tenant_runs_its_statement_in_exactly_that_tenant_and_commits(
     database_url: str, tenant: str
 ) -> None:
-    target = parse_database_url(database_url)
-    if target.dialect != "postgresql":
-        pytest.skip("SQLite has no settings: its queries filter by tenant")
-    engine = postgres_engine(target, pool_size=1)
-    try:
-        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
-            driver = (await conn.get_raw_connection()).driver_connection
-            assert driver is not None
-            await driver.execute("CREATE TEMP TABLE seen (tenant text, value text)")
-            insert = f"INSERT INTO seen SELECT current_setting('{TENANT_SETTING}'), $1::text"
-            status = await execute_in_tenant(driver, tenant, insert, "x-1")
-            assert status == "INSERT 0 1"
-            assert not driver.is_in_transaction()
-            assert not await driver.fetchval(_CURRENT_DRIVER)  # the setting ended with it
-            # Committed, the argument verbatim; an argument needing quotes takes the long way.
-            await execute_in_tenant(driver, tenant, insert, "it's")
-            assert await driver.fetch("SELECT tenant, value FROM seen ORDER BY value") == [
-                (tenant, "it's"),
-                (tenant, "x-1"),
-            ]
-    finally:
-        await engine.dispose()
+    async with _driver(database_url) as driver:
+        await driver.execute("CREATE TEMP TABLE seen (tenant text, value text)")
+        insert = f"INSERT INTO seen SELECT current_setting('{TENANT_SETTING}'), $1::text"
+        status = await execute_in_tenant(driver, tenant, insert, "x-1")
+        assert status == "INSERT 0 1"
+        assert not driver.is_in_transaction()
+        assert not await driver.fetchval(_CURRENT_DRIVER)  # the setting ended with it
+        # Committed, the argument verbatim; an argument needing quotes takes the long way.
+        await execute_in_tenant(driver, tenant, insert, "it's")
+        assert await driver.fetch("SELECT tenant, value FROM seen ORDER BY value") == [
+            (tenant, "it's"),
+            (tenant, "x-1"),
+        ]
 
 
 async def test_execute_in_tenant_rolls_back_a_failed_statement_whole(database_url: str) -> None:
-    target = parse_database_url(database_url)
-    if target.dialect != "postgresql":
-        pytest.skip("SQLite has no settings: its queries filter by tenant")
-    engine = postgres_engine(target, pool_size=1)
-    try:
-        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
-            driver = (await conn.get_raw_connection()).driver_connection
-            assert driver is not None
-            await driver.execute("CREATE TEMP TABLE seen (value int)")
-            failing = "WITH written AS (INSERT INTO seen VALUES (1)) SELECT 1 / (length($1) - 3)"
-            with pytest.raises(Exception, match="division by zero"):
-                await execute_in_tenant(driver, "tenant-a", failing, "abc")
-            assert not driver.is_in_transaction()
-            assert await driver.fetchval("SELECT count(*) FROM seen") == 0
-    finally:
-        await engine.dispose()
+    async with _driver(database_url) as driver:
+        await driver.execute("CREATE TEMP TABLE seen (value int)")
+        failing = "WITH written AS (INSERT INTO seen VALUES (1)) SELECT 1 / (length($1) - 3)"
+        with pytest.raises(Exception, match="division by zero"):
+            await execute_in_tenant(driver, "tenant-a", failing, "abc")
+        assert not driver.is_in_transaction()
+        assert await driver.fetchval("SELECT count(*) FROM seen") == 0
 
 
 async def test_execute_in_tenant_refuses_an_empty_tenant_before_any_statement() -> None:
     with pytest.raises(ValueError, match="a tenant id is required"):
         await execute_in_tenant(None, "", "SELECT 1")  # no connection is touched
+
+
+@contextlib.asynccontextmanager
+async def _driver(database_url: str) -> AsyncIterator[Any]:
+    """The asyncpg connection of a fresh engine on `database_url` (autocommit: the test's own
+    statements say where transactions begin); Postgres only."""
+    target = parse_database_url(database_url)
+    if target.dialect != "postgresql":
+        pytest.skip("SQLite has no settings: its queries filter by tenant")
+    engine = postgres_engine(target, pool_size=1)
+    try:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            yield driver
+    finally:
+        await engine.dispose()
