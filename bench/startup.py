@@ -5,8 +5,10 @@
   `*_cold` on a new data directory (the database is created and migrated), the others on one that
   already exists (every later run).
 - `serve_ready_s`: `agentforge serve --port 0` from spawning to `GET /global/health` answering;
-  `serve_rss_mb`: the server's resident memory then, `serve_rss_settled_mb` two seconds later (the
-  start-up audit checkpoint, taken in the background, loads its signing library meanwhile).
+  `serve_rss_mb`: the server's resident memory then, `serve_rss_settled_mb` two seconds later (a
+  start-up audit checkpoint the server signs itself loads its signing library meanwhile). On a
+  database that exists (a restart); `serve_*_first` on a new one each time (a first start: the
+  database is created and migrated, the first checkpoint signed).
 - `help_s`: `agentforge --help` to exit (what every command pays before its own work).
 - `import_server_s`: importing the server stack alone, and whether any provider SDK came with it.
 Medians (and the slowest run) over `--runs` runs; the machine's load average is recorded beside them
@@ -166,6 +168,8 @@ async def main(runs: int) -> dict[str, Any]:
             serve = [await serve_ready(home, home / "serve") for _ in range(runs + 1)][1:]
             serve_cpu = CPU[-runs:]
             serve_rss, serve_rss_settled = RSS[-runs:], RSS_SETTLED[-runs:]
+            first = [await serve_ready(home, home / f"serve-first{i}") for i in range(runs)]
+            first_rss, first_rss_settled = RSS[-runs:], RSS_SETTLED[-runs:]
             helps = [await help_time(home) for _ in range(runs)]
             imports = [await import_server(home) for _ in range(runs)]
     return {
@@ -179,6 +183,9 @@ async def main(runs: int) -> dict[str, Any]:
         "serve_process_cpu_s": summary(serve_cpu),
         "serve_rss_mb": summary(serve_rss),
         "serve_rss_settled_mb": summary(serve_rss_settled),
+        "serve_ready_s_first": summary(first),
+        "serve_rss_mb_first": summary(first_rss),
+        "serve_rss_settled_mb_first": summary(first_rss_settled),
         "help_s": summary(helps),
         "import_server_s": summary([seconds for seconds, _ in imports]),
         "provider_sdks_imported_at_start": sorted({sdk for _, sdks in imports for sdk in sdks}),
@@ -194,6 +201,8 @@ CHARTED = (
     ("help_s", "--help (s)", None),
     ("serve_rss_mb", "serve: RSS when ready (MB)", 100.0),
     ("serve_rss_settled_mb", "serve: RSS 2 s later (MB)", 100.0),
+    ("serve_ready_s_first", "serve, first start: ready (s)", 1.5),
+    ("serve_rss_settled_mb_first", "serve, first start: RSS 2 s later (MB)", 100.0),
 )
 
 
