@@ -727,7 +727,8 @@ async def test_a_ping_waiting_for_a_slow_lease_call_does_not_end_the_connection(
     table = f'"{parse_database_url(postgres_url).schema}".run_lease'
     async with _pair(tmp_path, postgres_url, fake_openai) as (a, _b), _superuser() as raw:
         link = _cluster(a).link
-        link.ping_interval, link.ping_timeout = 0.05, 0.2
+        # A ping limit well under the lease call's wait below (1 s), with room for a loaded machine.
+        link.ping_interval, link.ping_timeout = 0.05, 0.5
         leases, listen = link.backend_pids()["leases"], link.backend_pids()["listen"]
 
         async def pinging() -> bool:  # the watch's first ping is done: the next follow at once
