@@ -37,6 +37,8 @@ from tests.store.builders import new_session as new_session_row
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TIMEOUT_MS = 15_000
+# Assertions wait as long as page actions (Playwright's own default, 5 s, is short on a loaded CI machine).
+expect.set_options(timeout=TIMEOUT_MS)
 # The text so far of a part still streaming comes from the server's in-flight snapshot (bus/inflight.py,
 # issue 11): without it, a console that (re)connects mid-part misses the text streamed before. Expected
 # to fail until that lands, then to pass (strict: an unexpected pass fails, so the marker cannot linger).
