@@ -24,6 +24,18 @@ async def test_serve_refuses_a_non_loopback_host(cli: Cli, host: str) -> None:
     assert f"refusing to bind {host} without authentication configured" in result.stderr
 
 
+@pytest.mark.parametrize("command", [["serve"], ["run", "hello"]])
+async def test_a_database_url_of_no_supported_kind_is_one_line_and_exit_2(
+    cli: Cli, command: list[str]
+) -> None:
+    result = await cli.invoke(*command, *cli.local, "--db", "mysql://root@localhost/forge")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        "error: database URL: Unsupported database URL scheme 'mysql': use sqlite:///<path> or postgresql://…"
+    ]
+    assert not (cli.data_dir / "agentforge.db").exists()  # nothing created
+
+
 async def test_serve_refuses_a_public_host_from_the_environment(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -56,6 +56,14 @@ def build_settings(target: Target, *, host: str | None = None, port: int | None 
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exits.USAGE) from exc
+    # Imported here: the store's engine module brings SQLAlchemy, which `--help` does not need.
+    from agentforge.store.engine import parse_database_url
+
+    try:
+        parse_database_url(settings.database_url)
+    except ValueError as exc:  # one line naming what is wrong, not a traceback from deep in start-up
+        typer.echo(f"error: database URL: {exc}", err=True)
+        raise typer.Exit(exits.USAGE) from exc
     # `doctor` and `serve --production` refuse these; everywhere else a typo is at least visible.
     for unknown in unknown_keys(settings.config):
         typer.echo(f"warning: {unknown.describe()}", err=True)
