@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -39,14 +38,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 TIMEOUT_MS = 15_000
 # Assertions wait as long as page actions (Playwright's own default, 5 s, is short on a loaded CI machine).
 expect.set_options(timeout=TIMEOUT_MS)
-# The text so far of a part still streaming comes from the server's in-flight snapshot (bus/inflight.py,
-# issue 11): without it, a console that (re)connects mid-part misses the text streamed before. Expected
-# to fail until that lands, then to pass (strict: an unexpected pass fails, so the marker cannot linger).
-NEEDS_INFLIGHT_SNAPSHOTS = pytest.mark.xfail(
-    importlib.util.find_spec("agentforge.bus.inflight") is None,
-    reason="needs the server's in-flight part snapshots on (re)connect (issue 11)",
-    strict=True,
-)
 
 
 @contextlib.asynccontextmanager
@@ -312,7 +303,6 @@ async def test_stop_aborts_the_running_turn(
         await expect(transcript(page).get_by_text("never shown")).to_have_count(0)
 
 
-@NEEDS_INFLIGHT_SNAPSHOTS
 async def test_reloading_mid_stream_shows_the_whole_text_once(
     browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -334,7 +324,6 @@ async def test_reloading_mid_stream_shows_the_whole_text_once(
         await expect(assistant.locator(".markdown")).to_have_text((first + second).strip())
 
 
-@NEEDS_INFLIGHT_SNAPSHOTS
 async def test_opening_a_session_mid_part_shows_its_text_once(
     browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
