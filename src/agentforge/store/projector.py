@@ -82,6 +82,8 @@ class Writes:
         # The bumps taken from `known`, not yet written: one executemany for all of them at `finish`.
         self._bumps: dict[RevisionKey, int] = {}
         self._created: dict[RevisionKey, int] = {}  # sessions this transaction creates: revision 0
+        # Sessions deleted, or written outside these writes: their revision may have moved unseen.
+        self.forgotten: set[RevisionKey] = set()
 
     def revision(self, tenant_id: str, session_id: str) -> int:
         """The revision to stamp a message or part of the session with: the session's counter, bumped
@@ -114,6 +116,7 @@ class Writes:
     def forget(self, tenant_id: str, session_id: str) -> None:
         """The session is deleted (or written outside these writes): its revision is read again."""
         key = (tenant_id, session_id)
+        self.forgotten.add(key)
         self.revisions.pop(key, None)
         self._bumps.pop(key, None)
         self._created.pop(key, None)
@@ -197,6 +200,12 @@ def bump_history(conn: Connection, tenant_id: str, session_id: str, *, trim: boo
     statement = _BUMP_AND_TRIM_HISTORY if trim else _BUMP_HISTORY
     found: int | None = conn.execute(statement, {"b_id": session_id, "b_tenant_id": tenant_id}).scalar()
     return found
+
+
+def stamps_history(event: Event) -> bool:
+    """Whether projecting `event` stamps a message or part with its session's history revision (bumped
+    once per transaction: `Writes.revision`)."""
+    return event.type in _STAMPING
 
 
 def apply_event(writes: Writes, event: Event) -> None:
@@ -547,6 +556,8 @@ def _todo_upsert(writes: Writes) -> Insert:
         _todo_upserts[dialect] = statement
     return statement
 
+
+_STAMPING = frozenset({ev.MESSAGE_UPDATED, ev.PART_UPDATED})
 
 _HANDLERS: dict[str, Callable[[Writes, str, Mapping[str, Any]], None]] = {
     ev.SESSION_CREATED: _session_created,
