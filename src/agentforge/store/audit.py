@@ -26,6 +26,7 @@ import rfc8785
 from sqlalchemy import Connection, bindparam, select, text
 
 from agentforge.model import ids
+from agentforge.store.direct import execute_rows
 from agentforge.store.schema import audit_log
 
 GENESIS_HASH: Final = "0" * 64
@@ -211,7 +212,7 @@ def _chain_and_insert(
         rows.append(_row(record, data))
         heads[entry.tenant_id] = (record.seq, record.row_hash)
     if rows:
-        conn.execute(_INSERT, rows)
+        execute_rows(conn, _INSERT, rows)
     return records
 
 
