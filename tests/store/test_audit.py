@@ -26,6 +26,7 @@ from agentforge.model.part import (
 from agentforge.model.session import Session
 from agentforge.store import Store, StoreWriteError
 from agentforge.store.audit import canonical_json
+from agentforge.store.audit_events import may_audit
 from agentforge.store.audit_verify import ChainReport, verify_chain, verify_database
 from agentforge.store.engine import parse_database_url
 from agentforge.store.migrate import run_with_connection
@@ -188,6 +189,30 @@ EXPECTED_TURN = [
     ("tool.executed", "alice"),
     ("session.deleted", "alice"),
 ]
+
+
+def test_only_events_that_may_append_take_the_chain_lock_up_front() -> None:
+    # The writer's opening takes a chain's lock for a batch with such an event (batch.py); one whose
+    # entries `may_audit` missed would still be chained right, after a lock statement of its own.
+    events, _ = scripted_turn({"command": "ls"})
+    assert [may_audit(event) for event in events] == [
+        True,  # session created
+        True,  # the prompt
+        True,  # the prompt rewritten (the deriver then finds it stored)
+        False,  # the assistant message
+        False,  # its text part
+        False,  # updated
+        True,  # the tool part, pending
+        True,  # running
+        True,  # permission asked
+        True,  # replied
+        True,  # the tool part, running again
+        True,  # completed
+        True,  # compacted
+        False,  # the assistant message again
+        True,  # session deleted
+        True,  # twice
+    ]
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "one-batch"])

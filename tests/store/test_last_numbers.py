@@ -9,6 +9,7 @@ from agentforge.store import Store, parse_database_url
 from agentforge.store.engine import postgres_engine
 from agentforge.store.last_numbers import PAUSE_AFTER_MISS, ExpectedNumbers, check, stale
 from agentforge.store.tenancy import begin_in_tenant
+from tests.store.audit_helpers import audit_rows, run_sql
 from tests.store.builders import message_updated, new_session, session_created, user_message
 
 TENANT = "default"
@@ -38,6 +39,19 @@ def test_the_oldest_are_forgotten_beyond_the_capacity() -> None:
     expected.record({"s1": 1, "s2": 2, "s3": 3}, {"t": 3})
     assert expected.guess("t", ["s1"]) is None
     assert expected.guess("t", ["s2", "s3"]) == ({"s2": 2, "s3": 3}, 3)
+
+
+def test_revisions_and_heads_are_expected_until_changed_unseen() -> None:
+    expected = ExpectedNumbers()
+    expected.record({"s1": 4}, {"t": 9}, {"s1": 3, "s2": 7}, {"t": (5, "ab")})
+    assert expected.revisions(["s1", "s2", "s3"]) == {"s1": 3, "s2": 7}
+    assert expected.head("t") == (5, "ab")
+    # None: the batch changed them without knowing to what (a mutation, a deleted session).
+    expected.record({"s1": 5}, {"t": 10}, {"s2": None}, {"t": None})
+    assert expected.revisions(["s1", "s2"]) == {"s1": 3}
+    assert expected.head("t") is None
+    expected.missed()
+    assert expected.revisions(["s1"]) == {}
 
 
 async def test_the_check_holds_only_for_the_stored_numbers(store: Store, database_url: str) -> None:
@@ -72,5 +86,52 @@ async def test_the_check_holds_only_for_the_stored_numbers(store: Store, databas
             assert not await holds({session.id: last_seq - 1}, last_position)
             assert not await holds({session.id: last_seq}, last_position + 1)
             assert not await holds({session.id: last_seq, "ses_never": 1}, last_position)
+    finally:
+        await engine.dispose()
+
+
+async def test_the_check_bumps_expected_revisions_and_holds_only_for_the_chain_head(
+    store: Store, database_url: str
+) -> None:
+    target = parse_database_url(database_url)
+    if target.dialect != "postgresql":
+        pytest.skip("SQLite has one writer: its numbers are cached, never checked")
+    session = new_session()
+    await store.write(session_created(session))
+    await store.write(message_updated(user_message(session.id)))  # a prompt.accepted entry
+    logged = await store.events_after(TENANT, session.id, 0)
+    seqs, position = {session.id: logged[-1].seq or 0}, logged[-1].position or 0
+    [row] = await run_sql(database_url, "SELECT history_revision FROM session WHERE id = :id", id=session.id)
+    revision = int(row["history_revision"])
+    last = (await audit_rows(database_url, TENANT))[-1]
+    head = (int(last["seq"]), str(last["row_hash"]))
+    engine = postgres_engine(target, pool_size=1)
+    try:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+
+            async def holds(bumps: dict[str, int], chain_head: tuple[int, str] | None) -> int | None:
+                """The session's revision after the check in its transaction, None: it failed."""
+                await begin_in_tenant(driver, TENANT)
+                try:
+                    await driver.execute(check(TENANT, seqs, position, bumps, chain_head))
+                    found: int = await driver.fetchval(
+                        "SELECT history_revision FROM session WHERE id = $1", session.id
+                    )
+                except Exception as exc:
+                    assert stale(exc), exc
+                    return None
+                finally:
+                    await driver.execute("ROLLBACK")
+                return found
+
+            assert await holds({session.id: revision}, head) == revision + 1
+            assert await holds({}, head) == revision
+            assert await holds({session.id: revision - 1}, head) is None
+            assert await holds({session.id: revision, "ses_gone": 0}, None) is None
+            assert await holds({}, (head[0] - 1, head[1])) is None
+            assert await holds({}, (head[0], "0" * 64)) is None
+            assert await holds({}, (0, "0" * 64)) is None  # an empty chain's head
     finally:
         await engine.dispose()

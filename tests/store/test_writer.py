@@ -501,7 +501,7 @@ async def test_a_writer_batch_for_a_tenant_spelt_null_takes_every_lock(database_
     # (a valid tenant id) is SQL NULL there, and pg_advisory_xact_lock(NULL) locks nothing at all.
     if not database_url.startswith("postgresql"):
         pytest.skip("SQLite has one writer and no advisory locks")
-    opening = _opening("null", ["null", "ses_a"], ["null"])
+    opening = _opening("null", ["null", "ses_a"], ["null"], ["null"])
     assert opening is not None
     url = parse_database_url(database_url).url.set(drivername="postgresql")
     conn = await asyncpg.connect(url.render_as_string(hide_password=False))
@@ -510,7 +510,7 @@ async def test_a_writer_batch_for_a_tenant_spelt_null_takes_every_lock(database_
         held = await conn.fetchval(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
         )
-        assert held == 3  # two sessions' seq locks and the tenant's position lock
+        assert held == 4  # two sessions' seq locks, the tenant's position and audit chain locks
         assert await conn.fetchval("SELECT current_setting('app.tenant_id')") == "null"
         await conn.execute("ROLLBACK")
     finally:

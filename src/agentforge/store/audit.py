@@ -26,6 +26,7 @@ import rfc8785
 from sqlalchemy import Connection, bindparam, select, text
 
 from agentforge.model import ids
+from agentforge.store.direct import execute_rows
 from agentforge.store.schema import audit_log
 
 GENESIS_HASH: Final = "0" * 64
@@ -45,9 +46,11 @@ AUTH_FAILED: Final = "auth.failed"
 KEY_CREATED: Final = "key.created"
 KEY_REVOKED: Final = "key.revoked"
 
-# Two-key form: its key space never meets the single-key session locks (store/ownership.py).
+# Two-key form: its key space never meets the single-key session locks (store/ownership.py). The
+# writer's opening takes the same lock (batch.py), keyed by this class.
+CHAIN_LOCK: Final = "agentforge.audit"
 _LOCK_TENANT = text(
-    "SELECT pg_advisory_xact_lock(hashtext('agentforge.audit'), hashtext(current_schema() || ':' || :tenant))"
+    f"SELECT pg_advisory_xact_lock(hashtext('{CHAIN_LOCK}'), hashtext(current_schema() || ':' || :tenant))"
 )
 _HEAD = (
     select(audit_log.c.seq, audit_log.c.row_hash)
@@ -167,9 +170,14 @@ class ChainBuffer:
     per transaction and one multi-row insert, instead of one of each per entry. The heads it read stay
     valid for the transaction (the chain lock, or SQLite's write lock, is held until it ends)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, heads: Mapping[str, tuple[int, str]] | None = None, locked: Iterable[str] = ()
+    ) -> None:
+        """`heads`: chain heads already known for the transaction, checked when it opened (Postgres,
+        `last_numbers.py`); `locked`: tenants whose chain lock it already holds."""
         self._pending: list[AuditEntry] = []
-        self._heads: dict[str, tuple[int, str]] = {}
+        self._heads: dict[str, tuple[int, str]] = dict(heads or {})
+        self._locked = frozenset(locked)
 
     def add(self, entries: Iterable[AuditEntry]) -> None:
         self._pending.extend(entries)
@@ -177,33 +185,42 @@ class ChainBuffer:
     def flush(self, conn: Connection) -> None:
         if self._pending:
             pending, self._pending = self._pending, []
-            _chain_and_insert(conn, pending, self._heads)
+            _chain_and_insert(conn, pending, self._heads, self._locked)
 
     def forget_heads(self) -> None:
         """After something else appended in this transaction (a mutation): read the heads again."""
         self._heads.clear()
 
+    def heads(self) -> dict[str, tuple[int, str]]:
+        """The heads known now (read or appended in this transaction, or given)."""
+        return dict(self._heads)
+
 
 def _chain_and_insert(
-    conn: Connection, entries: Iterable[AuditEntry], heads: dict[str, tuple[int, str]]
+    conn: Connection,
+    entries: Iterable[AuditEntry],
+    heads: dict[str, tuple[int, str]],
+    locked: frozenset[str] = frozenset(),
 ) -> list[AuditRecord]:
     records: list[AuditRecord] = []
     rows: list[dict[str, Any]] = []
     for entry in entries:
-        seq, prev = heads.get(entry.tenant_id) or _lock_and_read_head(conn, entry.tenant_id)
+        tenant_id = entry.tenant_id
+        seq, prev = heads.get(tenant_id) or _lock_and_read_head(conn, tenant_id, tenant_id in locked)
         record, data = _chained(entry, seq + 1, prev)
         records.append(record)
         rows.append(_row(record, data))
         heads[entry.tenant_id] = (record.seq, record.row_hash)
     if rows:
-        conn.execute(_INSERT, rows)
+        execute_rows(conn, _INSERT, rows)
     return records
 
 
-def _lock_and_read_head(conn: Connection, tenant_id: str) -> tuple[int, str]:
+def _lock_and_read_head(conn: Connection, tenant_id: str, locked: bool = False) -> tuple[int, str]:
     """The tenant's last (seq, row_hash), (0, zeros) for an empty chain; on Postgres after taking the
-    tenant's lock, held until the transaction ends, so no other writer reads the same head."""
-    if conn.dialect.name == "postgresql":
+    tenant's lock (unless `locked`: taken already), held until the transaction ends, so no other
+    writer reads the same head."""
+    if conn.dialect.name == "postgresql" and not locked:
         conn.execute(_LOCK_TENANT, {"tenant": tenant_id})
     head = conn.execute(_HEAD, {"b_tenant": tenant_id}).one_or_none()
     return (0, GENESIS_HASH) if head is None else (int(head.seq), str(head.row_hash))

@@ -60,6 +60,16 @@ def record_event(writes: Writes, event: Event, chain: ChainBuffer | None = None)
     audit.append(writes.conn, entries)
 
 
+def may_audit(event: Event) -> bool:
+    """Whether `record_event` may append entries for `event` (False: it certainly appends none), so
+    the writer can take the chain's lock with its opening rather than in a statement of its own."""
+    if event.type == ev.MESSAGE_UPDATED:
+        return bool(event.properties["info"].get("role") == "user")
+    if event.type == ev.PART_UPDATED:
+        return bool(event.properties["part"].get("type") == "tool")
+    return event.type in _DERIVERS
+
+
 def _exists(writes: Writes, statement: Any, tenant_id: str, row_id: str) -> bool:
     return writes.run(statement, {"b_id": row_id, "b_tenant": tenant_id}).first() is not None
 

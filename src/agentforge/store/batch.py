@@ -24,17 +24,24 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import Connection, Insert, bindparam, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
-from agentforge.store.audit import ChainBuffer, lock_chains
-from agentforge.store.audit_events import record_event
+from agentforge.store.audit import CHAIN_LOCK, ChainBuffer, lock_chains
+from agentforge.store.audit_events import may_audit, record_event
 from agentforge.store.direct import execute_rows
-from agentforge.store.last_numbers import ExpectedNumbers, check, own_sessions, read_last_numbers, stale
+from agentforge.store.last_numbers import (
+    AuditHead,
+    ExpectedNumbers,
+    check,
+    own_sessions,
+    read_last_numbers,
+    stale,
+)
 from agentforge.store.projector import (
     KnownRevisions,
     MissingRowError,
@@ -42,6 +49,7 @@ from agentforge.store.projector import (
     Writes,
     apply_event,
     dumps,
+    stamps_history,
 )
 from agentforge.store.schema import event as event_table
 from agentforge.store.tenancy import TENANT_SETTING, plain, set_tenant
@@ -96,6 +104,31 @@ class EventGroup:
     events: tuple[Event, ...]
 
 
+@dataclass(slots=True)
+class Opening:
+    """What a Postgres batch's opening did beyond its locks and numbers: the history revisions it
+    bumped (to stamp rows with), the audit chain heads it checked, the tenants whose chain lock it
+    took. `left_*`, set by the batch before it commits: the revisions and heads it leaves (None: one
+    it changed without knowing the value), what the next batch's opening expects."""
+
+    revisions: dict[RevisionKey, int] = field(default_factory=dict)
+    heads: dict[str, AuditHead] = field(default_factory=dict)
+    audit_locked: tuple[str, ...] = ()
+    left_revisions: dict[str, int | None] = field(default_factory=dict)
+    left_heads: dict[str, AuditHead | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """The numbers a batch's opening checked (last_numbers.py): sessions' seqs, the tenant's position,
+    the history revisions it bumped from, the audit chain head."""
+
+    seqs: dict[str, int]
+    position: int
+    revisions: dict[str, int]
+    head: AuditHead | None
+
+
 @dataclass(frozen=True, slots=True)
 class Committed:
     """An event committed: its session `seq` and its tenant-wide `position` (what resumes read)."""
@@ -117,22 +150,33 @@ Item = Event | Mutation | EventGroup
 Outcome = Committed | Applied | Grouped | StoreWriteError
 
 _INSERT_EVENT: Insert = event_table.insert()
-# One transaction-level lock per session, then one per tenant for its `position` counter, each set
-# in the order of its keys: every writer takes them in that order, sessions before positions and both
-# before the audit chains, so none waits on another in a cycle. `count` takes them in the subquery's
-# order. The same statement scopes the transaction to the first item's tenant (`tenancy.py`); on
-# the store's writer it goes with BEGIN as one message (ids written as literals, see `_opening`).
+# One transaction-level lock per session, then one per tenant for its `position` counter, then its
+# audit chain's (audit.py; only a batch of one tenant that may append to it), each set in the order
+# of its keys: every writer takes them in that order, sessions before positions and both before the
+# audit chains, so none waits on another in a cycle. `count` takes them in the subquery's order.
+# The same statement scopes the transaction to the first item's tenant (`tenancy.py`); on the
+# store's writer it goes with BEGIN as one message (ids written as literals, see `_opening`).
 _LOCKS = (
     "SELECT set_config('{setting}', {tenant}, true),"
     " (SELECT count(pg_advisory_xact_lock(k1, k2)) FROM ("
     " SELECT 0 AS stage, hashtext('agentforge.seq') AS k1, hashtext(current_schema() || ':' || s) AS k2"
     " FROM unnest(CAST({sessions} AS text[])) AS s"
     " UNION SELECT 1, hashtext('agentforge.position'), hashtext(current_schema() || ':' || t)"
-    " FROM unnest(CAST({tenants} AS text[])) AS t"
+    " FROM unnest(CAST({tenants} AS text[])) AS t{audits}"
     " ORDER BY 1, 2, 3) AS keys)"
 )
+_AUDIT_LOCKS = (
+    f" UNION SELECT 2, hashtext('{CHAIN_LOCK}'), hashtext(current_schema() || ':' || a)"
+    " FROM unnest(CAST({audits} AS text[])) AS a"
+)
 _LOCK_SESSIONS = text(
-    _LOCKS.format(setting=TENANT_SETTING, tenant=":tenant", sessions=":sessions", tenants=":tenants")
+    _LOCKS.format(
+        setting=TENANT_SETTING,
+        tenant=":tenant",
+        sessions=":sessions",
+        tenants=":tenants",
+        audits=_AUDIT_LOCKS.format(audits=":audits"),
+    )
 )
 _MAX_SEQ = select(func.max(event_table.c.seq)).where(event_table.c.session_id == bindparam("session_id"))
 _MAX_POSITION = select(func.max(event_table.c.position)).where(
@@ -188,11 +232,16 @@ class TenantRuns:
         scoped: bool,
         tenant_id: str | None = None,
         known: KnownRevisions | None = None,
+        opening: Opening | None = None,
     ) -> None:
         """`tenant_id`: the tenant the transaction is already scoped to, if any. `known`: the
-        sessions' last history revisions, when this is the database's only writer (`Writes`)."""
+        sessions' last history revisions, when this is the database's only writer (`Writes`).
+        `opening`: the revisions its opening bumped and the chain heads and locks it holds."""
         self.writes = Writes(conn, known)
-        self.chain = ChainBuffer()  # the run's audit entries, inserted with its event-log rows
+        opened = opening or Opening()
+        self.writes.revisions.update(opened.revisions)
+        # The run's audit entries, inserted with its event-log rows.
+        self.chain = ChainBuffer(opened.heads, opened.audit_locked)
         self._scoped = scoped
         self._tenant = tenant_id
         self._log_rows: list[dict[str, Any]] = []
@@ -259,9 +308,12 @@ class BatchApplier:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
-        with self._transaction(conn, events, draft, positions) as scoped_to:
+        opening = Opening()
+        with self._transaction(conn, events, draft, positions, opening) as scoped_to:
             _lock_audit_chains(conn, events)
-            runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to, known=self._last_revision)
+            runs = TenantRuns(
+                conn, scoped=self._scoped, tenant_id=scoped_to, known=self._last_revision, opening=opening
+            )
             for item in events:
                 runs.enter(item.tenant_id)
                 if isinstance(item, Mutation):
@@ -285,6 +337,7 @@ class BatchApplier:
                 runs.log(event_row(item, seq, position))
                 outcomes.append(Committed(seq, position))
             runs.flush()
+            _leaves(opening, events, runs)
         self._last_seq.update(draft)
         self._last_position.update(positions)
         self._last_revision.update(runs.writes.committed())
@@ -293,7 +346,10 @@ class BatchApplier:
     def _write_one_by_one(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
-        with self._transaction(conn, events, draft, positions) as scoped_to:
+        # Its events bump revisions and append to chains one by one: expect nothing of them after.
+        self._expected.forget()
+        opening = Opening()
+        with self._transaction(conn, events, draft, positions, opening, bump=False) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(conn, scoped=self._scoped, tenant_id=scoped_to)
             outcomes: list[Outcome] = []
@@ -390,18 +446,28 @@ class BatchApplier:
 
     @contextmanager
     def _transaction(
-        self, conn: Connection, items: Sequence[Item], draft: dict[str, int], positions: dict[str, int]
+        self,
+        conn: Connection,
+        items: Sequence[Item],
+        draft: dict[str, int],
+        positions: dict[str, int],
+        opening: Opening,
+        *,
+        bump: bool = True,
     ) -> Iterator[str | None]:
         """The batch's transaction; yields the tenant it is already scoped to (or None).
 
         Shared database: every written session, then each tenant's position counter, is held until
-        commit (before the chain locks), and the transaction is scoped to the first item's tenant.
+        commit (then, for a batch of one tenant that may append to its audit chain, the chain's
+        lock), and the transaction is scoped to the first item's tenant.
         On a connection in AUTOCOMMIT mode (the store's writer) BEGIN goes with those in one
         simple-protocol message and the transaction is ended here; SQLAlchemy's transaction inside
         it only keeps track of savepoints. Under the locks, the last seq of each of that tenant's
         sessions and its last position go into `draft` and `positions`: read in one statement, or
         checked with the opening when this writer expects them (`last_numbers.py`); other tenants'
-        rows are invisible there, theirs are read once the setting changes."""
+        rows are invisible there, theirs are read once the setting changes. With `bump`, the
+        history revisions of that tenant's sessions whose rows the batch stamps are bumped, and its
+        audit chain head checked, in the opening too when this writer expects them (`opening`)."""
         tenant_id = items[0].tenant_id if self._scoped else None
         if tenant_id is not None and not tenant_id:
             raise ValueError("a tenant id is required")  # as set_tenant: an empty one matches no row
@@ -410,24 +476,30 @@ class BatchApplier:
         written = {item.session_id for item in items if isinstance(item, Mutation) and item.session_id}
         sessions = sorted({session_of(event) for event in events} | written) if self._shared else []
         tenants = sorted({event.tenant_id for event in events})
-        locks = {"tenant": tenant_id, "sessions": sessions, "tenants": tenants}
+        audits = _audited(tenant_id, items, events) if sessions else []
+        locks = {"tenant": tenant_id, "sessions": sessions, "tenants": tenants, "audits": audits}
         if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
             with conn.begin():
                 scoped_to = self._lock(conn, locks)
+                opening.audit_locked = tuple(audits)
                 if scoped_to is not None:
                     read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
                 yield scoped_to
             return
         driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
-        opening = _opening(tenant_id, sessions, tenants)
-        own = own_sessions(events, tenant_id) if opening and sessions and tenant_id else []
+        opened = _opening(tenant_id, sessions, tenants, audits)
+        own = own_sessions(events, tenant_id) if opened and sessions and tenant_id else []
+        stamped = _stamped(tenant_id, events) if bump and own else []
         try:
-            guess = self._open(driver, opening, tenant_id, own)
+            checked = self._open(driver, opened, tenant_id, own, stamped, bool(audits))
             with conn.begin():
-                scoped_to = tenant_id if opening else self._lock(conn, locks)
-                if guess is not None:
-                    draft.update(guess[0])
-                    positions[guess[2]] = guess[1]
+                scoped_to = tenant_id if opened else self._lock(conn, locks)
+                opening.audit_locked = tuple(audits)
+                if checked is not None and tenant_id is not None:
+                    draft.update(checked.seqs)
+                    positions[tenant_id] = checked.position
+                    opening.revisions = {(tenant_id, s): last + 1 for s, last in checked.revisions.items()}
+                    opening.heads = {tenant_id: checked.head} if checked.head else {}
                 elif scoped_to is not None:
                     read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
                 yield scoped_to
@@ -437,19 +509,28 @@ class BatchApplier:
                 driver.run_async(lambda pg: pg.execute("ROLLBACK"))
             raise
         driver.run_async(lambda pg: pg.execute("COMMIT"))
-        self._expected.record(draft, positions)
+        self._expected.record(draft, positions, opening.left_revisions, opening.left_heads)
 
     def _open(
-        self, driver: Any, opening: str | None, tenant_id: str | None, own: list[str]
-    ) -> tuple[dict[str, int], int, str] | None:
+        self,
+        driver: Any,
+        opening: str | None,
+        tenant_id: str | None,
+        own: list[str],
+        stamped: list[str],
+        audited: bool,
+    ) -> Checked | None:
         """BEGIN (with the locks when `opening`); with the numbers this writer expects for the
-        sessions `own` and `tenant_id`, checked in the same message (last_numbers.py): those
-        numbers and the tenant when they held, None when the batch must read them."""
+        sessions `own` and `tenant_id`, checked in the same message (last_numbers.py), which also
+        bumps the expected revisions of the sessions `stamped` and checks the chain head when
+        `audited`: what was checked when it held, None when the batch must read them."""
         guess = self._expected.guess(tenant_id, own) if own and tenant_id else None
         if guess is None or not tenant_id or not opening:
             driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
             return None
-        checked = f"{opening}; {check(tenant_id, *guess)}"
+        revisions = self._expected.revisions(stamped)
+        head = self._expected.head(tenant_id) if audited else None
+        checked = f"{opening}; {check(tenant_id, *guess, revisions, head)}"
         try:
             driver.run_async(lambda pg: pg.execute(checked))
         except Exception as exc:
@@ -459,7 +540,7 @@ class BatchApplier:
             self._expected.missed()
             driver.run_async(lambda pg: pg.execute(opening))
             return None
-        return guess[0], guess[1], tenant_id
+        return Checked(guess[0], guess[1], revisions, head)
 
     def _lock(self, conn: Connection, locks: dict[str, Any]) -> str | None:
         if not locks["sessions"]:
@@ -491,10 +572,10 @@ class BatchApplier:
         return last_seq + 1, last_position + 1
 
 
-def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str]) -> str | None:
+def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str], audits: list[str]) -> str | None:
     """BEGIN, the tenant and the locks as one simple-protocol message (which takes no parameters:
     only when every id is plain enough to be written as a literal); None: the long way."""
-    if tenant_id is None or not all(plain(value) for value in (tenant_id, *sessions, *tenants)):
+    if tenant_id is None or not all(plain(value) for value in (tenant_id, *sessions, *tenants, *audits)):
         return None
     if not sessions:
         return f"BEGIN; SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)"
@@ -503,7 +584,32 @@ def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str]) -> 
         tenant=f"'{tenant_id}'",
         sessions=_text_array(sessions),
         tenants=_text_array(tenants),
+        audits=_AUDIT_LOCKS.format(audits=_text_array(audits)) if audits else "",
     )
+
+
+def _audited(tenant_id: str | None, items: Sequence[Item], events: list[Event]) -> list[str]:
+    """The tenant whose chain lock the opening takes: a batch of one tenant (a batch of several takes
+    theirs in `_lock_audit_chains`) with an event that may append to its chain."""
+    if tenant_id is None or any(item.tenant_id != tenant_id for item in items):
+        return []
+    return [tenant_id] if any(may_audit(event) for event in events) else []
+
+
+def _stamped(tenant_id: str | None, events: list[Event]) -> list[str]:
+    """The sessions of `tenant_id` whose history revision the batch bumps (`Writes.revision`)."""
+    return sorted(
+        {session_of(event) for event in events if event.tenant_id == tenant_id and stamps_history(event)}
+    )
+
+
+def _leaves(opening: Opening, items: Sequence[Item], runs: TenantRuns) -> None:
+    """Into `opening`: the revisions and chain heads the batch leaves when it commits. A session the
+    batch deleted or a mutation wrote, and a tenant a mutation wrote for, may have moved unseen."""
+    unseen = {key[1]: None for key in runs.writes.forgotten}
+    opening.left_revisions = {**unseen, **{key[1]: value for key, value in runs.writes.committed().items()}}
+    mutated = {item.tenant_id: None for item in items if isinstance(item, Mutation)}
+    opening.left_heads = {**mutated, **runs.chain.heads()}
 
 
 def _text_array(values: list[str]) -> str:

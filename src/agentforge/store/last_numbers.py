@@ -15,11 +15,14 @@ failed checks on every batch.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Final
+from collections.abc import Mapping
+from typing import Final, TypeVar
 
 from sqlalchemy import Connection, text
 
 from agentforge.model.events import Event
+from agentforge.store.audit import GENESIS_HASH
+from agentforge.store.tenancy import plain
 
 # What the check casts to an integer when a number is not as expected: Postgres then fails with
 # invalid_text_representation, naming the text.
@@ -51,13 +54,19 @@ def read_last_numbers(
         (draft if kind == 0 else positions)[key] = last or 0
 
 
+AuditHead = tuple[int, str]  # a chain's last (seq, row_hash)
+
+
 class ExpectedNumbers:
-    """The numbers this writer's committed batches left, for the check of the next one."""
+    """The numbers this writer's committed batches left, for the check of the next one: sessions'
+    last seqs and history revisions, tenants' last positions and audit chain heads."""
 
     def __init__(self, capacity: int = EXPECTED_SIZE) -> None:
         self._capacity = capacity
         self._seqs: OrderedDict[str, int] = OrderedDict()
         self._positions: OrderedDict[str, int] = OrderedDict()
+        self._revisions: OrderedDict[str, int] = OrderedDict()
+        self._heads: OrderedDict[str, AuditHead] = OrderedDict()
         self._pause = 0
 
     def guess(self, tenant_id: str, sessions: list[str]) -> tuple[dict[str, int], int] | None:
@@ -72,14 +81,27 @@ class ExpectedNumbers:
             return None
         return {session_id: seq for session_id, seq in seqs.items() if seq is not None}, position
 
-    def record(self, seqs: dict[str, int], positions: dict[str, int]) -> None:
-        """After a commit: the last numbers it left (what this writer read or wrote under its locks)."""
-        for cache, values in ((self._seqs, seqs), (self._positions, positions)):
-            for key, value in values.items():
-                cache[key] = value
-                cache.move_to_end(key)
-            while len(cache) > self._capacity:
-                cache.popitem(last=False)
+    def revisions(self, sessions: list[str]) -> dict[str, int]:
+        """The expected history revisions of those of `sessions` whose revision is known."""
+        known = {session_id: self._revisions.get(session_id) for session_id in sessions}
+        return {session_id: revision for session_id, revision in known.items() if revision is not None}
+
+    def head(self, tenant_id: str) -> AuditHead | None:
+        return self._heads.get(tenant_id)
+
+    def record(
+        self,
+        seqs: dict[str, int],
+        positions: dict[str, int],
+        revisions: dict[str, int | None] | None = None,
+        heads: dict[str, AuditHead | None] | None = None,
+    ) -> None:
+        """After a commit: the last numbers it left (what this writer read or wrote under its locks).
+        In `revisions` and `heads`, None: it changed to a value this writer does not know."""
+        _remember(self._seqs, seqs, self._capacity)
+        _remember(self._positions, positions, self._capacity)
+        _remember(self._revisions, revisions or {}, self._capacity)
+        _remember(self._heads, heads or {}, self._capacity)
 
     def missed(self) -> None:
         """A check failed: another writer is active; read the numbers for a while."""
@@ -89,15 +111,42 @@ class ExpectedNumbers:
     def forget(self) -> None:
         self._seqs.clear()
         self._positions.clear()
+        self._revisions.clear()
+        self._heads.clear()
 
 
-def check(tenant_id: str, seqs: dict[str, int], position: int) -> str:
+V = TypeVar("V")
+
+
+def _remember(cache: OrderedDict[str, V], values: Mapping[str, V | None], capacity: int) -> None:
+    """Set (or with None, drop) each value, most recent last, within `capacity`."""
+    for key, value in values.items():
+        if value is None:
+            cache.pop(key, None)
+            continue
+        cache[key] = value
+        cache.move_to_end(key)
+    while len(cache) > capacity:
+        cache.popitem(last=False)
+
+
+def check(
+    tenant_id: str,
+    seqs: dict[str, int],
+    position: int,
+    bumps: dict[str, int] | None = None,
+    head: AuditHead | None = None,
+) -> str:
     """A statement failing with `STALE` unless the sessions' last seqs and the tenant's last position
     are these. Ids are written as literals: only for plain ids (see `tenancy.plain`).
+
+    `bumps`: sessions (of the tenant) whose history revision the statement advances by one, each
+    expected to be at the given value before. `head`: the tenant's expected audit chain head.
 
     Plain SQL, not a `DO` block (plpgsql compiled on each call cost Postgres ~1 ms): a failed
     condition casts a text that is no integer, and the text is not a constant, so planning never
     evaluates it."""
+    prefix = ""
     conditions = [
         f"coalesce((SELECT max(seq) FROM event WHERE session_id = '{session_id}'), 0) = {seq:d}"
         for session_id, seq in seqs.items()
@@ -105,8 +154,28 @@ def check(tenant_id: str, seqs: dict[str, int], position: int) -> str:
     conditions.append(
         f"coalesce((SELECT max(position) FROM event WHERE tenant_id = '{tenant_id}'), 0) = {position:d}"
     )
+    if bumps:
+        # Run once and to completion whatever the SELECT reads; the row lock orders other writers.
+        ids = ", ".join(f"'{session_id}'" for session_id in bumps)
+        prefix = (
+            "WITH bumped AS (UPDATE session SET history_revision = history_revision + 1"
+            f" WHERE tenant_id = '{tenant_id}' AND id IN ({ids}) RETURNING id, history_revision) "
+        )
+        pairs = ", ".join(f"('{session_id}', {revision + 1:d})" for session_id, revision in bumps.items())
+        conditions.append(
+            f"(SELECT count(*) FROM bumped WHERE (id, history_revision) IN ({pairs})) = {len(bumps):d}"
+        )
+    if head is not None:
+        seq, row_hash = head
+        if not plain(row_hash):
+            raise ValueError("an audit row hash is lowercase hex")
+        conditions.append(
+            "coalesce((SELECT seq || ':' || row_hash FROM audit_log"
+            f" WHERE tenant_id = '{tenant_id}' ORDER BY seq DESC LIMIT 1), '0:{GENESIS_HASH}')"
+            f" = '{seq:d}:{row_hash}'"
+        )
     return (
-        f"SELECT CAST(CASE WHEN {' AND '.join(conditions)} THEN '0'"
+        f"{prefix}SELECT CAST(CASE WHEN {' AND '.join(conditions)} THEN '0'"
         f" ELSE '{STALE}' || pg_backend_pid() END AS integer)"
     )
 

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Delete,
     Executable,
     Insert,
+    Select,
     Table,
     Update,
     bindparam,
@@ -82,6 +83,8 @@ class Writes:
         # The bumps taken from `known`, not yet written: one executemany for all of them at `finish`.
         self._bumps: dict[RevisionKey, int] = {}
         self._created: dict[RevisionKey, int] = {}  # sessions this transaction creates: revision 0
+        # Sessions deleted, or written outside these writes: their revision may have moved unseen.
+        self.forgotten: set[RevisionKey] = set()
 
     def revision(self, tenant_id: str, session_id: str) -> int:
         """The revision to stamp a message or part of the session with: the session's counter, bumped
@@ -114,6 +117,7 @@ class Writes:
     def forget(self, tenant_id: str, session_id: str) -> None:
         """The session is deleted (or written outside these writes): its revision is read again."""
         key = (tenant_id, session_id)
+        self.forgotten.add(key)
         self.revisions.pop(key, None)
         self._bumps.pop(key, None)
         self._created.pop(key, None)
@@ -197,6 +201,12 @@ def bump_history(conn: Connection, tenant_id: str, session_id: str, *, trim: boo
     statement = _BUMP_AND_TRIM_HISTORY if trim else _BUMP_HISTORY
     found: int | None = conn.execute(statement, {"b_id": session_id, "b_tenant_id": tenant_id}).scalar()
     return found
+
+
+def stamps_history(event: Event) -> bool:
+    """Whether projecting `event` stamps a message or part with its session's history revision (bumped
+    once per transaction: `Writes.revision`)."""
+    return event.type in _STAMPING
 
 
 def apply_event(writes: Writes, event: Event) -> None:
@@ -385,9 +395,9 @@ def _message_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
 def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
     new = props["part"]
     # Part kinds never change, so only a step-finish update can move the totals: read the previous
-    # version only then, and keep the hot path (text and tool parts) to one deferred statement.
+    # version only then (on Postgres in its upsert's round trip), and keep the hot path (text and
+    # tool parts) to one deferred statement.
     counts = new.get("type") == STEP_FINISH
-    previous = _stored_part_usage(writes, tenant_id, new["id"]) if counts else NO_USAGE
     row = {
         "id": new["id"],
         "tenant_id": tenant_id,
@@ -397,6 +407,11 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
         "data": dumps(new),
         "revision": writes.revision(tenant_id, new["sessionID"]),
     }
+    if counts and not writes.strict and writes.conn.dialect.name == "postgresql":
+        previous = _upsert_reading_usage(writes, row)
+        _add_to_totals(writes, tenant_id, new["sessionID"], usage_of(new) - previous)
+        return
+    previous = _stored_part_usage(writes, tenant_id, new["id"]) if counts else NO_USAGE
     if writes.strict:
         # A part of a new user message (its id maybe a client's): new too, never an upsert.
         writes.count(_INSERT_PART, row)
@@ -439,6 +454,33 @@ def _part_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
     writes.trim(tenant_id, props["sessionID"])
     writes.defer(_DELETE_PART, {"b_id": part_id, "b_tenant_id": tenant_id})
     _add_to_totals(writes, tenant_id, props["sessionID"], -usage)
+
+
+_upserts_reading: dict[str, Select[tuple[str | None]]] = {}
+
+
+def _upsert_reading_usage(writes: Writes, row: dict[str, Any]) -> Usage:
+    """Upsert a part's row and return the usage of the version it replaced (none: a new part) in one
+    statement, where `_stored_part_usage` and the upsert take two round trips on Postgres: the upsert
+    in a WITH, whose snapshot the SELECT shares, so it reads the row as it was before."""
+    dialect = writes.conn.dialect.name
+    statement = _upserts_reading.get(dialect)
+    if statement is None:
+        base = conflict_insert(dialect, part).values(
+            {column.name: bindparam(f"v_{column.name}") for column in part.c}
+        )
+        upsert = base.on_conflict_do_update(
+            index_elements=[part.c.id],
+            set_={name: base.excluded[name] for name in _UPSERT_COLUMNS["part"]},
+            where=_same_owner(part, base),
+        )
+        previous = select(part.c.data).where(
+            part.c.id == bindparam("v_id"), part.c.tenant_id == bindparam("v_tenant_id")
+        )
+        statement = select(previous.scalar_subquery()).add_cte(upsert.cte("upserted"))
+        _upserts_reading[dialect] = statement
+    data = writes.run(statement, {f"v_{name}": value for name, value in row.items()}).scalar()
+    return NO_USAGE if data is None else usage_of(orjson.loads(data))
 
 
 def _stored_part_usage(writes: Writes, tenant_id: str, part_id: str) -> Usage:
@@ -547,6 +589,8 @@ def _todo_upsert(writes: Writes) -> Insert:
         _todo_upserts[dialect] = statement
     return statement
 
+
+_STAMPING = frozenset({ev.MESSAGE_UPDATED, ev.PART_UPDATED})
 
 _HANDLERS: dict[str, Callable[[Writes, str, Mapping[str, Any]], None]] = {
     ev.SESSION_CREATED: _session_created,
