@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
 import orjson
-from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, Select, and_, bindparam, func, or_, select
 
 from agentforge.model.events import Event
 from agentforge.model.message import Message, WithParts, message_adapter, part_adapter
@@ -48,12 +48,23 @@ _SESSION_COLUMNS = (
 
 # --- sessions ---------------------------------------------------------------------------------------
 
+# One session by id, built once (read before every prompt, through `Readers.rows`): `session_params`.
+SESSION_BY_ID = select(*_SESSION_COLUMNS).where(
+    session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant")
+)
+
+
+def session_params(tenant_id: str, session_id: str) -> dict[str, str]:
+    return {"b_session": session_id, "b_tenant": tenant_id}
+
+
+def session_from_rows(rows: Sequence[Sequence[Any]]) -> Session | None:
+    """The session of `SESSION_BY_ID`'s rows, or None."""
+    return _session_from_row(rows[0]) if rows else None
+
 
 def get_session(conn: Connection, tenant_id: str, session_id: str) -> Session | None:
-    row = conn.execute(
-        select(*_SESSION_COLUMNS).where(session.c.id == session_id, session.c.tenant_id == tenant_id)
-    ).one_or_none()
-    return None if row is None else _session_from_row(row)
+    return session_from_rows(list(conn.execute(SESSION_BY_ID, session_params(tenant_id, session_id))))
 
 
 def list_sessions(
@@ -93,17 +104,19 @@ def children(conn: Connection, tenant_id: str, session_id: str) -> list[Session]
     return [_session_from_row(row) for row in conn.execute(query)]
 
 
-def _session_from_row(row: AnyRow) -> Session:
+def _session_from_row(row: Sequence[Any]) -> Session:
+    """A row of `_SESSION_COLUMNS`, by position (a SQLAlchemy row or an asyncpg record)."""
     # The stored `info` keeps whatever totals its writer sent; the projector's running totals win.
-    data = orjson.loads(row.data)
-    data["cost"] = row.cost
-    data["tokens"] = {
-        "input": row.tokens_input,
-        "output": row.tokens_output,
-        "reasoning": row.tokens_reasoning,
-        "cache": {"read": row.tokens_cache_read, "write": row.tokens_cache_write},
+    data, cost, tokens_input, tokens_output, tokens_reasoning, cache_read, cache_write = row
+    parsed = orjson.loads(data)
+    parsed["cost"] = cost
+    parsed["tokens"] = {
+        "input": tokens_input,
+        "output": tokens_output,
+        "reasoning": tokens_reasoning,
+        "cache": {"read": cache_read, "write": cache_write},
     }
-    return Session.model_validate(data)
+    return Session.model_validate(parsed)
 
 
 # --- messages and parts -----------------------------------------------------------------------------

@@ -204,7 +204,7 @@ class Store:
             PoolReaders(engine),
             lambda: _dispose_async(engine, maintenance),
             AdvisoryOwnership(engine),
-            maintenance=None if maintenance is None else PoolReaders(maintenance),
+            maintenance=None if maintenance is None else PoolReaders(maintenance, kept=0),
             target=target,
         )
 
@@ -483,7 +483,8 @@ class Store:
     # --- reads ----------------------------------------------------------------------------------
 
     async def get_session(self, tenant_id: str, session_id: str) -> Session | None:
-        return await self._readers.run(queries.get_session, tenant_id, session_id)
+        params = queries.session_params(tenant_id, session_id)
+        return queries.session_from_rows(await self._readers.rows(tenant_id, queries.SESSION_BY_ID, params))
 
     async def list_sessions(
         self,
@@ -533,7 +534,7 @@ class Store:
 
         Reads only the rows written since the session's last read (store/history_cache.py). The
         messages and parts are shared with the next reads: read-only, change a copy (`model_copy`)."""
-        return await self._readers.run(self._history.read, tenant_id, session_id, self._shared)
+        return await self._history.fetch(self._readers, tenant_id, session_id, self._shared)
 
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest
