@@ -11,7 +11,8 @@ deleted (`history_trimmed` moved), the boundary moved, or the session is another
 A session with an entry is read in one statement (`_CHANGES`): its markers and the rows stamped
 after the entry's revision, from the entry's first message on. They merge in when the entry
 continues (same session, nothing deleted, the same boundary, whose compaction part did not
-change); otherwise the read starts over as above. On Postgres that statement goes through the
+change); otherwise the read starts over as above. A session without an entry that never compacted
+is read whole in one statement too (`_FIRST`). On Postgres that statement goes through the
 driver (`Readers.rows`).
 
 The markers are read from the database on every call, inside the read's transaction, so writes of
@@ -31,6 +32,8 @@ from typing import Any, Final
 
 from sqlalchemy import (
     BigInteger,
+    ColumnElement,
+    CompoundSelect,
     Connection,
     Select,
     Text,
@@ -104,43 +107,46 @@ class HistoryCache:
         """What `queries.history_since_compaction` returns, reading only rows changed since the
         session's last read. Runs in a reader's transaction (`Readers.run`)."""
         known = self._get((tenant_id, session_id))
-        if known is not None:
-            changes = list(conn.execute(_CHANGES, _changes_params(tenant_id, session_id, known)))
-            merged = self._merge(tenant_id, session_id, known, changes, shared)
-            if merged is not None:
-                return merged
-        return self._read_whole(conn, tenant_id, session_id, shared)
+        params = _changes_params(tenant_id, session_id, known)
+        changes = list(conn.execute(_FIRST if known is None else _CHANGES, params))
+        merged = self._merge(tenant_id, session_id, known, changes, shared)
+        return self._read_whole(conn, tenant_id, session_id, shared) if merged is None else merged
 
     async def fetch(
         self, readers: Readers, tenant_id: str, session_id: str, shared: SharedRows | None = None
     ) -> list[WithParts]:
-        """`read` through `readers`: a session with an entry in one statement (`Readers.rows`)."""
+        """`read` through `readers`: mostly one statement (`Readers.rows`)."""
         known = self._get((tenant_id, session_id))
-        if known is not None:
-            changes = await readers.rows(tenant_id, _CHANGES, _changes_params(tenant_id, session_id, known))
-            merged = self._merge(tenant_id, session_id, known, changes, shared)
-            if merged is not None:
-                return merged
-        return await readers.run(self._read_whole, tenant_id, session_id, shared)
+        params = _changes_params(tenant_id, session_id, known)
+        changes = await readers.rows(tenant_id, _FIRST if known is None else _CHANGES, params)
+        merged = self._merge(tenant_id, session_id, known, changes, shared)
+        if merged is None:
+            return await readers.run(self._read_whole, tenant_id, session_id, shared)
+        return merged
 
     def _merge(
         self,
         tenant_id: str,
         session_id: str,
-        known: _Entry,
+        known: _Entry | None,
         changes: Sequence[Values],
         shared: SharedRows | None,
     ) -> list[WithParts] | None:
-        """The history with `_CHANGES`' rows merged into `known`; None when they cannot be."""
+        """The history from `_CHANGES`' rows merged into `known` (`_FIRST`'s: into nothing);
+        None when they cannot be."""
         key = (tenant_id, session_id)
         found, messages, parts = _split(changes)
         if found is None:
             self._drop(key)
             return []
         marks, boundary = found
-        if known.marks == marks:
+        if known is None:
+            if boundary is not None:
+                return None  # compacted: `_FIRST` read no rows
+            known = _empty(None, None)
+        elif known.marks == marks:
             return list(known.built.values())
-        if not _continues(known, marks, boundary) or (
+        elif not _continues(known, marks, boundary) or (
             boundary is not None and any(row[1] == boundary for row in parts)
         ):
             return None  # the boundary's compaction part changed: where history starts may have too
@@ -248,26 +254,37 @@ _PARTS_OF = select(part.c.id, part.c.message_id, part.c.data).where(
 )
 
 
-# A session with an entry in one statement: the markers (kind 0) and the rows `_MESSAGES_AFTER`
-# (kind 1) and `_PARTS_AFTER` (kind 2) read, as (kind, id, message id, data, *markers, boundary).
+# One statement: the markers (kind 0) and the rows `_MESSAGES_AFTER` (kind 1) and `_PARTS_AFTER`
+# (kind 2) read, as (kind, id, message id, data, *markers, boundary); the rows only where `only`.
 _NO_TEXT = cast(null(), Text)
 _NO_NUMBER = cast(null(), BigInteger)
-_CHANGES = union_all(
-    select(literal_column("0"), _NO_TEXT, _NO_TEXT, _NO_TEXT, *_MARKS.selected_columns).where(
-        session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant")
-    ),
-    select(literal_column("1"), message.c.id, _NO_TEXT, message.c.data, _NO_NUMBER, _NO_NUMBER, _NO_NUMBER)
-    .add_columns(_NO_TEXT)
-    .where(_MESSAGE_CHANGED),
-    select(literal_column("2"), part.c.id, part.c.message_id, part.c.data, _NO_NUMBER, _NO_NUMBER, _NO_NUMBER)
-    .add_columns(_NO_TEXT)
-    .where(_PART_CHANGED),
-)
 
 
-def _changes_params(tenant_id: str, session_id: str, known: _Entry) -> dict[str, Any]:
-    since = known.since or ""
-    return {"b_tenant": tenant_id, "b_session": session_id, "b_after": known.revision, "b_since": since}
+def _changes(*only: ColumnElement[bool]) -> CompoundSelect[Any]:
+    nothing = (_NO_NUMBER, _NO_NUMBER, _NO_NUMBER, _NO_TEXT)
+    return union_all(
+        select(literal_column("0"), _NO_TEXT, _NO_TEXT, _NO_TEXT, *_MARKS.selected_columns).where(
+            session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant")
+        ),
+        select(literal_column("1"), message.c.id, _NO_TEXT, message.c.data, *nothing).where(
+            _MESSAGE_CHANGED, *only
+        ),
+        select(literal_column("2"), part.c.id, part.c.message_id, part.c.data, *nothing).where(
+            _PART_CHANGED, *only
+        ),
+    )
+
+
+# A session with an entry: what changed since.
+_CHANGES = _changes()
+# A session without one: every row (`b_after` -1, `b_since` ""), unless it ever compacted (then
+# the markers alone, and `_read_whole` reads it from its boundary).
+_FIRST = _changes(~newest_boundary(bindparam("b_tenant"), bindparam("b_session")).exists())
+
+
+def _changes_params(tenant_id: str, session_id: str, known: _Entry | None) -> dict[str, Any]:
+    after, since = (-1, "") if known is None else (known.revision, known.since or "")
+    return {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_since": since}
 
 
 def _split(changes: Sequence[Values]) -> tuple[tuple[_Marks, str | None] | None, list[Values], list[Values]]:
