@@ -20,7 +20,8 @@ from agentforge.store.tenancy import TENANT_SETTING, begin_in_tenant
 from tests.store.builders import new_session, session_created
 
 _SEEN: Final = text(f"SELECT pg_backend_pid(), current_setting('{TENANT_SETTING}', true)")
-_STATE: Final = text("SELECT state FROM pg_stat_activity WHERE pid = :pid")
+# A backend's state, seen from another one (None: gone, or the one asking).
+_STATE: Final = text("SELECT state FROM pg_stat_activity WHERE pid = :pid AND pid <> pg_backend_pid()")
 
 
 class _Refused(Exception):
@@ -111,8 +112,9 @@ async def test_a_connection_given_back_inside_a_transaction_is_not_pooled(databa
         await engine.dispose()
 
 
-def _state(conn: Connection, pid: int) -> str:
-    return str(conn.execute(_STATE, {"pid": pid}).scalar_one())
+def _state(conn: Connection, pid: int) -> str | None:
+    state = conn.execute(_STATE, {"pid": pid}).scalar_one_or_none()
+    return None if state is None else str(state)
 
 
 async def test_rows_run_in_their_tenant_on_a_kept_connection_left_idle(database_url: str) -> None:
@@ -121,6 +123,7 @@ async def test_rows_run_in_their_tenant_on_a_kept_connection_left_idle(database_
     try:
         [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {})
         assert tenant == "tenant-a"
+        await readers.settled()
         # Kept between reads outside any transaction: nothing of tenant-a's is left on it.
         assert await readers.run_across_tenants(_state, pid) == "idle"
         assert [tuple(row) for row in await readers.rows("tenant-b", _SEEN, {})] == [(pid, "tenant-b")]
@@ -134,6 +137,7 @@ async def test_rows_that_fail_never_keep_their_connection(database_url: str) -> 
     readers = PoolReaders(engine, kept=1)
     try:
         [(pid, _)] = await readers.rows("tenant-a", _SEEN, {})
+        await readers.settled()
         with pytest.raises(Exception, match="division by zero"):
             await readers.rows("tenant-a", text("SELECT 1 / 0"), {})
         [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {})
@@ -148,6 +152,7 @@ async def test_cancelled_rows_never_keep_their_connection(database_url: str) -> 
     readers = PoolReaders(engine, kept=1)
     try:
         [(pid, _)] = await readers.rows("tenant-a", _SEEN, {})
+        await readers.settled()
         read = asyncio.ensure_future(readers.rows("tenant-a", text("SELECT pg_sleep(30)"), {}))
         while await readers.run_across_tenants(_state, pid) != "active":  # each look yields to the read
             pass
@@ -187,6 +192,24 @@ async def test_rows_find_no_other_tenants_rows_without_a_filter_of_their_own(
         assert [row[0] for row in await readers.rows("tenant-a", unfiltered, {"b_id": created.id})] == [
             created.id
         ]
+    finally:
+        await readers.close()
+        await engine.dispose()
+
+
+async def test_concurrent_rows_each_see_their_own_tenant(database_url: str) -> None:
+    """Reads overlapping the ROLLBACKs of earlier ones (on kept connections or the pool's)."""
+    engine = postgres_engine(_postgres(database_url), pool_size=2)
+    readers = PoolReaders(engine, kept=2)
+    tenants = [f"tenant-{i % 3}" for i in range(24)]
+    try:
+        for _ in range(3):
+            found = await asyncio.gather(*(readers.rows(tenant, _SEEN, {}) for tenant in tenants))
+            assert [rows[0][1] for rows in found] == tenants
+        await readers.settled()
+        pids = {rows[0][0] for rows in found}
+        states = [await readers.run_across_tenants(_state, pid) for pid in sorted(pids)]
+        assert set(states) <= {"idle", None}
     finally:
         await readers.close()
         await engine.dispose()

@@ -17,8 +17,9 @@ SQLAlchemy's per-read machinery on Postgres (a pool checkout, greenlet bridges, 
 compiled-cache lookup and result processing: ~0.5 ms of the event loop per read, more than the
 round trips themselves): the statement is compiled once and run through asyncpg (prepared once per
 connection) on a few connections the readers keep checked out. Each such read is the same
-transaction as above: BEGIN with the tenant set in one message, the statement, ROLLBACK; a
-connection whose transaction could not be ended is invalidated, never kept.
+transaction as above: BEGIN with the tenant set in one message, the statement, ROLLBACK, though
+the rows are handed out before the ROLLBACK's answer (its connection is kept for the next read only
+once it has ended); a connection whose transaction could not be ended is invalidated, never kept.
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ class PoolReaders(Readers):
         self._idle: list[_Kept] = []  # kept connections no read is using
         self._taken = 0  # kept connections checked out of the pool (idle or in use)
         self._compiled: dict[Executable, _Compiled] = {}
+        self._ending: set[asyncio.Task[None]] = set()  # reads' transactions being rolled back
         self._closed = False
 
     async def run(
@@ -166,11 +168,16 @@ class PoolReaders(Readers):
                 found: list[Values] = await driver.fetch(sql, *args)
                 return found
         try:
-            found = await _fetch_in_tenant(kept, tenant_id, sql, args)
+            await begin_in_tenant(kept.driver, tenant_id)
+            found = await kept.driver.fetch(sql, *args)
         except BaseException:
-            self._taken -= 1  # invalidated: never kept
+            await self._drop(kept)
             raise
-        self._checkin(kept)
+        # The answer is whole: ending its transaction need not delay it. The connection is kept
+        # for the next read only once that has ended.
+        ending = asyncio.get_running_loop().create_task(self._end(kept))
+        self._ending.add(ending)
+        ending.add_done_callback(self._ending.discard)
         return found
 
     async def _checkout(self) -> _Kept | None:
@@ -187,12 +194,28 @@ class PoolReaders(Readers):
             raise
         return _Kept(conn, driver)
 
-    def _checkin(self, kept: _Kept) -> None:
-        if self._closed:  # closed meanwhile: back to the pool
-            self._taken -= 1
-            asyncio.get_running_loop().create_task(kept.conn.close())
+    async def _end(self, kept: _Kept) -> None:
+        """Roll a read's transaction back, then keep its connection (closed: give it back)."""
+        try:
+            await kept.driver.execute("ROLLBACK")
+        except BaseException:
+            # Lost, or cancelled at shutdown: the read had its answer, the connection goes.
+            await self._drop(kept)
             return
-        self._idle.append(kept)
+        if self._closed:
+            self._taken -= 1
+            await kept.conn.close()
+        else:
+            self._idle.append(kept)
+
+    async def _drop(self, kept: _Kept) -> None:
+        """A kept connection whose state is unknown (a read failed or was cancelled, perhaps with
+        BEGIN still in flight): never used again (as `_tenant_transaction` does)."""
+        self._taken -= 1
+        try:
+            await kept.conn.invalidate()
+        finally:
+            await kept.conn.close()
 
     def _compile(self, statement: Executable) -> _Compiled:
         compiled = self._compiled.get(statement)
@@ -208,9 +231,14 @@ class PoolReaders(Readers):
         async with self._engine.connect() as conn:
             return await conn.run_sync(query, *args, **kwargs)
 
+    async def settled(self) -> None:
+        """Wait until the transactions of the reads answered so far have ended."""
+        await asyncio.gather(*self._ending, return_exceptions=True)
+
     async def close(self) -> None:
         """The kept connections go back to the engine's pool, which the store disposes."""
         self._closed = True
+        await self.settled()
         idle, self._idle = self._idle, []
         self._taken -= len(idle)
         for kept in idle:
@@ -242,23 +270,6 @@ def _rows(
     conn: Connection, _tenant_id: str, statement: Executable, params: Mapping[str, Any]
 ) -> list[Values]:
     return list(conn.execute(statement, params))
-
-
-async def _fetch_in_tenant(kept: _Kept, tenant_id: str, sql: str, args: Sequence[Any]) -> list[Values]:
-    """`sql` on a kept connection's driver in a read transaction scoped to `tenant_id`, rolled back;
-    failed or cancelled, the connection is invalidated (as `_tenant_transaction` does)."""
-    try:
-        await begin_in_tenant(kept.driver, tenant_id)
-        found: list[Values] = await kept.driver.fetch(sql, *args)
-        await kept.driver.execute("ROLLBACK")
-    except BaseException:
-        # As in `_tenant_transaction`: its state unknown, the connection is never used again.
-        try:
-            await kept.conn.invalidate()
-        finally:
-            await kept.conn.close()
-        raise
-    return found
 
 
 @asynccontextmanager
