@@ -308,6 +308,15 @@ def open_assistant_messages(conn: Connection, limit: int = 1000) -> list[tuple[s
     ]
 
 
+def open_turn_sessions(conn: Connection, limit: int = 1000) -> list[str]:
+    """The sessions of `open_assistant_messages`' messages (the same partial index), without
+    reading or parsing the messages and parts: what the failover pass checks every second."""
+    rows = conn.execute(
+        select(message.c.session_id).where(OPEN_ASSISTANT_MESSAGE).order_by(message.c.id).limit(limit)
+    )
+    return list(dict.fromkeys(row.session_id for row in rows))
+
+
 def _attach_parts(
     conn: Connection, tenant_id: str, message_rows: Sequence[AnyRow], shared: SharedRows | None = None
 ) -> list[WithParts]:

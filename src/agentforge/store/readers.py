@@ -46,7 +46,8 @@ T = TypeVar("T")
 
 # A row of `Readers.rows`, read by position (a SQLAlchemy row or an asyncpg record).
 Values = Sequence[Any]
-# Connections a Postgres reader keeps checked out for `rows`; reads beyond them take the pool's.
+# Connections Postgres readers keep checked out for `rows` (the store: one per reader); reads
+# beyond them take the pool's.
 KEPT_CONNECTIONS: Final = 2
 
 

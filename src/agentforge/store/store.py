@@ -201,7 +201,7 @@ class Store:
         return cls(
             "postgresql",
             TaskWriter(engine, sink, batch_cap=batch_cap),
-            PoolReaders(engine),
+            PoolReaders(engine, kept=readers),  # of the pool's two per reader (engine.py)
             lambda: _dispose_async(engine, maintenance),
             AdvisoryOwnership(engine),
             maintenance=None if maintenance is None else PoolReaders(maintenance, kept=0),
@@ -540,6 +540,10 @@ class Store:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest
         first, each with its tenant id. While the server runs these are the turns in progress."""
         return await self._maintenance.run_across_tenants(queries.open_assistant_messages, limit)
+
+    async def open_turn_sessions(self, limit: int = 1000) -> list[str]:
+        """Maintenance, across all tenants: the sessions of `open_assistant_messages`' messages."""
+        return await self._maintenance.run_across_tenants(queries.open_turn_sessions, limit)
 
     async def get_part(self, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:
         return await self._readers.run(queries.get_part, tenant_id, session_id, message_id, part_id)
