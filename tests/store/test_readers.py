@@ -121,12 +121,12 @@ async def test_rows_run_in_their_tenant_on_a_kept_connection_left_idle(database_
     engine = postgres_engine(_postgres(database_url), pool_size=1)
     readers = PoolReaders(engine, kept=1)
     try:
-        [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {})
+        [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {}, list)
         assert tenant == "tenant-a"
         await readers.settled()
         # Kept between reads outside any transaction: nothing of tenant-a's is left on it.
         assert await readers.run_across_tenants(_state, pid) == "idle"
-        assert [tuple(row) for row in await readers.rows("tenant-b", _SEEN, {})] == [(pid, "tenant-b")]
+        assert [tuple(row) for row in await readers.rows("tenant-b", _SEEN, {}, list)] == [(pid, "tenant-b")]
     finally:
         await readers.close()
         await engine.dispose()
@@ -136,11 +136,11 @@ async def test_rows_that_fail_never_keep_their_connection(database_url: str) -> 
     engine = postgres_engine(_postgres(database_url), pool_size=1)
     readers = PoolReaders(engine, kept=1)
     try:
-        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {})
+        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
         await readers.settled()
         with pytest.raises(Exception, match="division by zero"):
-            await readers.rows("tenant-a", text("SELECT 1 / 0"), {})
-        [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {})
+            await readers.rows("tenant-a", text("SELECT 1 / 0"), {}, list)
+        [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {}, list)
         assert (again != pid, tenant) == (True, "tenant-b")
     finally:
         await readers.close()
@@ -151,15 +151,15 @@ async def test_cancelled_rows_never_keep_their_connection(database_url: str) -> 
     engine = postgres_engine(_postgres(database_url), pool_size=1)
     readers = PoolReaders(engine, kept=1)
     try:
-        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {})
+        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
         await readers.settled()
-        read = asyncio.ensure_future(readers.rows("tenant-a", text("SELECT pg_sleep(30)"), {}))
+        read = asyncio.ensure_future(readers.rows("tenant-a", text("SELECT pg_sleep(30)"), {}, list))
         while await readers.run_across_tenants(_state, pid) != "active":  # each look yields to the read
             pass
         read.cancel()
         with pytest.raises(asyncio.CancelledError):
             await read
-        [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {})
+        [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {}, list)
         assert (again != pid, tenant) == (True, "tenant-b")
     finally:
         await readers.close()
@@ -170,7 +170,7 @@ async def test_rows_beyond_the_kept_connections_take_the_pools(database_url: str
     engine = postgres_engine(_postgres(database_url), pool_size=2)
     readers = PoolReaders(engine, kept=0)
     try:
-        [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {})
+        [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {}, list)
         assert tenant == "tenant-a"
         assert await readers.run_across_tenants(_seen) == (pid, None)  # back in the pool, ended
     finally:
@@ -188,8 +188,8 @@ async def test_rows_find_no_other_tenants_rows_without_a_filter_of_their_own(
     readers = PoolReaders(engine, kept=1)
     unfiltered = select(session.c.id).where(session.c.id == bindparam("b_id"))
     try:
-        assert await readers.rows("tenant-b", unfiltered, {"b_id": created.id}) == []
-        assert [row[0] for row in await readers.rows("tenant-a", unfiltered, {"b_id": created.id})] == [
+        assert await readers.rows("tenant-b", unfiltered, {"b_id": created.id}, list) == []
+        assert [row[0] for row in await readers.rows("tenant-a", unfiltered, {"b_id": created.id}, list)] == [
             created.id
         ]
     finally:
@@ -204,7 +204,7 @@ async def test_concurrent_rows_each_see_their_own_tenant(database_url: str) -> N
     tenants = [f"tenant-{i % 3}" for i in range(24)]
     try:
         for _ in range(3):
-            found = await asyncio.gather(*(readers.rows(tenant, _SEEN, {}) for tenant in tenants))
+            found = await asyncio.gather(*(readers.rows(tenant, _SEEN, {}, list) for tenant in tenants))
             assert [rows[0][1] for rows in found] == tenants
         await readers.settled()
         pids = {rows[0][0] for rows in found}

@@ -115,11 +115,14 @@ class HistoryCache:
     async def fetch(
         self, readers: Readers, tenant_id: str, session_id: str, shared: SharedRows | None = None
     ) -> list[WithParts]:
-        """`read` through `readers`: mostly one statement (`Readers.rows`)."""
+        """`read` through `readers`: mostly one statement (`Readers.rows`), merged where it is read."""
         known = self._get((tenant_id, session_id))
         params = _changes_params(tenant_id, session_id, known)
-        changes = await readers.rows(tenant_id, _FIRST if known is None else _CHANGES, params)
-        merged = self._merge(tenant_id, session_id, known, changes, shared)
+
+        def merge(changes: list[Values]) -> list[WithParts] | None:
+            return self._merge(tenant_id, session_id, known, changes, shared)
+
+        merged = await readers.rows(tenant_id, _FIRST if known is None else _CHANGES, params, merge)
         if merged is None:
             return await readers.run(self._read_whole, tenant_id, session_id, shared)
         return merged

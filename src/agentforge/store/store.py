@@ -484,7 +484,7 @@ class Store:
 
     async def get_session(self, tenant_id: str, session_id: str) -> Session | None:
         params = queries.session_params(tenant_id, session_id)
-        return queries.session_from_rows(await self._readers.rows(tenant_id, queries.SESSION_BY_ID, params))
+        return await self._readers.rows(tenant_id, queries.SESSION_BY_ID, params, queries.session_from_rows)
 
     async def list_sessions(
         self,
