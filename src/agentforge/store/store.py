@@ -416,7 +416,8 @@ class Store:
 
     async def find_api_key(self, tenant_id: str, key_id: str) -> StoredApiKey | None:
         """Read on every authentication, never cached, so a revocation applies at once."""
-        return await self._readers.run(keys.find_api_key, tenant_id, key_id)
+        params = keys.key_params(tenant_id, key_id)
+        return await self._readers.rows(tenant_id, keys.KEY_BY_ID, params, keys.key_from_rows)
 
     # --- webhook deliveries ------------------------------------------------------------------------
 
