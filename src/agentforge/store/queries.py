@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
 import orjson
@@ -390,6 +390,45 @@ def decode_cursor(cursor: str) -> tuple[str, int]:
 # --- event log --------------------------------------------------------------------------------------
 
 
+_EVENT_COLUMNS = (event.c.id, event.c.type, event.c.data, event.c.seq, event.c.position, event.c.session_id)
+# A session's events after a seq, built once: another replica's announced events are read back by
+# this (through `Readers.rows`), as `events_after` with a session and no `up_to_position`.
+SESSION_EVENTS_AFTER = (
+    select(*_EVENT_COLUMNS)
+    .where(
+        event.c.tenant_id == bindparam("b_tenant"),
+        event.c.session_id == bindparam("b_session"),
+        event.c.seq > bindparam("b_after"),
+    )
+    .order_by(event.c.seq)
+    .limit(bindparam("b_limit"))
+)
+
+
+def session_events_params(tenant_id: str, session_id: str, after: int, limit: int) -> dict[str, Any]:
+    return {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_limit": limit}
+
+
+def events_from_rows(tenant_id: str) -> Callable[[Sequence[Sequence[Any]]], list[Event]]:
+    """The events of rows of `_EVENT_COLUMNS` (by position), of `tenant_id`."""
+
+    def build(rows: Sequence[Sequence[Any]]) -> list[Event]:
+        return [
+            Event(
+                type=kind,
+                properties=orjson.loads(data),
+                session_id=session_id,
+                tenant_id=tenant_id,
+                seq=seq,
+                id=event_id,
+                position=position,
+            )
+            for event_id, kind, data, seq, position, session_id in rows
+        ]
+
+    return build
+
+
 def events_after(
     conn: Connection,
     tenant_id: str,
@@ -404,26 +443,12 @@ def events_after(
     `up_to_position` stops the page at a tenant position (where a live subscription took over).
     """
     key = event.c.position if session_id is None else event.c.seq
-    query = select(
-        event.c.id, event.c.type, event.c.data, event.c.seq, event.c.position, event.c.session_id
-    ).where(event.c.tenant_id == tenant_id, key > after)
+    query = select(*_EVENT_COLUMNS).where(event.c.tenant_id == tenant_id, key > after)
     if session_id is not None:
         query = query.where(event.c.session_id == session_id)
     if up_to_position is not None:
         query = query.where(event.c.position <= up_to_position)
-    rows = conn.execute(query.order_by(key).limit(limit))
-    return [
-        Event(
-            type=row.type,
-            properties=orjson.loads(row.data),
-            session_id=row.session_id,
-            tenant_id=tenant_id,
-            seq=row.seq,
-            id=row.id,
-            position=row.position,
-        )
-        for row in rows
-    ]
+    return events_from_rows(tenant_id)(list(conn.execute(query.order_by(key).limit(limit))))
 
 
 def last_seq(conn: Connection, tenant_id: str, session_id: str) -> int:
