@@ -58,7 +58,9 @@ async def readers(database_url: str) -> AsyncIterator[Readers]:
         engine.dispose()
     else:
         async_engine = postgres_engine(target, pool_size=1)
-        yield PoolReaders(async_engine)
+        pool = PoolReaders(async_engine)
+        yield pool
+        await pool.close()
         await async_engine.dispose()
 
 
@@ -187,8 +189,13 @@ async def _apply(written: _Session, operation: tuple[Any, ...]) -> None:
             await written.compact(tail)
 
 
-async def _read_both(readers: Readers, cache: HistoryCache, session_id: str) -> None:
-    incremental = await readers.run(cache.read, TENANT, session_id)
+async def _read_both(readers: Readers, cache: HistoryCache, session_id: str, fetch: bool) -> None:
+    """The incremental read (`fetch`: as the store reads, a session with an entry through
+    `Readers.rows`) against a full one."""
+    if fetch:
+        incremental = await cache.fetch(readers, TENANT, session_id)
+    else:
+        incremental = await readers.run(cache.read, TENANT, session_id)
     full = await readers.run(queries.history_since_compaction, TENANT, session_id)
     assert _dump(incremental) == _dump(full)
 
@@ -198,24 +205,33 @@ async def _read_both(readers: Readers, cache: HistoryCache, session_id: str) -> 
     operations=_operations,
     reads=st.lists(st.booleans(), min_size=24, max_size=24),
     delete_at_end=st.booleans(),
+    fetch=st.booleans(),
 )
 async def test_property_incremental_reads_equal_full_reads(
-    store: Store, readers: Readers, operations: list[tuple[Any, ...]], reads: list[bool], delete_at_end: bool
+    store: Store,
+    readers: Readers,
+    operations: list[tuple[Any, ...]],
+    reads: list[bool],
+    delete_at_end: bool,
+    fetch: bool,
 ) -> None:
     """`reads[i]`: read after the i-th operation (else its changes add to the next read's)."""
     session = new_session()
     await store.write(session_created(session))
     written = _Session(store, session.id)
     cache = HistoryCache()
-    await _read_both(readers, cache, session.id)
+    await _read_both(readers, cache, session.id, fetch)
     for operation, read in zip(operations, reads, strict=False):
         await _apply(written, operation)
         if read:
-            await _read_both(readers, cache, session.id)
-    await _read_both(readers, cache, session.id)
+            await _read_both(readers, cache, session.id, fetch)
+    await _read_both(readers, cache, session.id, fetch)
     if delete_at_end:
         await store.write(session_deleted(session))
-        assert await readers.run(cache.read, TENANT, session.id) == []
+        if fetch:
+            assert await cache.fetch(readers, TENANT, session.id) == []
+        else:
+            assert await readers.run(cache.read, TENANT, session.id) == []
         assert len(cache) == 0
 
 

@@ -124,6 +124,9 @@ async def test_open_messages_span_tenants_oldest_first_up_to_the_limit(store: St
         [f"from {tenant}"] for tenant, _ in opened
     ]
     assert [(tenant, item.info) for tenant, item in first_two] == opened[:2]
+    # The failover pass's look: their sessions alone, each once, in the same order and limit.
+    assert await store.open_turn_sessions() == [ours.id, theirs.id]
+    assert await store.open_turn_sessions(limit=1) == [ours.id]
 
 
 async def test_the_open_message_query_uses_the_partial_index(store: Store, database_url: str) -> None:

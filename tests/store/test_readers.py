@@ -1,5 +1,7 @@
 """Postgres tenant reads: each opens its own transaction with its tenant and ends it, and a
-connection never goes back to the pool still inside one (it would carry its tenant along)."""
+connection never goes back to the pool still inside one (it would carry its tenant along). The
+same for `rows`, the driver's reads on the connections the readers keep: none is kept inside a
+transaction or after a failure."""
 
 from __future__ import annotations
 
@@ -8,14 +10,18 @@ import threading
 from typing import Final
 
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, select, text
 
-from agentforge.store import parse_database_url
+from agentforge.store import Store, parse_database_url
 from agentforge.store.engine import DatabaseTarget, postgres_engine
 from agentforge.store.readers import PoolReaders
+from agentforge.store.schema import session
 from agentforge.store.tenancy import TENANT_SETTING, begin_in_tenant
+from tests.store.builders import new_session, session_created
 
 _SEEN: Final = text(f"SELECT pg_backend_pid(), current_setting('{TENANT_SETTING}', true)")
+# A backend's state, seen from another one (None: gone, or the one asking).
+_STATE: Final = text("SELECT state FROM pg_stat_activity WHERE pid = :pid AND pid <> pg_backend_pid()")
 
 
 class _Refused(Exception):
@@ -103,4 +109,107 @@ async def test_a_connection_given_back_inside_a_transaction_is_not_pooled(databa
         assert pid != stray
         assert tenant is None
     finally:
+        await engine.dispose()
+
+
+def _state(conn: Connection, pid: int) -> str | None:
+    state = conn.execute(_STATE, {"pid": pid}).scalar_one_or_none()
+    return None if state is None else str(state)
+
+
+async def test_rows_run_in_their_tenant_on_a_kept_connection_left_idle(database_url: str) -> None:
+    engine = postgres_engine(_postgres(database_url), pool_size=1)
+    readers = PoolReaders(engine, kept=1)
+    try:
+        [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {}, list)
+        assert tenant == "tenant-a"
+        await readers.settled()
+        # Kept between reads outside any transaction: nothing of tenant-a's is left on it.
+        assert await readers.run_across_tenants(_state, pid) == "idle"
+        assert [tuple(row) for row in await readers.rows("tenant-b", _SEEN, {}, list)] == [(pid, "tenant-b")]
+    finally:
+        await readers.close()
+        await engine.dispose()
+
+
+async def test_rows_that_fail_never_keep_their_connection(database_url: str) -> None:
+    engine = postgres_engine(_postgres(database_url), pool_size=1)
+    readers = PoolReaders(engine, kept=1)
+    try:
+        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
+        await readers.settled()
+        with pytest.raises(Exception, match="division by zero"):
+            await readers.rows("tenant-a", text("SELECT 1 / 0"), {}, list)
+        [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {}, list)
+        assert (again != pid, tenant) == (True, "tenant-b")
+    finally:
+        await readers.close()
+        await engine.dispose()
+
+
+async def test_cancelled_rows_never_keep_their_connection(database_url: str) -> None:
+    engine = postgres_engine(_postgres(database_url), pool_size=1)
+    readers = PoolReaders(engine, kept=1)
+    try:
+        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
+        await readers.settled()
+        read = asyncio.ensure_future(readers.rows("tenant-a", text("SELECT pg_sleep(30)"), {}, list))
+        while await readers.run_across_tenants(_state, pid) != "active":  # each look yields to the read
+            pass
+        read.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await read
+        [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {}, list)
+        assert (again != pid, tenant) == (True, "tenant-b")
+    finally:
+        await readers.close()
+        await engine.dispose()
+
+
+async def test_rows_beyond_the_kept_connections_take_the_pools(database_url: str) -> None:
+    engine = postgres_engine(_postgres(database_url), pool_size=2)
+    readers = PoolReaders(engine, kept=0)
+    try:
+        [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {}, list)
+        assert tenant == "tenant-a"
+        assert await readers.run_across_tenants(_seen) == (pid, None)  # back in the pool, ended
+    finally:
+        await engine.dispose()
+
+
+async def test_rows_find_no_other_tenants_rows_without_a_filter_of_their_own(
+    store: Store, database_url: str
+) -> None:
+    """Row-level security, not the statement, keeps tenant-b from tenant-a's session."""
+    _postgres(database_url)
+    created = new_session()
+    await store.write(session_created(created, "tenant-a"))
+    engine = postgres_engine(_postgres(database_url), pool_size=1)
+    readers = PoolReaders(engine, kept=1)
+    unfiltered = select(session.c.id).where(session.c.id == bindparam("b_id"))
+    try:
+        assert await readers.rows("tenant-b", unfiltered, {"b_id": created.id}, list) == []
+        assert [row[0] for row in await readers.rows("tenant-a", unfiltered, {"b_id": created.id}, list)] == [
+            created.id
+        ]
+    finally:
+        await readers.close()
+        await engine.dispose()
+
+
+async def test_concurrent_rows_each_see_their_own_tenant(database_url: str) -> None:
+    """Reads overlapping the ROLLBACKs of earlier ones (on kept connections or the pool's)."""
+    engine = postgres_engine(_postgres(database_url), pool_size=2)
+    readers = PoolReaders(engine, kept=2)
+    tenants = [f"tenant-{i % 3}" for i in range(24)]
+    try:
+        for _ in range(3):
+            found = await asyncio.gather(*(readers.rows(tenant, _SEEN, {}, list) for tenant in tenants))
+            assert [rows[0][1] for rows in found] == tenants
+        await readers.settled()
+        pids = {rows[0][0] for rows in found}
+        states = [await readers.run_across_tenants(_state, pid) for pid in sorted(pids)]
+        assert set(states) <= {"idle", None}
+    finally:
+        await readers.close()
         await engine.dispose()

@@ -554,10 +554,11 @@ class Cluster:
 
     async def recover_orphans(self, services: SessionServices) -> int:
         """Close the open turns whose lease no replica holds (their replica died); returns how many."""
+        # Sessions only: the messages are read (under the leases) for the candidates alone.
         candidates = {
-            item.info.session_id
-            for _tenant, item in await self._store.open_assistant_messages(RECOVERY_BATCH)
-            if not self._runners.is_busy(item.info.session_id)
+            session_id
+            for session_id in await self._store.open_turn_sessions(RECOVERY_BATCH)
+            if not self._runners.is_busy(session_id)
         }
         held: set[str] = set()
         try:

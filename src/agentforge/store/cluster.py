@@ -355,8 +355,9 @@ class ClusterLink:
         deadline = loop.time() + RECONNECT_WAIT
         while True:
             try:
-                async with asyncio.timeout_at(deadline):
-                    await self._leases_ready.wait()
+                if not self._leases_ready.is_set():  # the timer only when there is a wait
+                    async with asyncio.timeout_at(deadline):
+                        await self._leases_ready.wait()
             except TimeoutError:
                 raise ClusterUnavailableError("the cluster's lease connection is lost") from None
             conn = self._leases

@@ -8,6 +8,13 @@ stamped after the revision its entry is current to (indexed), and merges them in
 reads everything from the boundary on again when the entry cannot be brought up to date: rows were
 deleted (`history_trimmed` moved), the boundary moved, or the session is another one under the same id.
 
+A session with an entry is read in one statement (`_CHANGES`): its markers and the rows stamped
+after the entry's revision, from the entry's first message on. They merge in when the entry
+continues (same session, nothing deleted, the same boundary, whose compaction part did not
+change); otherwise the read starts over as above. A session without an entry that never compacted
+is read whole in one statement too (`_FIRST`). On Postgres that statement goes through the
+driver (`Readers.rows`).
+
 The markers are read from the database on every call, inside the read's transaction, so writes of
 any process (replicas) are seen once they commit: an entry is only ever a starting point, never the
 answer on its own word. Entries are replaced, never changed, so the reader threads share them with a
@@ -19,16 +26,31 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    CompoundSelect,
+    Connection,
+    Select,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    literal_column,
+    null,
+    select,
+    union_all,
+)
 
 from agentforge.model.message import Message, WithParts
 from agentforge.model.part import Part
 from agentforge.store.parsed import SharedRows
-from agentforge.store.queries import AnyRow, newest_boundary, start_at_boundary
+from agentforge.store.queries import newest_boundary, start_at_boundary
+from agentforge.store.readers import Readers, Values
 from agentforge.store.schema import message, part, session
 
 MAX_SESSIONS: Final = 256
@@ -45,6 +67,7 @@ _Marks = tuple[int, int, int]
 @dataclass(frozen=True, slots=True)
 class _Entry:
     marks: _Marks
+    boundary: str | None  # the newest compaction boundary when read
     since: str | None  # the first message id read (history_start); None: the whole session
     infos: dict[str, Message]
     parts: dict[str, dict[str, Part]]  # message id -> part id -> part, in part id order
@@ -57,8 +80,8 @@ class _Entry:
         return self.marks[1]
 
 
-def _empty(since: str | None) -> _Entry:
-    return _Entry((0, -1, 0), since, {}, {}, {}, 0, 0)
+def _empty(boundary: str | None, since: str | None) -> _Entry:
+    return _Entry((0, -1, 0), boundary, since, {}, {}, {}, 0, 0)
 
 
 class HistoryCache:
@@ -83,6 +106,62 @@ class HistoryCache:
     ) -> list[WithParts]:
         """What `queries.history_since_compaction` returns, reading only rows changed since the
         session's last read. Runs in a reader's transaction (`Readers.run`)."""
+        known = self._get((tenant_id, session_id))
+        params = _changes_params(tenant_id, session_id, known)
+        changes = list(conn.execute(_FIRST if known is None else _CHANGES, params))
+        merged = self._merge(tenant_id, session_id, known, changes, shared)
+        return self._read_whole(conn, tenant_id, session_id, shared) if merged is None else merged
+
+    async def fetch(
+        self, readers: Readers, tenant_id: str, session_id: str, shared: SharedRows | None = None
+    ) -> list[WithParts]:
+        """`read` through `readers`: mostly one statement (`Readers.rows`), merged where it is read."""
+        known = self._get((tenant_id, session_id))
+        params = _changes_params(tenant_id, session_id, known)
+
+        def merge(changes: list[Values]) -> list[WithParts] | None:
+            return self._merge(tenant_id, session_id, known, changes, shared)
+
+        merged = await readers.rows(tenant_id, _FIRST if known is None else _CHANGES, params, merge)
+        if merged is None:
+            return await readers.run(self._read_whole, tenant_id, session_id, shared)
+        return merged
+
+    def _merge(
+        self,
+        tenant_id: str,
+        session_id: str,
+        known: _Entry | None,
+        changes: Sequence[Values],
+        shared: SharedRows | None,
+    ) -> list[WithParts] | None:
+        """The history from `_CHANGES`' rows merged into `known` (`_FIRST`'s: into nothing);
+        None when they cannot be."""
+        key = (tenant_id, session_id)
+        found, messages, parts = _split(changes)
+        if found is None:
+            self._drop(key)
+            return []
+        marks, boundary = found
+        if known is None:
+            if boundary is not None:
+                return None  # compacted: `_FIRST` read no rows
+            known = _empty(None, None)
+        elif known.marks == marks:
+            return list(known.built.values())
+        elif not _continues(known, marks, boundary) or (
+            boundary is not None and any(row[1] == boundary for row in parts)
+        ):
+            return None  # the boundary's compaction part changed: where history starts may have too
+        entry = _advance(known, marks, messages, parts, tenant_id, shared or SharedRows())
+        self._put(key, entry)
+        return list(entry.built.values())
+
+    def _read_whole(
+        self, conn: Connection, tenant_id: str, session_id: str, shared: SharedRows | None = None
+    ) -> list[WithParts]:
+        """The markers first, then the rows: those after the entry's revision when it continues,
+        else every row from the boundary on."""
         key = (tenant_id, session_id)
         found = _marks(conn, tenant_id, session_id)
         if found is None:
@@ -93,7 +172,10 @@ class HistoryCache:
         if known is not None and known.marks == marks:
             return list(known.built.values())
         since = None if boundary is None else start_at_boundary(conn, tenant_id, boundary)
-        base = known if known is not None and _continues(known, marks, since) else _empty(since)
+        if known is not None and _continues(known, marks, boundary) and known.since == since:
+            base = known
+        else:
+            base = _empty(boundary, since)
         messages, parts = _changed_rows(conn, tenant_id, session_id, since, base.revision)
         entry = _advance(base, marks, messages, parts, tenant_id, shared or SharedRows())
         self._put(key, entry)
@@ -147,18 +229,20 @@ _MARKS = select(
     newest_boundary(session.c.tenant_id, session.c.id).scalar_subquery(),
 ).where(session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant"))
 # Rows from `b_since` on ("": all) stamped after `b_after` (ix_*_session_id_revision).
-_MESSAGES_AFTER = select(message.c.id, message.c.data).where(
+_MESSAGE_CHANGED = and_(
     message.c.tenant_id == bindparam("b_tenant"),
     message.c.session_id == bindparam("b_session"),
     message.c.revision > bindparam("b_after"),
     message.c.id >= bindparam("b_since"),
 )
-_PARTS_AFTER = select(part.c.id, part.c.message_id, part.c.data).where(
+_PART_CHANGED = and_(
     part.c.tenant_id == bindparam("b_tenant"),
     part.c.session_id == bindparam("b_session"),
     part.c.revision > bindparam("b_after"),
     part.c.message_id >= bindparam("b_since"),
 )
+_MESSAGES_AFTER = select(message.c.id, message.c.data).where(_MESSAGE_CHANGED)
+_PARTS_AFTER = select(part.c.id, part.c.message_id, part.c.data).where(_PART_CHANGED)
 
 
 # A first read (nothing known yet): by message id from `b_since`, and the parts by message id, as
@@ -173,60 +257,114 @@ _PARTS_OF = select(part.c.id, part.c.message_id, part.c.data).where(
 )
 
 
+# One statement: the markers (kind 0) and the rows `_MESSAGES_AFTER` (kind 1) and `_PARTS_AFTER`
+# (kind 2) read, as (kind, id, message id, data, *markers, boundary); the rows only where `only`.
+_NO_TEXT = cast(null(), Text)
+_NO_NUMBER = cast(null(), BigInteger)
+
+
+def _changes(*only: ColumnElement[bool]) -> CompoundSelect[Any]:
+    nothing = (_NO_NUMBER, _NO_NUMBER, _NO_NUMBER, _NO_TEXT)
+    return union_all(
+        select(literal_column("0"), _NO_TEXT, _NO_TEXT, _NO_TEXT, *_MARKS.selected_columns).where(
+            session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant")
+        ),
+        select(literal_column("1"), message.c.id, _NO_TEXT, message.c.data, *nothing).where(
+            _MESSAGE_CHANGED, *only
+        ),
+        select(literal_column("2"), part.c.id, part.c.message_id, part.c.data, *nothing).where(
+            _PART_CHANGED, *only
+        ),
+    )
+
+
+# A session with an entry: what changed since.
+_CHANGES = _changes()
+# A session without one: every row (`b_after` -1, `b_since` ""), unless it ever compacted (then
+# the markers alone, and `_read_whole` reads it from its boundary).
+_FIRST = _changes(~newest_boundary(bindparam("b_tenant"), bindparam("b_session")).exists())
+
+
+def _changes_params(tenant_id: str, session_id: str, known: _Entry | None) -> dict[str, Any]:
+    after, since = (-1, "") if known is None else (known.revision, known.since or "")
+    return {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_since": since}
+
+
+def _split(changes: Sequence[Values]) -> tuple[tuple[_Marks, str | None] | None, list[Values], list[Values]]:
+    """`_CHANGES`' rows: (the markers and boundary, or None: no such session), messages, parts."""
+    found: tuple[_Marks, str | None] | None = None
+    messages: list[Values] = []
+    parts: list[Values] = []
+    for row in changes:
+        kind = int(row[0])
+        if kind == 0:
+            found = ((row[4], row[5], row[6]), row[7])
+        elif kind == 1:
+            messages.append((row[1], row[3]))
+        else:
+            parts.append((row[1], row[2], row[3]))
+    return found, messages, parts
+
+
 def _marks(conn: Connection, tenant_id: str, session_id: str) -> tuple[_Marks, str | None] | None:
     row = conn.execute(_MARKS, {"b_session": session_id, "b_tenant": tenant_id}).one_or_none()
     return None if row is None else ((row[0], row[1], row[2]), row[3])
 
 
-def _continues(known: _Entry, marks: _Marks, since: str | None) -> bool:
-    """Whether rows newer than `known` are all that changed: same session, nothing deleted, the same
-    boundary, and not older than the database (a rolled-back bump may reuse a revision)."""
+def _continues(known: _Entry, marks: _Marks, boundary: str | None) -> bool:
+    """Whether rows newer than `known` may be all that changed: same session, nothing deleted, the
+    same boundary, and not older than the database (a rolled-back bump may reuse a revision)."""
     created, revision, trimmed = marks
     return (
         known.marks[0] == created
         and known.marks[2] == trimmed
-        and known.since == since
+        and known.boundary == boundary
         and known.revision <= revision
     )
 
 
 def _changed_rows(
     conn: Connection, tenant_id: str, session_id: str, since: str | None, after: int
-) -> tuple[list[AnyRow], list[AnyRow]]:
+) -> tuple[list[Values], list[Values]]:
     """The session's message and part rows from `since` on, stamped with a revision above `after`."""
     params = {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_since": since or ""}
     if after >= 0:
-        return list(conn.execute(_MESSAGES_AFTER, params)), list(conn.execute(_PARTS_AFTER, params))
-    messages = list(conn.execute(_MESSAGES_FROM, params))
+        return _values(conn, _MESSAGES_AFTER, params), _values(conn, _PARTS_AFTER, params)
+    messages = _values(conn, _MESSAGES_FROM, params)
     if not messages:
         return [], []
-    ids = [row.id for row in messages]
-    return messages, list(conn.execute(_PARTS_OF, {"b_tenant": tenant_id, "b_ids": ids}))
+    ids = [row[0] for row in messages]
+    return messages, _values(conn, _PARTS_OF, {"b_tenant": tenant_id, "b_ids": ids})
+
+
+def _values(conn: Connection, statement: Select[Any], params: dict[str, Any]) -> list[Values]:
+    return [tuple(row) for row in conn.execute(statement, params)]
 
 
 def _advance(
     base: _Entry,
     marks: _Marks,
-    message_rows: Iterable[AnyRow],
-    part_rows: Iterable[AnyRow],
+    message_rows: Iterable[Values],
+    part_rows: Iterable[Values],
     tenant_id: str,
     shared: SharedRows,
 ) -> _Entry:
-    """A new entry: `base` with the changed rows merged in (`base` itself is left as it was)."""
+    """A new entry: `base` with the changed rows, (id, data) and (id, message id, data), merged in
+    (`base` itself is left as it was)."""
     infos = dict(base.infos)
     changed: set[str] = set()
     chars = base.chars
-    for row in message_rows:
-        infos[row.id] = shared.message(tenant_id, row.id, row.data)
-        changed.add(row.id)
-        chars += len(row.data)
+    for message_id, data in message_rows:
+        infos[message_id] = shared.message(tenant_id, message_id, data)
+        changed.add(message_id)
+        chars += len(data)
     touched: dict[str, dict[str, Part]] = {}
-    for row in part_rows:
-        group = touched.get(row.message_id)
+    for part_id, message_id, data in part_rows:
+        group = touched.get(message_id)
         if group is None:
-            group = touched[row.message_id] = dict(base.parts.get(row.message_id, {}))
-        group[row.id] = shared.part(tenant_id, row.id, row.data)
-        chars += len(row.data)
+            group = touched[message_id] = dict(base.parts.get(message_id, {}))
+        group[part_id] = shared.part(tenant_id, part_id, data)
+        chars += len(data)
     parts = dict(base.parts)
     rows = base.rows + len(infos) - len(base.infos)
     for message_id, group in touched.items():
@@ -234,7 +372,7 @@ def _advance(
         parts[message_id] = dict(sorted(group.items()))
         changed.add(message_id)
     built = _in_order(base.built, infos, parts, changed)
-    return _Entry(marks, base.since, infos, parts, built, rows, chars)
+    return _Entry(marks, base.boundary, base.since, infos, parts, built, rows, chars)
 
 
 def _in_order(

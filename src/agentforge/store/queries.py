@@ -9,11 +9,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
 import orjson
-from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, Select, and_, bindparam, func, or_, select
 
 from agentforge.model.events import Event
 from agentforge.model.message import Message, WithParts, message_adapter, part_adapter
@@ -48,12 +48,23 @@ _SESSION_COLUMNS = (
 
 # --- sessions ---------------------------------------------------------------------------------------
 
+# One session by id, built once (read before every prompt, through `Readers.rows`): `session_params`.
+SESSION_BY_ID = select(*_SESSION_COLUMNS).where(
+    session.c.id == bindparam("b_session"), session.c.tenant_id == bindparam("b_tenant")
+)
+
+
+def session_params(tenant_id: str, session_id: str) -> dict[str, str]:
+    return {"b_session": session_id, "b_tenant": tenant_id}
+
+
+def session_from_rows(rows: Sequence[Sequence[Any]]) -> Session | None:
+    """The session of `SESSION_BY_ID`'s rows, or None."""
+    return _session_from_row(rows[0]) if rows else None
+
 
 def get_session(conn: Connection, tenant_id: str, session_id: str) -> Session | None:
-    row = conn.execute(
-        select(*_SESSION_COLUMNS).where(session.c.id == session_id, session.c.tenant_id == tenant_id)
-    ).one_or_none()
-    return None if row is None else _session_from_row(row)
+    return session_from_rows(list(conn.execute(SESSION_BY_ID, session_params(tenant_id, session_id))))
 
 
 def list_sessions(
@@ -93,17 +104,19 @@ def children(conn: Connection, tenant_id: str, session_id: str) -> list[Session]
     return [_session_from_row(row) for row in conn.execute(query)]
 
 
-def _session_from_row(row: AnyRow) -> Session:
+def _session_from_row(row: Sequence[Any]) -> Session:
+    """A row of `_SESSION_COLUMNS`, by position (a SQLAlchemy row or an asyncpg record)."""
     # The stored `info` keeps whatever totals its writer sent; the projector's running totals win.
-    data = orjson.loads(row.data)
-    data["cost"] = row.cost
-    data["tokens"] = {
-        "input": row.tokens_input,
-        "output": row.tokens_output,
-        "reasoning": row.tokens_reasoning,
-        "cache": {"read": row.tokens_cache_read, "write": row.tokens_cache_write},
+    data, cost, tokens_input, tokens_output, tokens_reasoning, cache_read, cache_write = row
+    parsed = orjson.loads(data)
+    parsed["cost"] = cost
+    parsed["tokens"] = {
+        "input": tokens_input,
+        "output": tokens_output,
+        "reasoning": tokens_reasoning,
+        "cache": {"read": cache_read, "write": cache_write},
     }
-    return Session.model_validate(data)
+    return Session.model_validate(parsed)
 
 
 # --- messages and parts -----------------------------------------------------------------------------
@@ -295,6 +308,15 @@ def open_assistant_messages(conn: Connection, limit: int = 1000) -> list[tuple[s
     ]
 
 
+def open_turn_sessions(conn: Connection, limit: int = 1000) -> list[str]:
+    """The sessions of `open_assistant_messages`' messages (the same partial index), without
+    reading or parsing the messages and parts: what the failover pass checks every second."""
+    rows = conn.execute(
+        select(message.c.session_id).where(OPEN_ASSISTANT_MESSAGE).order_by(message.c.id).limit(limit)
+    )
+    return list(dict.fromkeys(row.session_id for row in rows))
+
+
 def _attach_parts(
     conn: Connection, tenant_id: str, message_rows: Sequence[AnyRow], shared: SharedRows | None = None
 ) -> list[WithParts]:
@@ -368,6 +390,45 @@ def decode_cursor(cursor: str) -> tuple[str, int]:
 # --- event log --------------------------------------------------------------------------------------
 
 
+_EVENT_COLUMNS = (event.c.id, event.c.type, event.c.data, event.c.seq, event.c.position, event.c.session_id)
+# A session's events after a seq, built once: another replica's announced events are read back by
+# this (through `Readers.rows`), as `events_after` with a session and no `up_to_position`.
+SESSION_EVENTS_AFTER = (
+    select(*_EVENT_COLUMNS)
+    .where(
+        event.c.tenant_id == bindparam("b_tenant"),
+        event.c.session_id == bindparam("b_session"),
+        event.c.seq > bindparam("b_after"),
+    )
+    .order_by(event.c.seq)
+    .limit(bindparam("b_limit"))
+)
+
+
+def session_events_params(tenant_id: str, session_id: str, after: int, limit: int) -> dict[str, Any]:
+    return {"b_tenant": tenant_id, "b_session": session_id, "b_after": after, "b_limit": limit}
+
+
+def events_from_rows(tenant_id: str) -> Callable[[Sequence[Sequence[Any]]], list[Event]]:
+    """The events of rows of `_EVENT_COLUMNS` (by position), of `tenant_id`."""
+
+    def build(rows: Sequence[Sequence[Any]]) -> list[Event]:
+        return [
+            Event(
+                type=kind,
+                properties=orjson.loads(data),
+                session_id=session_id,
+                tenant_id=tenant_id,
+                seq=seq,
+                id=event_id,
+                position=position,
+            )
+            for event_id, kind, data, seq, position, session_id in rows
+        ]
+
+    return build
+
+
 def events_after(
     conn: Connection,
     tenant_id: str,
@@ -382,26 +443,12 @@ def events_after(
     `up_to_position` stops the page at a tenant position (where a live subscription took over).
     """
     key = event.c.position if session_id is None else event.c.seq
-    query = select(
-        event.c.id, event.c.type, event.c.data, event.c.seq, event.c.position, event.c.session_id
-    ).where(event.c.tenant_id == tenant_id, key > after)
+    query = select(*_EVENT_COLUMNS).where(event.c.tenant_id == tenant_id, key > after)
     if session_id is not None:
         query = query.where(event.c.session_id == session_id)
     if up_to_position is not None:
         query = query.where(event.c.position <= up_to_position)
-    rows = conn.execute(query.order_by(key).limit(limit))
-    return [
-        Event(
-            type=row.type,
-            properties=orjson.loads(row.data),
-            session_id=row.session_id,
-            tenant_id=tenant_id,
-            seq=row.seq,
-            id=row.id,
-            position=row.position,
-        )
-        for row in rows
-    ]
+    return events_from_rows(tenant_id)(list(conn.execute(query.order_by(key).limit(limit))))
 
 
 def last_seq(conn: Connection, tenant_id: str, session_id: str) -> int:

@@ -201,10 +201,10 @@ class Store:
         return cls(
             "postgresql",
             TaskWriter(engine, sink, batch_cap=batch_cap),
-            PoolReaders(engine),
+            PoolReaders(engine, kept=readers),  # of the pool's two per reader (engine.py)
             lambda: _dispose_async(engine, maintenance),
             AdvisoryOwnership(engine),
-            maintenance=None if maintenance is None else PoolReaders(maintenance),
+            maintenance=None if maintenance is None else PoolReaders(maintenance, kept=0),
             target=target,
         )
 
@@ -416,7 +416,8 @@ class Store:
 
     async def find_api_key(self, tenant_id: str, key_id: str) -> StoredApiKey | None:
         """Read on every authentication, never cached, so a revocation applies at once."""
-        return await self._readers.run(keys.find_api_key, tenant_id, key_id)
+        params = keys.key_params(tenant_id, key_id)
+        return await self._readers.rows(tenant_id, keys.KEY_BY_ID, params, keys.key_from_rows)
 
     # --- webhook deliveries ------------------------------------------------------------------------
 
@@ -483,7 +484,8 @@ class Store:
     # --- reads ----------------------------------------------------------------------------------
 
     async def get_session(self, tenant_id: str, session_id: str) -> Session | None:
-        return await self._readers.run(queries.get_session, tenant_id, session_id)
+        params = queries.session_params(tenant_id, session_id)
+        return await self._readers.rows(tenant_id, queries.SESSION_BY_ID, params, queries.session_from_rows)
 
     async def list_sessions(
         self,
@@ -533,12 +535,16 @@ class Store:
 
         Reads only the rows written since the session's last read (store/history_cache.py). The
         messages and parts are shared with the next reads: read-only, change a copy (`model_copy`)."""
-        return await self._readers.run(self._history.read, tenant_id, session_id, self._shared)
+        return await self._history.fetch(self._readers, tenant_id, session_id, self._shared)
 
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest
         first, each with its tenant id. While the server runs these are the turns in progress."""
         return await self._maintenance.run_across_tenants(queries.open_assistant_messages, limit)
+
+    async def open_turn_sessions(self, limit: int = 1000) -> list[str]:
+        """Maintenance, across all tenants: the sessions of `open_assistant_messages`' messages."""
+        return await self._maintenance.run_across_tenants(queries.open_turn_sessions, limit)
 
     async def get_part(self, tenant_id: str, session_id: str, message_id: str, part_id: str) -> Part | None:
         return await self._readers.run(queries.get_part, tenant_id, session_id, message_id, part_id)
@@ -554,6 +560,10 @@ class Store:
     ) -> list[Event]:
         """A page of the log: the session's events after seq `after`, or (`session_id` None) the
         tenant's after position `after`; see `queries.events_after`."""
+        if session_id is not None and up_to_position is None:  # what replicas read back
+            params = queries.session_events_params(tenant_id, session_id, after, limit)
+            build = queries.events_from_rows(tenant_id)
+            return await self._readers.rows(tenant_id, queries.SESSION_EVENTS_AFTER, params, build)
         return await self._readers.run(
             queries.events_after, tenant_id, session_id, after, limit, up_to_position
         )
