@@ -21,7 +21,11 @@ environment is dropped for them) and after one unmeasured warm-up run.
 With `--label NAME`, the figures are also kept under NAME in `--out`/startup.json (other labels stay:
 "before" and "after" of a change, say) and `--out`/startup.png charts every label kept.
 
-Usage: python bench/startup.py [--runs N] [--label NAME [--out docs/bench]]
+With `--server-src PATH`, the CLI and server run from another source tree (put first on their
+`PYTHONPATH`), measured by this script: `git worktree add --detach /tmp/old <commit>`, then
+`--server-src /tmp/old/src` compares two commits.
+
+Usage: python bench/startup.py [--runs N] [--server-src PATH] [--label NAME [--out docs/bench]]
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.e2e.harness import fake_provider_config
 from tests.fakes.openai_server import FakeOpenAI, reply
 
+SERVER_SRC: str | None = None  # --server-src: the source tree the measured processes run
 LISTENING = re.compile(rb"listening on (http://\S+)")
 IMPORT_PROBE = (
     "import sys, time, json; t = time.perf_counter(); import agentforge.server.app; "
@@ -61,6 +66,8 @@ def _env(home: Path) -> dict[str, str]:
         if not key.startswith("AGENTFORGE_") and key != "PYTHONDONTWRITEBYTECODE"
     }
     env["XDG_CONFIG_HOME"] = str(home / "xdg")
+    if SERVER_SRC:
+        env["PYTHONPATH"] = os.pathsep.join([SERVER_SRC, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -254,7 +261,10 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--label", help="keep the figures under this name in --out and chart them")
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    parser.add_argument("--server-src", type=Path, help="run the CLI from this source tree")
     args = parser.parse_args()
+    if args.server_src is not None:
+        SERVER_SRC = str(args.server_src.resolve())
     result = asyncio.run(main(args.runs))
     if args.label:
         record(result, args.label, args.out)

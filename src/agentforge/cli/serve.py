@@ -95,12 +95,18 @@ def serve(
     listener = _listen(settings.host, settings.port)
     # From here on, same-uid processes (tenants' commands) cannot read our environ or ptrace us.
     make_non_dumpable()
-    from agentforge.runtime.preparation import prepare_in_child
-    from agentforge.server.app import create_app
+    from agentforge.runtime.preparation import start_preparing
 
-    # Only now: the process is serving, every logger of it goes through the structured handler.
-    configure_logging(*logs)
-    prepare_in_child(settings, initializer=make_non_dumpable)
+    # A first start's child prepares the database while this process imports the server.
+    preparing = start_preparing(settings, initializer=make_non_dumpable)
+    try:
+        from agentforge.server.app import create_app
+
+        # Only now: the process is serving, every logger of it goes through the structured handler.
+        configure_logging(*logs)
+    finally:
+        if preparing is not None:
+            preparing.finish()
     _run_server(create_app(settings), listener, logs[1])
 
 
