@@ -6,7 +6,6 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-from openai import AsyncOpenAI
 
 from agentforge.llm import anthropic_messages, openai_chat
 from agentforge.llm.pool import acquire_clients, close_all_clients, pooled_clients
@@ -41,7 +40,7 @@ def test_each_loop_has_its_own_clients() -> None:
     """A pooled connection belongs to the loop that opened it."""
     endpoint = SimpleNamespace(base_url="http://127.0.0.1:9/v1")  # only its address is read
 
-    async def create_then_close() -> AsyncOpenAI:
+    async def create_then_close() -> openai_chat.ChatClient:
         client = openai_chat.client_for(model_for(endpoint))  # type: ignore[arg-type]
         await close_all_clients()
         return client

@@ -40,9 +40,7 @@ def prepare_in_child(settings: Settings, initializer: Callable[[], object] | Non
     return True
 
 
-def start_preparing(
-    settings: Settings, initializer: Callable[[], object] | None = None
-) -> Preparing | None:
+def start_preparing(settings: Settings, initializer: Callable[[], object] | None = None) -> Preparing | None:
     """Start a child process preparing when there is anything to do (None: nothing), without waiting
     for it: the caller imports the server meanwhile (on two cores, at the same time) and calls
     `finish` before the server starts. `initializer` runs first in the child (`serve` passes what
