@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import ssl
 
 import httpx2
 import pytest
@@ -539,12 +538,3 @@ async def test_the_pooled_client_is_configured_as_the_sdks_own(
         assert ours.http.headers == sdk._client.headers
     finally:
         await sdk.close()
-
-
-async def test_clients_share_one_ssl_context(fake_openai: FakeOpenAI) -> None:
-    first = openai_chat.client_for(model_for(fake_openai))
-    second = openai_chat.client_for(model_for(fake_openai, api_key="sk-other"))
-    assert first is not second
-    contexts = {id(c.http._transport._pool._ssl_context) for c in (first, second)}  # type: ignore[attr-defined]
-    assert contexts == {id(openai_chat.shared_ssl_context())}
-    assert openai_chat.shared_ssl_context().verify_mode is ssl.CERT_REQUIRED

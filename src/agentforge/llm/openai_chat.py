@@ -57,7 +57,7 @@ from agentforge.llm.messages import (
     ToolResultContent,
     UserModelMessage,
 )
-from agentforge.llm.pool import ClientPool
+from agentforge.llm.pool import ClientPool, shared_ssl_context
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.sdk_import import import_off_loop
 from agentforge.llm.sse import sse_data
@@ -142,13 +142,6 @@ def new_http_client() -> httpx2.AsyncClient:
     )
     coalesce_writes(http)  # a request's head and body in one socket write
     return http
-
-
-@functools.cache
-def shared_ssl_context() -> ssl.SSLContext:
-    """httpx2's default verifying context, built once per process (~30 ms each, and a pool builds
-    one even for an http:// endpoint, which a redirect may still take to https)."""
-    return httpx2.create_ssl_context()
 
 
 def _with_trailing_slash(url: httpx2.URL) -> httpx2.URL:
