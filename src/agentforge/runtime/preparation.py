@@ -51,25 +51,24 @@ def start_preparing(settings: Settings, initializer: Callable[[], object] | None
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=initializer)
     try:
-        return Preparing(pool, pool.submit(prepare, settings))
-    except Exception as exc:  # the child is only a saving: the server prepares itself
+        future = pool.submit(prepare, settings)
+    except Exception as exc:  # reported by `finish`, once the server's logging is set up
         pool.shutdown(wait=False, cancel_futures=True)
-        log.debug("Preparing in a child process failed (%s); the server prepares itself", exc)
-        return Preparing(pool, None)
+        future = Future()
+        future.set_exception(exc)
+    return Preparing(pool, future)
 
 
 @dataclass(slots=True)
 class Preparing:
-    """A child process preparing (`future` None: it could not be started)."""
+    """A child process preparing."""
 
     pool: ProcessPoolExecutor
-    future: Future[Prepared] | None
+    future: Future[Prepared]
 
     def finish(self) -> None:
         """Wait for the child, log what it did and end it. Blocking."""
         try:
-            if self.future is None:
-                return
             prepared = self.future.result()
         except Exception as exc:  # the child is only a saving: the server prepares itself
             log.debug("Preparing in a child process failed (%s); the server prepares itself", exc)
