@@ -13,7 +13,8 @@
 - `import_server_s`: importing the server stack alone, and whether any provider SDK came with it.
 Medians (and the slowest run) over `--runs` runs; the machine's load average is recorded beside them
 since these are wall-clock figures, with `*_cpu_s`: the CPU time (user + system) the process had used
-at that moment, which a loaded machine stretches far less than wall-clock time.
+at that moment (with a first start's preparing child's), which a loaded machine stretches far less
+than wall-clock time.
 
 The processes run as a user's do: with bytecode caching (a `PYTHONDONTWRITEBYTECODE` in the bench's
 environment is dropped for them) and after one unmeasured warm-up run.
@@ -21,7 +22,11 @@ environment is dropped for them) and after one unmeasured warm-up run.
 With `--label NAME`, the figures are also kept under NAME in `--out`/startup.json (other labels stay:
 "before" and "after" of a change, say) and `--out`/startup.png charts every label kept.
 
-Usage: python bench/startup.py [--runs N] [--label NAME [--out docs/bench]]
+With `--server-src PATH`, the CLI and server run from another source tree (put first on their
+`PYTHONPATH`), measured by this script: `git worktree add --detach /tmp/old <commit>`, then
+`--server-src /tmp/old/src` compares two commits.
+
+Usage: python bench/startup.py [--runs N] [--server-src PATH] [--label NAME [--out docs/bench]]
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.e2e.harness import fake_provider_config
 from tests.fakes.openai_server import FakeOpenAI, reply
 
+SERVER_SRC: str | None = None  # --server-src: the source tree the measured processes run
 LISTENING = re.compile(rb"listening on (http://\S+)")
 IMPORT_PROBE = (
     "import sys, time, json; t = time.perf_counter(); import agentforge.server.app; "
@@ -61,6 +67,8 @@ def _env(home: Path) -> dict[str, str]:
         if not key.startswith("AGENTFORGE_") and key != "PYTHONDONTWRITEBYTECODE"
     }
     env["XDG_CONFIG_HOME"] = str(home / "xdg")
+    if SERVER_SRC:
+        env["PYTHONPATH"] = os.pathsep.join([SERVER_SRC, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -85,9 +93,10 @@ SETTLE_SECONDS = 2.0
 
 
 def _cpu_seconds(pid: int) -> float:
-    """user + system time of a running process so far (Linux: /proc/PID/stat, in clock ticks)."""
+    """user + system time of a running process so far, with that of the children it has waited for
+    (a first start's preparing child) (Linux: /proc/PID/stat, in clock ticks)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> float:
@@ -163,12 +172,14 @@ async def main(runs: int) -> dict[str, Any]:
             (home / "agentforge.json").write_text(json.dumps(fake_provider_config(fake)))
             await first_token(fake, home, home / "warm-up")  # bytecode written, as after any first run
             cold = [await first_token(fake, home, home / f"cold{i}") for i in range(runs)]
+            cold_cpu = CPU[-runs:]
             warm = [await first_token(fake, home, home / "warm") for _ in range(runs + 1)][1:]
             warm_cpu = CPU[-runs:]
             serve = [await serve_ready(home, home / "serve") for _ in range(runs + 1)][1:]
             serve_cpu = CPU[-runs:]
             serve_rss, serve_rss_settled = RSS[-runs:], RSS_SETTLED[-runs:]
             first = [await serve_ready(home, home / f"serve-first{i}") for i in range(runs)]
+            first_cpu = CPU[-runs:]
             first_rss, first_rss_settled = RSS[-runs:], RSS_SETTLED[-runs:]
             helps = [await help_time(home) for _ in range(runs)]
             imports = [await import_server(home) for _ in range(runs)]
@@ -179,11 +190,13 @@ async def main(runs: int) -> dict[str, Any]:
         "run_first_token_s": summary(warm),
         "run_first_token_cpu_s": summary(warm_cpu),
         "run_first_token_s_cold": summary(cold),
+        "run_first_token_cpu_s_cold": summary(cold_cpu),
         "serve_ready_s": summary(serve),
         "serve_process_cpu_s": summary(serve_cpu),
         "serve_rss_mb": summary(serve_rss),
         "serve_rss_settled_mb": summary(serve_rss_settled),
         "serve_ready_s_first": summary(first),
+        "serve_process_cpu_s_first": summary(first_cpu),
         "serve_rss_mb_first": summary(first_rss),
         "serve_rss_settled_mb_first": summary(first_rss_settled),
         "help_s": summary(helps),
@@ -254,7 +267,10 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--label", help="keep the figures under this name in --out and chart them")
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    parser.add_argument("--server-src", type=Path, help="run the CLI from this source tree")
     args = parser.parse_args()
+    if args.server_src is not None:
+        SERVER_SRC = str(args.server_src.resolve())
     result = asyncio.run(main(args.runs))
     if args.label:
         record(result, args.label, args.out)

@@ -177,7 +177,7 @@ def test_only_http1_pools_are_wrapped() -> None:
 
 async def test_the_openai_clients_pool_coalesces(fake_openai: FakeOpenAI) -> None:
     client = openai_chat.client_for(model_for(fake_openai))
-    assert isinstance(client._client._transport._pool._network_backend, CoalescingBackend)  # type: ignore[attr-defined]
+    assert isinstance(client.http._transport._pool._network_backend, CoalescingBackend)  # type: ignore[attr-defined]
     fake_openai.enqueue(reply("Hello there"), reply("again"))
     for expected in ("Hello there", "again"):  # the second request on the pooled connection
         events = await collect(model_for(fake_openai))

@@ -44,3 +44,38 @@ async def test_every_api_has_an_adapter_that_streams() -> None:
     for module in set(ADAPTER_MODULES.values()):
         adapter = await load_adapter(module)
         assert callable(adapter.stream)
+
+
+# A plain OpenAI chat turn, then a failed one, in a fresh process: what it had imported after each.
+OPENAI_TURN_PROBE = """
+import asyncio, json, sys
+from agentforge.llm.errors import to_named_error
+from tests.fakes.openai_server import FakeOpenAI, Script, reply
+from tests.llm.streaming import collect, failure, model_for
+
+async def main():
+    async with FakeOpenAI() as fake:
+        fake.enqueue(reply("hi"), Script().error_status(503, {"error": {"message": "busy"}}))
+        text = "".join(getattr(event, "text", "") for event in await collect(model_for(fake)))
+        after_turn = "openai" in sys.modules
+        error = await failure(model_for(fake))
+        named = to_named_error(error, provider_id="fake")
+        return [text, after_turn, type(error).__name__, named.data.status_code, named.data.is_retryable]
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+async def test_an_openai_chat_turn_imports_the_sdk_only_for_a_failure() -> None:
+    """The request goes out without the SDK (its import is ~0.4 s of a first turn); an error response
+    is still the SDK's own error, mapped as before."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        OPENAI_TURN_PROBE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode == 0, err.decode()
+    assert json.loads(out) == ["hi", False, "InternalServerError", 503, True]

@@ -512,7 +512,29 @@ async def test_a_compressed_stream_is_decoded() -> None:
         limit_input=None,
     )
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(compressed))
-    sdk = AsyncOpenAI(base_url=model.base_url, api_key="sk-test", max_retries=0, http_client=http)
-    assert openai_chat._clients.get((model.base_url, model.api_key), lambda: sdk) is sdk  # the pool's client
+    client = openai_chat.ChatClient(httpx2.URL(model.base_url + "/"), http, None, None)
+    assert openai_chat._clients.get((model.base_url, model.api_key), lambda: client) is client  # pooled
     streamed = await collect(model)
     assert "".join(e.text for e in streamed if isinstance(e, ev.TextDelta)) == "Hello"
+
+
+async def test_the_pooled_client_is_configured_as_the_sdks_own(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request goes out without the SDK: its pool, base URL and the organisation and project it
+    reads from the environment are what the SDK's client would have."""
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-1")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-1")
+    model = model_for(fake_openai, base_url=fake_openai.base_url.rstrip("/"))
+    ours = openai_chat.client_for(model)
+    sdk = AsyncOpenAI(base_url=model.base_url, api_key="sk-test", max_retries=0)
+    try:
+        assert (ours.base_url, ours.organization, ours.project) == (sdk.base_url, "org-1", "proj-1")
+        assert (sdk.organization, sdk.project) == ("org-1", "proj-1")
+        assert ours.timeout == sdk.timeout == sdk._client.timeout == ours.http.timeout
+        assert ours.http.follow_redirects is sdk._client.follow_redirects is True
+        pools = [client._transport._pool for client in (ours.http, sdk._client)]  # type: ignore[attr-defined]
+        assert len({(p._max_connections, p._max_keepalive_connections) for p in pools}) == 1
+        assert ours.http.headers == sdk._client.headers
+    finally:
+        await sdk.close()

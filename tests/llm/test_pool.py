@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from types import SimpleNamespace
 
 import pytest
-from openai import AsyncOpenAI
 
 from agentforge.llm import anthropic_messages, openai_chat
-from agentforge.llm.pool import acquire_clients, close_all_clients, pooled_clients
+from agentforge.llm.pool import acquire_clients, close_all_clients, pooled_clients, shared_ssl_context
 from tests.fakes.openai_server import FakeOpenAI
 from tests.llm.streaming import model_for
 
@@ -41,7 +41,7 @@ def test_each_loop_has_its_own_clients() -> None:
     """A pooled connection belongs to the loop that opened it."""
     endpoint = SimpleNamespace(base_url="http://127.0.0.1:9/v1")  # only its address is read
 
-    async def create_then_close() -> AsyncOpenAI:
+    async def create_then_close() -> openai_chat.ChatClient:
         client = openai_chat.client_for(model_for(endpoint))  # type: ignore[arg-type]
         await close_all_clients()
         return client
@@ -55,3 +55,14 @@ async def test_a_lease_is_released_on_its_own_loop() -> None:
     with pytest.raises(RuntimeError, match="event loop that acquired it"):
         await asyncio.to_thread(asyncio.run, lease.release())
     await lease.release()
+
+
+async def test_pools_share_one_verifying_ssl_context(fake_openai: FakeOpenAI) -> None:
+    """Built once per process, not once per client (nor skipped for an http:// endpoint: a redirect
+    may still lead to https)."""
+    first = openai_chat.client_for(model_for(fake_openai))
+    second = openai_chat.client_for(model_for(fake_openai, api_key="sk-other"))
+    assert first is not second
+    contexts = {id(client.http._transport._pool._ssl_context) for client in (first, second)}  # type: ignore[attr-defined]
+    assert contexts == {id(shared_ssl_context())}
+    assert shared_ssl_context().verify_mode is ssl.CERT_REQUIRED and shared_ssl_context().check_hostname

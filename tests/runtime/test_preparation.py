@@ -5,11 +5,14 @@ process then never loads Alembic or the signing library.)"""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+
+import pytest
 
 from agentforge.config import load_settings
 from agentforge.runtime.checkpoints import take_start_checkpoint
-from agentforge.runtime.preparation import Prepared, prepare, prepare_in_child
+from agentforge.runtime.preparation import Prepared, prepare, prepare_in_child, start_preparing
 from agentforge.store.audit_verify import heads_of_database
 from agentforge.store.migrate import HEAD_REVISION
 from tests.e2e.harness import fake_provider_config, start_live_server
@@ -51,3 +54,22 @@ async def test_a_step_the_child_cannot_do_is_left_to_the_server_with_what_failed
     )
     prepared = await asyncio.to_thread(prepare, settings)
     assert prepared.done == [] and prepared.failed is not None
+
+
+def _broken_child() -> None:
+    raise RuntimeError("this child cannot start")
+
+
+async def test_a_child_that_fails_to_start_leaves_everything_to_the_server(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    database = tmp_path / "forge.db"
+    settings = load_settings(
+        data_dir=tmp_path / "data", database_url=f"sqlite:///{database}", directory=tmp_path
+    )
+    with caplog.at_level(logging.DEBUG, logger="agentforge.runtime.preparation"):
+        preparing = start_preparing(settings, initializer=_broken_child)
+        assert preparing is not None  # a new database: there is something to prepare
+        await asyncio.to_thread(preparing.finish)  # no error: the server prepares itself
+    assert not database.exists()
+    assert "the server prepares itself" in caplog.text

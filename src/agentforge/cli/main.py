@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from typer import _click as click  # typer vendors click: its commands are these
 from typer._click.exceptions import NoSuchOption
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from agentforge.cli.options import HELP_MARKUP
 from agentforge.version import __version__
@@ -30,6 +30,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("agentforge.cli.keys", "keys_app"),
     "audit": ("agentforge.cli.audit", "audit_app"),
     "db": ("agentforge.cli.db", "db_app"),
+}
+# What `agentforge --help` lists for each command: its help text, kept here so that listing imports
+# none of them (`serve` alone brings the server stack: ~1 s). tests/cli/test_main.py compares them.
+SUMMARIES: dict[str, str] = {
+    "serve": "Run the Agent Forge server.",
+    "run": "Send a message and stream the agent's answer.",
+    "doctor": "Check the database, row-level security, roles, audit chains and checkpoints, the command\n"
+    "sandbox, bind/auth, data dir and keys.",
+    "session": "List, inspect, export, copy and remove sessions.",
+    "permission": "List and answer permission requests waiting on a server.",
+    "question": "List, answer and dismiss questions waiting on a server.",
+    "keys": "Create, list and revoke API keys.",
+    "audit": "Inspect the tamper-evident audit log.",
+    "db": "Database administration.",
 }
 # Epilogs of single commands, by name: (module, attribute).
 EPILOGS: dict[str, tuple[str, str]] = {"run": ("agentforge.cli.run", "RUN_EPILOG")}
@@ -96,6 +110,23 @@ class LazyGroup(TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.commands = _LazyCommands()
+        self._listing = False
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)  # TyperGroup's lists (so loads) every command
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if self._listing and cmd_name in SUMMARIES:
+            # Listed by name and help text only: a stand-in, the command's module left unimported.
+            return TyperCommand(cmd_name, help=SUMMARIES[cmd_name])
+        return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import socket
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
-from fastapi import FastAPI
 
 from agentforge.cli import exits
 from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.nondumpable import make_non_dumpable
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
 from agentforge.config import Settings, is_loopback
-from agentforge.server.serve import ForgeServer, running_server_database
 from agentforge.telemetry.logs import LogFormat, configure_logging
+
+# The server stack (uvicorn, FastAPI, the runtime: most of a start's imports) is imported only once a
+# first start's preparing child runs, so that the two overlap.
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
 
 __all__ = ["is_loopback", "serve"]
 
@@ -32,15 +35,6 @@ class LogLevel(StrEnum):
 class LogFormatChoice(StrEnum):
     text = "text"
     json = "json"
-
-
-class _AnnouncingServer(ForgeServer):
-    """Prints the bound URL once listening (with `--port 0` only the socket knows the port)."""
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            typer.echo(f"Agent Forge listening on {_bound_url(self)}")
 
 
 def serve(
@@ -95,20 +89,30 @@ def serve(
     listener = _listen(settings.host, settings.port)
     # From here on, same-uid processes (tenants' commands) cannot read our environ or ptrace us.
     make_non_dumpable()
-    from agentforge.runtime.preparation import prepare_in_child
-    from agentforge.server.app import create_app
+    from agentforge.runtime.preparation import start_preparing
 
-    # Only now: the process is serving, every logger of it goes through the structured handler.
-    configure_logging(*logs)
-    prepare_in_child(settings, initializer=make_non_dumpable)
+    # A first start's child prepares the database while this process imports the server.
+    preparing = start_preparing(settings, initializer=make_non_dumpable)
+    try:
+        from agentforge.server.app import create_app
+
+        # Only now: the process is serving, every logger of it goes through the structured handler.
+        configure_logging(*logs)
+    finally:
+        if preparing is not None:
+            preparing.finish()
     _run_server(create_app(settings), listener, logs[1])
 
 
 def _refuse_a_second_server(settings: Settings) -> None:
-    taken = running_server_database(settings)
-    if taken is not None:
+    """A SQLite database serves one process (the store would refuse it too, after a longer start)."""
+    from agentforge.store.engine import parse_database_url
+    from agentforge.store.ownership import server_running
+
+    target = parse_database_url(settings.database_url)
+    if target.dialect == "sqlite" and server_running(target.sqlite_path):
         typer.echo(
-            f"error: another Agent Forge server is already running on {taken}; stop it,"
+            f"error: another Agent Forge server is already running on {target.sqlite_path}; stop it,"
             " or give this one its own --data-dir (several servers on one database need Postgres)",
             err=True,
         )
@@ -148,8 +152,18 @@ def _require_production_checks(settings: Settings) -> None:
 
 
 def _run_server(app: FastAPI, listener: socket.socket, log_level: str) -> None:
+    from agentforge.server.serve import ForgeServer
+
+    class AnnouncingServer(ForgeServer):
+        """Prints the bound URL once listening (with `--port 0` only the socket knows the port)."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                typer.echo(f"Agent Forge listening on {_bound_url(self)}")
+
     host, port = listener.getsockname()[:2]
-    _AnnouncingServer(app, host=host, port=port, log_level=log_level).run(sockets=[listener])
+    AnnouncingServer(app, host=host, port=port, log_level=log_level).run(sockets=[listener])
 
 
 def _bound_url(server: uvicorn.Server) -> str:

@@ -6,18 +6,14 @@ openai, google-genai: seconds together), and a server or a CLI run usually needs
 
 from __future__ import annotations
 
-import asyncio
-import importlib
-import sys
-import threading
 from collections.abc import AsyncIterator, Awaitable
-from types import ModuleType
 from typing import Protocol, cast
 
 from agentforge.llm.events import StreamEvent
 from agentforge.llm.messages import ModelRequest
 from agentforge.llm.pool import close_all_clients
 from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.sdk_import import import_off_loop
 
 # api -> the module (in agentforge.llm) that speaks it.
 ADAPTER_MODULES = {
@@ -30,9 +26,6 @@ ADAPTER_MODULES = {
     "anthropic-vertex": "anthropic_messages",
 }
 SUPPORTED_APIS = tuple(ADAPTER_MODULES)
-
-
-_IMPORTING = threading.Lock()
 
 
 class _Adapter(Protocol):
@@ -92,19 +85,7 @@ class _AdapterStream:
 
 async def load_adapter(module: str) -> _Adapter:
     """The adapter module, imported in a thread the first time (an import blocks for its duration)."""
-    name = f"agentforge.llm.{module}"
-    loaded = sys.modules.get(name)
-    # A module another call is importing right now is in sys.modules too, half-initialised.
-    if loaded is not None and not getattr(loaded.__spec__, "_initializing", False):
-        return cast(_Adapter, loaded)
-    return cast(_Adapter, await asyncio.to_thread(_import, name))
-
-
-def _import(name: str) -> ModuleType:
-    # One import at a time: two threads importing SDKs that share modules can deadlock, which
-    # Python resolves by handing one of them a half-initialised module.
-    with _IMPORTING:
-        return importlib.import_module(name)
+    return cast(_Adapter, await import_off_loop(f"agentforge.llm.{module}"))
 
 
 async def close_clients() -> None:

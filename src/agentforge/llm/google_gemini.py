@@ -57,7 +57,7 @@ from agentforge.llm.messages import (
     ToolResultContent,
     UserModelMessage,
 )
-from agentforge.llm.pool import ClientPool
+from agentforge.llm.pool import ClientPool, shared_ssl_context
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
@@ -101,7 +101,8 @@ def client_for(model: ResolvedModel) -> GeminiClient:
 
 
 def _new_client(base_url: str, api_key: str) -> GeminiClient:
-    http = httpx2.AsyncClient(timeout=None)  # timeouts come per request, from the model's config
+    # Timeouts come per request, from the model's config.
+    http = httpx2.AsyncClient(timeout=None, verify=shared_ssl_context())
     options = types.HttpOptions(
         base_url=base_url,
         api_version=API_VERSION,

@@ -1,8 +1,9 @@
 """The OpenAI Chat Completions adapter: our `ModelRequest` in, our stream events out.
 
-The official SDK client holds the connection pool and makes the error types; the request itself is
-posted straight on that pool (`_post_direct`: the SDK's per-call machinery cost ~2 ms before the first
-byte), except for clients that build requests their own way (Azure), which go through the SDK. The
+The request is posted straight on a pooled httpx2 client configured as the SDK configures its own
+(`ChatClient`, `_post_direct`: the SDK's per-call machinery cost ~2 ms before the first byte, and
+importing the SDK ~0.4 s of a first turn), and failures are raised as the SDK's own errors (the SDK is
+imported then, for them); clients that build requests their own way (Azure) go through the SDK. The
 streamed body is read as raw bytes, split into SSE `data:` payloads (llm/sse.py) and each decoded with
 orjson, because the SDK's parsed stream costs ~8x more per chunk and per-chunk cost decides how many
 live sessions one replica carries (ARCHITECTURE, "Dependencies").
@@ -14,23 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import re
 import secrets
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import httpx2
 import orjson
-from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, not_given
-from openai._response import AsyncAPIResponse
-from openai.types.chat import (
-    ChatCompletionContentPartParam,
-    ChatCompletionFunctionToolParam,
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionMessageParam,
-)
 
 from agentforge.config import deep_merge
 from agentforge.llm.coalesce import coalesce_writes
@@ -63,11 +57,22 @@ from agentforge.llm.messages import (
     ToolResultContent,
     UserModelMessage,
 )
-from agentforge.llm.pool import ClientPool
+from agentforge.llm.pool import ClientPool, shared_ssl_context
 from agentforge.llm.provider import ResolvedModel
+from agentforge.llm.sdk_import import import_off_loop
 from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
 from agentforge.version import __version__
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai._response import AsyncAPIResponse
+    from openai.types.chat import (
+        ChatCompletionContentPartParam,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionMessageParam,
+    )
 
 # Keyless endpoints (Ollama, vLLM...) still get a bearer value: the SDK refuses to send none.
 NO_KEY_PLACEHOLDER = "agentforge-no-key"
@@ -83,25 +88,66 @@ _FINISH_REASONS = {
 TOOL_RESULT_ATTACHMENTS_TEXT = "Attached image(s) from tool result:"
 DRAIN_TIMEOUT = 0.1  # seconds; after `[DONE]` only the end of the body is left
 
+# What the SDK's own client is built with (openai/_constants.py; tests/llm/test_openai_chat.py
+# compares them).
+SDK_TIMEOUT: Final = httpx2.Timeout(timeout=600, connect=5.0)
+SDK_LIMITS: Final = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+
+
+@dataclass(slots=True, eq=False)
+class ChatClient:
+    """One endpoint's pooled connections, and what a request to it carries besides the key: the
+    organisation and project the SDK takes from OPENAI_ORG_ID / OPENAI_PROJECT_ID."""
+
+    base_url: httpx2.URL  # with a trailing slash, as the SDK keeps it
+    http: httpx2.AsyncClient
+    organization: str | None
+    project: str | None
+
+    @property
+    def timeout(self) -> httpx2.Timeout:
+        """A request's timeout when its model sets none."""
+        return SDK_TIMEOUT
+
+    def is_closed(self) -> bool:
+        return self.http.is_closed
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
 # One client per (base URL, key) so connections are pooled (per event loop: see pool.py).
-_clients: ClientPool[AsyncOpenAI] = ClientPool(lambda client: client.close())
+_clients: ClientPool[ChatClient] = ClientPool(lambda client: client.close())
 
 
-def client_for(model: ResolvedModel) -> AsyncOpenAI:
+def client_for(model: ResolvedModel) -> ChatClient:
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
     return _clients.get((model.base_url, model.api_key), lambda: _new_client(model))
 
 
-def _new_client(model: ResolvedModel) -> AsyncOpenAI:
-    client = AsyncOpenAI(
-        base_url=model.base_url,
-        api_key=model.api_key or NO_KEY_PLACEHOLDER,
-        max_retries=0,  # the processor retries, with its own policy and status events
-        default_headers={"User-Agent": f"agentforge/{__version__}"},
+def _new_client(model: ResolvedModel) -> ChatClient:
+    return ChatClient(
+        base_url=_with_trailing_slash(httpx2.URL(model.base_url)),
+        http=new_http_client(),
+        organization=os.environ.get("OPENAI_ORG_ID"),
+        project=os.environ.get("OPENAI_PROJECT_ID"),
     )
-    coalesce_writes(client._client)  # a request's head and body in one socket write
-    return client
+
+
+def new_http_client() -> httpx2.AsyncClient:
+    """A connection pool configured as the SDK configures its own."""
+    http = httpx2.AsyncClient(
+        timeout=SDK_TIMEOUT, limits=SDK_LIMITS, follow_redirects=True, verify=shared_ssl_context()
+    )
+    coalesce_writes(http)  # a request's head and body in one socket write
+    return http
+
+
+def _with_trailing_slash(url: httpx2.URL) -> httpx2.URL:
+    # As the SDK normalises a base URL: "chat/completions" is joined under it, not beside it.
+    path, separator, query = url.raw_path.partition(b"?")
+    return url if path.endswith(b"/") else url.copy_with(raw_path=path + b"/" + separator + query)
 
 
 async def close_clients() -> None:
@@ -109,19 +155,22 @@ async def close_clients() -> None:
     await _clients.close()
 
 
-ClientFactory = Callable[[ResolvedModel], AsyncOpenAI]
+ClientFactory = Callable[[ResolvedModel], "AsyncOpenAI"]
 
 
 async def stream(
-    model: ResolvedModel, request: ModelRequest, *, client_factory: ClientFactory = client_for
+    model: ResolvedModel, request: ModelRequest, *, client_factory: ClientFactory | None = None
 ) -> AsyncIterator[StreamEvent]:
     """Stream one completion as our events. Transport and SDK errors propagate unchanged (map them with
-    `to_named_error`); a streamed error object raises `ProviderStreamError`. `client_factory` picks the
-    SDK client (Azure OpenAI speaks the same protocol through `AsyncAzureOpenAI`)."""
-    client = client_factory(model)
+    `to_named_error`); a streamed error object raises `ProviderStreamError`. `client_factory` gives an
+    SDK client to send through instead (Azure OpenAI speaks the same protocol through
+    `AsyncAzureOpenAI`)."""
     body = {"messages": chat_messages(request), **request_options(model, request)}
-    opened = _post_direct if client_factory is client_for else _post_through_sdk
-    async with opened(client, model, request, body) as response:
+    if client_factory is None:
+        opened = _post_direct(client_for(model), model, request, body)
+    else:
+        opened = _post_through_sdk(client_factory(model), model, request, body)
+    async with opened as response:
         yield StreamStart()
         yield StepStart()
         decoder = ChunkDecoder()
@@ -142,11 +191,11 @@ class _Body(Protocol):
 
 @contextlib.asynccontextmanager
 async def _post_direct(
-    client: AsyncOpenAI, model: ResolvedModel, request: ModelRequest, body: dict[str, Any]
+    client: ChatClient, model: ResolvedModel, request: ModelRequest, body: dict[str, Any]
 ) -> AsyncIterator[_Body]:
-    """POST the request on the SDK client's own connection pool, skipping the SDK's per-call request
-    machinery (option copies, the per-field body transform, auth and retry wrappers: ~2 ms a call,
-    before the first byte). Failures are raised as the SDK raises them, so errors map the same way."""
+    """POST the request on the client's pool, without the SDK's per-call request machinery (option
+    copies, the per-field body transform, auth and retry wrappers: ~2 ms a call, before the first
+    byte). Failures are raised as the SDK raises them, so errors map the same way."""
     payload = {
         "model": model.request_model,
         "stream": True,
@@ -154,8 +203,7 @@ async def _post_direct(
         **body,
     }
     headers = {**_direct_headers(client, model), **model.headers, **request.headers}
-    http = client._client  # the SDK's pooled httpx2 client
-    sent = http.build_request(
+    sent = client.http.build_request(
         "POST",
         _chat_url(client.base_url),
         content=orjson.dumps(payload),
@@ -163,18 +211,36 @@ async def _post_direct(
         timeout=model.timeout if model.timeout is not None else client.timeout,
     )
     try:
-        response = await http.send(sent, stream=True)
+        response = await client.http.send(sent, stream=True)
     except httpx2.TimeoutException as exc:
-        raise APITimeoutError(request=sent) from exc
+        raise (await _sdk()).APITimeoutError(request=sent) from exc
     except (httpx2.RequestError, ssl.SSLError) as exc:
-        raise APIConnectionError(request=sent) from exc
+        raise (await _sdk()).APIConnectionError(request=sent) from exc
     try:
         if response.status_code >= 400:
             await response.aread()
-            raise client._make_status_error_from_response(response) from None
+            raise (await _status_error(client, model, response)) from None
         yield _DirectBody(response)
     finally:
         await response.aclose()
+
+
+async def _sdk() -> Any:
+    """The openai package, for its error types (imported off the loop, on a first failure)."""
+    return await import_off_loop("openai")
+
+
+async def _status_error(client: ChatClient, model: ResolvedModel, response: httpx2.Response) -> Exception:
+    """The SDK's error for an error response, made as its own client makes it."""
+    openai = await _sdk()
+    sdk = openai.AsyncOpenAI(
+        base_url=client.base_url,
+        api_key=model.api_key or NO_KEY_PLACEHOLDER,
+        max_retries=0,
+        http_client=client.http,  # not used to send: only so the SDK builds no pool of its own
+    )
+    error: Exception = sdk._make_status_error_from_response(response)
+    return error
 
 
 @dataclass(slots=True)
@@ -195,9 +261,9 @@ def _chat_url(base_url: httpx2.URL) -> httpx2.URL:
     return base_url.join("chat/completions")
 
 
-def _direct_headers(client: AsyncOpenAI, model: ResolvedModel) -> dict[str, str]:
-    # What client_for's client sends by default (no per-platform telemetry headers), with the
-    # organisation and project the SDK took from OPENAI_ORG_ID / OPENAI_PROJECT_ID.
+def _direct_headers(client: ChatClient, model: ResolvedModel) -> dict[str, str]:
+    # What the SDK's client sends by default (no per-platform telemetry headers), with the
+    # organisation and project it takes from OPENAI_ORG_ID / OPENAI_PROJECT_ID.
     headers = {
         "Accept": "application/json",
         "Content-Type": "application/json",
@@ -218,6 +284,8 @@ async def _post_through_sdk(
     """Through the SDK's request path, for clients that build requests their own way (Azure)."""
     # The conversation goes in `extra_body`, which the SDK sends as is: its per-field request
     # transform walks every message and costs tens of milliseconds on a long history.
+    from openai import not_given  # the SDK client passed in has imported it already
+
     async with client.chat.completions.with_streaming_response.create(
         model=model.request_model,
         messages=[],

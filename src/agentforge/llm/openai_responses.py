@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from openai import not_given
+from openai import AsyncOpenAI, not_given
 
 from agentforge.config import deep_merge
-from agentforge.llm.errors import ProviderStreamError
+from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError
 from agentforge.llm.events import (
     ReasoningDelta,
     ReasoningEnd,
@@ -46,12 +46,39 @@ from agentforge.llm.messages import (
     ToolResultContent,
     UserModelMessage,
 )
-from agentforge.llm.openai_chat import TOOL_RESULT_ATTACHMENTS_TEXT, _drain, client_for
+from agentforge.llm.openai_chat import (
+    NO_KEY_PLACEHOLDER,
+    TOOL_RESULT_ATTACHMENTS_TEXT,
+    _drain,
+    new_http_client,
+)
+from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
 from agentforge.llm.sse import sse_data
 from agentforge.llm.stall import idle_timeout
+from agentforge.version import __version__
 
 _INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content-filter"}
+
+# One SDK client per (base URL, key), pooled per event loop (see pool.py), on a pool configured as
+# `openai_chat`'s.
+_clients: ClientPool[AsyncOpenAI] = ClientPool(lambda client: client.close())
+
+
+def client_for(model: ResolvedModel) -> AsyncOpenAI:
+    if model.requires_key and not model.api_key:
+        raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
+    return _clients.get((model.base_url, model.api_key), lambda: _new_client(model))
+
+
+def _new_client(model: ResolvedModel) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=model.base_url,
+        api_key=model.api_key or NO_KEY_PLACEHOLDER,
+        max_retries=0,  # the processor retries, with its own policy and status events
+        default_headers={"User-Agent": f"agentforge/{__version__}"},
+        http_client=new_http_client(),
+    )
 
 
 async def stream(model: ResolvedModel, request: ModelRequest) -> AsyncIterator[StreamEvent]:

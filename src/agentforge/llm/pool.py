@@ -11,9 +11,13 @@ adapter tests, the benchmarks) closes them itself with `close_all_clients` or an
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
+
+import httpx2
 
 _C = TypeVar("_C")
 
@@ -96,3 +100,10 @@ async def close_all_clients() -> None:
     taken = [(pool, pool._take()) for pool in _pools]
     for pool, clients in taken:
         await pool._close_all(clients)
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """httpx2's default verifying context, built once per process for every pool (~30 ms each, and a
+    pool builds one even for an http:// endpoint, which a redirect may still take to https)."""
+    return httpx2.create_ssl_context()

@@ -7,7 +7,8 @@ library (~8 MB) would stay resident in the server for as long as it runs. A star
 The child is only a saving: whatever it did not do, the server does itself as before (`Store.open`
 migrates, the runtime audits the config, the checkpoint task signs), with the same errors. A database
 migrated by its owner (`database.owner_url`: the grants to the runtime role go with it) is left to
-the store.
+the store. `serve` starts the child before it imports the server stack and waits for it after: the
+two run side by side.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import logging
 import multiprocessing
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 from agentforge.config import Settings
@@ -30,24 +31,54 @@ log = logging.getLogger(__name__)
 
 
 def prepare_in_child(settings: Settings, initializer: Callable[[], object] | None = None) -> bool:
-    """Prepare in a child process when there is anything to do (whether one ran). `initializer` runs
-    first in the child (`serve` passes what makes a process non-dumpable: the child holds the same
-    secrets). Blocking: call it before the server's event loop runs."""
-    if not _needs_preparing(settings):
+    """Prepare in a child process when there is anything to do (whether one ran), waiting for it.
+    Blocking: call it before the server's event loop runs."""
+    preparing = start_preparing(settings, initializer)
+    if preparing is None:
         return False
+    preparing.finish()
+    return True
+
+
+def start_preparing(settings: Settings, initializer: Callable[[], object] | None = None) -> Preparing | None:
+    """Start a child process preparing when there is anything to do (None: nothing), without waiting
+    for it: the caller imports the server meanwhile (on two cores, at the same time) and calls
+    `finish` before the server starts. `initializer` runs first in the child (`serve` passes what
+    makes a process non-dumpable: the child holds the same secrets)."""
+    if not _needs_preparing(settings):
+        return None
     # "spawn": a fresh interpreter, so the child's imports stay in the child.
     context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=initializer)
     try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=initializer) as pool:
-            prepared = pool.submit(prepare, settings).result()
-    except Exception as exc:  # the child is only a saving: the server prepares itself
-        log.debug("Preparing in a child process failed (%s); the server prepares itself", exc)
-        return True
-    for line in prepared.done:
-        log.info(line)
-    if prepared.failed is not None:
-        log.debug("Preparing in a child process stopped (%s); the server does the rest", prepared.failed)
-    return True
+        future = pool.submit(prepare, settings)
+    except Exception as exc:  # reported by `finish`, once the server's logging is set up
+        pool.shutdown(wait=False, cancel_futures=True)
+        future = Future()
+        future.set_exception(exc)
+    return Preparing(pool, future)
+
+
+@dataclass(slots=True)
+class Preparing:
+    """A child process preparing."""
+
+    pool: ProcessPoolExecutor
+    future: Future[Prepared]
+
+    def finish(self) -> None:
+        """Wait for the child, log what it did and end it. Blocking."""
+        try:
+            prepared = self.future.result()
+        except Exception as exc:  # the child is only a saving: the server prepares itself
+            log.debug("Preparing in a child process failed (%s); the server prepares itself", exc)
+            return
+        finally:
+            self.pool.shutdown()
+        for line in prepared.done:
+            log.info(line)
+        if prepared.failed is not None:
+            log.debug("Preparing in a child process stopped (%s); the server does the rest", prepared.failed)
 
 
 @dataclass(frozen=True, slots=True)

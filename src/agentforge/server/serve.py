@@ -13,16 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
 
-from agentforge.config import Settings
 from agentforge.runtime.lifecycle import drain
 from agentforge.runtime.runtime import Runtime
-from agentforge.store.engine import parse_database_url
-from agentforge.store.ownership import server_running
 
 GRACEFUL_SHUTDOWN_SECONDS = 5
 _SHUTDOWN_POLL_SECONDS = 0.01
@@ -82,12 +78,3 @@ class ForgeServer(uvicorn.Server):
     def bound_port(self) -> int:
         port: int = self.servers[0].sockets[0].getsockname()[1]
         return port
-
-
-def running_server_database(settings: Settings) -> Path | None:
-    """The SQLite database another live server of this machine already serves, if `settings` name
-    one (a SQLite database serves one process; the store would refuse it too, after a longer start)."""
-    target = parse_database_url(settings.database_url)
-    if target.dialect == "sqlite" and server_running(target.sqlite_path):
-        return target.sqlite_path
-    return None
