@@ -118,11 +118,19 @@ class Processor:
         parts = {**self._written, **{p.id: p for p in self._calls.parts}}
         return WithParts(info=self.message, parts=[parts[key] for key in sorted(parts)])
 
-    def _save(self, part: Part) -> None:
+    def _save(self, part: Part) -> asyncio.Future[Any]:
         if part.id not in self._written and isinstance(part, TextPart | ReasoningPart | StepStartPart):
             self._attempt.append(part)
         self._written[part.id] = part
-        self.deps.events.submit_part(part)
+        return self.deps.events.submit_part(part)
+
+    async def _opened(self, part: TextPart | ReasoningPart) -> None:
+        """Write a new streaming part and wait for its commit before reading on. Its deltas are
+        published only after that commit anyway; reading on meanwhile would only keep the event
+        loop busy with later chunks while the writer's thread waits for the GIL to commit, and the
+        first delta would wait behind the rest of a quickly streamed reply. A failed write is the
+        writer's to report (as for every part), not this stream's."""
+        await asyncio.wait((self._save(part),))
 
     async def process(self, request: ModelRequest) -> Outcome:
         message, observer = self.message, self.deps.observer
@@ -199,9 +207,14 @@ class Processor:
                     # Most of a stream: no coroutine and no match per delta.
                     self._append(self._text.get(event.id), event.text)
                     continue
+                first = not self._streamed
                 await self._handle(event)
                 if self.needs_compaction:
                     return
+                if first and self._streamed:
+                    # One pass of the event loop: the first delta's SSE frames are written now, not
+                    # after the rest of a reply that arrived in one read is processed.
+                    await asyncio.sleep(0)
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
@@ -271,8 +284,7 @@ class Processor:
             metadata=metadata,
         )
         self._text[block_id] = part
-        # Not awaited: deltas are published behind pending writes, so after this full update.
-        self._save(part)
+        await self._opened(part)
 
     async def _start_reasoning(self, block_id: str, metadata: dict[str, Any] | None) -> None:
         if block_id in self._reasoning:
@@ -286,7 +298,7 @@ class Processor:
             metadata=metadata,
         )
         self._reasoning[block_id] = part
-        self._save(part)
+        await self._opened(part)
 
     def _append(self, part: TextPart | ReasoningPart | None, text: str) -> None:
         if part is None or not text:
