@@ -1,7 +1,8 @@
-"""The processor's pace against the writer (session/processor.py): a new streaming part commits
-before the stream is read on, and its first delta reaches subscribers before the rest of the reply
-is processed. In-process on SQLite, with a scripted model that notes what had happened each time
-the processor asked it for its next event."""
+"""The processor's pace against the writer (session/processor.py): with the writer on a thread of
+its own (SQLite) a new streaming part commits before the stream is read on, with the writer on the
+event loop (Postgres) it does not wait; the first delta reaches subscribers before the rest of the
+reply is processed. In-process, with a scripted model that notes what had happened each time the
+processor asked it for its next event."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from agentforge.session.prompt import SessionPrompt
 from agentforge.session.service import SessionService
 from agentforge.testing import ScriptedModel, scripted_runtime
 from agentforge.testing.model import Turn
+from tests.databases import owner_url_for
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,13 @@ class WatchedModel(ScriptedModel):
             self.asked.append(Asked(event, tuple(self.published), received))
 
 
-async def _run_turn(tmp_path: Path, model: WatchedModel) -> None:
+async def _run_turn(tmp_path: Path, model: WatchedModel, database_url: str | None = None) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    async with scripted_runtime(workspace, tmp_path / "data", model) as rt:
+    owner = None if database_url is None else owner_url_for(database_url)
+    async with scripted_runtime(
+        workspace, tmp_path / "data", model, database_url=database_url, database_owner_url=owner
+    ) as rt:
         rt.bus.listen(model.published.append)
         subscription = rt.bus.subscribe()
 
@@ -92,24 +97,35 @@ def _deltas(published: tuple[Event, ...]) -> int:
     return sum(e.type == "message.part.delta" for e in published)
 
 
-async def test_a_new_text_part_commits_before_the_stream_is_read_on(tmp_path: Path) -> None:
+def _off_loop(database_url: str) -> bool:
+    return database_url.startswith("sqlite")
+
+
+async def test_a_new_text_part_commits_before_the_stream_is_read_on_only_off_the_loop(
+    tmp_path: Path, database_url: str
+) -> None:
     model = WatchedModel()
     model.respond(Turn().text("a reply that arrives at once", chunk_size=4))
-    await _run_turn(tmp_path, model)
+    await _run_turn(tmp_path, model, database_url)
     # Published only once committed: the part (and the step's start with it) is durable by then.
     published = _after(model, ev.TextStart).published
-    assert _reply_parts(published) == ["step-start", "text"]
+    committed = ["step-start", "text"] if _off_loop(database_url) else []
+    assert _reply_parts(published) == committed
     assert _deltas(published) == 0
 
 
-async def test_a_new_reasoning_part_commits_before_the_stream_is_read_on(tmp_path: Path) -> None:
+async def test_a_new_reasoning_part_commits_before_the_stream_is_read_on_only_off_the_loop(
+    tmp_path: Path, database_url: str
+) -> None:
     model = WatchedModel()
     model.respond(Turn().reasoning("thinking it over").text("done"))
-    await _run_turn(tmp_path, model)
-    assert _reply_parts(_after(model, ev.ReasoningStart).published) == ["step-start", "reasoning"]
+    await _run_turn(tmp_path, model, database_url)
+    committed = ["step-start", "reasoning"] if _off_loop(database_url) else []
+    assert _reply_parts(_after(model, ev.ReasoningStart).published) == committed
 
 
 async def test_the_first_delta_reaches_subscribers_before_the_next_event_is_read(tmp_path: Path) -> None:
+    """SQLite: the part has committed when its first delta comes (see above)."""
     model = WatchedModel()
     model.respond(Turn().text("a reply that arrives at once", chunk_size=4))
     await _run_turn(tmp_path, model)

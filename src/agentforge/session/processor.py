@@ -125,12 +125,15 @@ class Processor:
         return self.deps.events.submit_part(part)
 
     async def _opened(self, part: TextPart | ReasoningPart) -> None:
-        """Write a new streaming part and wait for its commit before reading on. Its deltas are
-        published only after that commit anyway; reading on meanwhile would only keep the event
-        loop busy with later chunks while the writer's thread waits for the GIL to commit, and the
-        first delta would wait behind the rest of a quickly streamed reply. A failed write is the
-        writer's to report (as for every part), not this stream's."""
-        await asyncio.wait((self._save(part),))
+        """Write a new streaming part; with a writer on a thread of its own, wait for its commit
+        before reading on. Its deltas are published only after that commit anyway; reading on
+        meanwhile would keep the event loop busy with later chunks while the writer's thread waits
+        for the GIL, and the first delta would wait behind the rest of a quickly streamed reply. A
+        writer on the event loop (Postgres) is not delayed that way: waiting would only cost it a
+        transaction more. A failed write is the writer's to report (as for every part)."""
+        written = self._save(part)
+        if self.deps.events.commits_off_loop:
+            await asyncio.wait((written,))
 
     async def process(self, request: ModelRequest) -> Outcome:
         message, observer = self.message, self.deps.observer
@@ -211,9 +214,10 @@ class Processor:
                 await self._handle(event)
                 if self.needs_compaction:
                     return
-                if first and self._streamed:
-                    # One pass of the event loop: the first delta's SSE frames are written now, not
-                    # after the rest of a reply that arrived in one read is processed.
+                if first and self._streamed and self.deps.events.commits_off_loop:
+                    # One pass of the event loop: the first delta (published: its part committed,
+                    # see `_opened`) has its SSE frames written now, not after the rest of a reply
+                    # that arrived in one read is processed.
                     await asyncio.sleep(0)
         finally:
             close = getattr(stream, "aclose", None)
