@@ -9,7 +9,6 @@ their child sessions.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,14 +86,9 @@ class SessionPrompt:
             if await self._needs_running(session, user.info.id):
                 self.services.spawn(self.run_queued(session, user.info.id))
             return
-        # Queued durably before the 204: should this process die, another replica runs it. The run
-        # starts while that commits: the entry is submitted first (tasks start in the order they
-        # are made) and the writer keeps order, so the run's writes and its dequeue land after it.
-        queued = asyncio.ensure_future(
-            self.services.store.enqueue_prompt(self.tenant_id, session_id, user.info.id)
-        )
+        # Queued durably before the 204: should this process die, another replica runs it.
+        await self.services.store.enqueue_prompt(self.tenant_id, session_id, user.info.id)
         self.services.spawn(self.run_queued(session, user.info.id))
-        await queued
 
     async def run_queued(self, session: Session, user_id: str) -> None:
         """Run an accepted `prompt_async` to its end, then take it off the queue (a cancelled run,
