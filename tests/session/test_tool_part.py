@@ -18,8 +18,6 @@ from agentforge.session.tool_part import ABORTED_MESSAGE, ToolPartLifecycle
 class RecordingSink:
     """The store writer's two intents, recorded: each submitted event resolves at once."""
 
-    writer_commits_off_loop = False
-
     def __init__(self) -> None:
         self.submitted: list[Event] = []
 

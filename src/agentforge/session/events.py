@@ -38,9 +38,6 @@ class EventSink(Protocol):
 
     def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]: ...
 
-    @property
-    def writer_commits_off_loop(self) -> bool: ...
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -64,11 +61,6 @@ class SessionEvents:
         self._sink = sink
         self._bus = bus
         self.tenant_id = tenant_id
-
-    @property
-    def commits_off_loop(self) -> bool:
-        """Whether writes commit on a thread of their own, which work on the event loop delays."""
-        return self._sink.writer_commits_off_loop
 
     def submit_message(self, info: UserMessage | AssistantMessage) -> asyncio.Future[Event]:
         return self._sink.submit(self._message_event(info))

@@ -118,22 +118,11 @@ class Processor:
         parts = {**self._written, **{p.id: p for p in self._calls.parts}}
         return WithParts(info=self.message, parts=[parts[key] for key in sorted(parts)])
 
-    def _save(self, part: Part) -> asyncio.Future[Any]:
+    def _save(self, part: Part) -> None:
         if part.id not in self._written and isinstance(part, TextPart | ReasoningPart | StepStartPart):
             self._attempt.append(part)
         self._written[part.id] = part
-        return self.deps.events.submit_part(part)
-
-    async def _opened(self, part: TextPart | ReasoningPart) -> None:
-        """Write a new streaming part; with a writer on a thread of its own, wait for its commit
-        before reading on. Its deltas are published only after that commit anyway; reading on
-        meanwhile would keep the event loop busy with later chunks while the writer's thread waits
-        for the GIL, and the first delta would wait behind the rest of a quickly streamed reply. A
-        writer on the event loop (Postgres) is not delayed that way: waiting would only cost it a
-        transaction more. A failed write is the writer's to report (as for every part)."""
-        written = self._save(part)
-        if self.deps.events.commits_off_loop:
-            await asyncio.wait((written,))
+        self.deps.events.submit_part(part)
 
     async def process(self, request: ModelRequest) -> Outcome:
         message, observer = self.message, self.deps.observer
@@ -210,15 +199,9 @@ class Processor:
                     # Most of a stream: no coroutine and no match per delta.
                     self._append(self._text.get(event.id), event.text)
                     continue
-                first = not self._streamed
                 await self._handle(event)
                 if self.needs_compaction:
                     return
-                if first and self._streamed and self.deps.events.commits_off_loop:
-                    # One pass of the event loop: the first delta (published: its part committed,
-                    # see `_opened`) has its SSE frames written now, not after the rest of a reply
-                    # that arrived in one read is processed.
-                    await asyncio.sleep(0)
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
@@ -288,7 +271,8 @@ class Processor:
             metadata=metadata,
         )
         self._text[block_id] = part
-        await self._opened(part)
+        # Not awaited: deltas are published behind pending writes, so after this full update.
+        self._save(part)
 
     async def _start_reasoning(self, block_id: str, metadata: dict[str, Any] | None) -> None:
         if block_id in self._reasoning:
@@ -302,7 +286,7 @@ class Processor:
             metadata=metadata,
         )
         self._reasoning[block_id] = part
-        await self._opened(part)
+        self._save(part)
 
     def _append(self, part: TextPart | ReasoningPart | None, text: str) -> None:
         if part is None or not text:

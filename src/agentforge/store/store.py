@@ -242,11 +242,6 @@ class Store:
     def writer_alive(self) -> bool:
         return self._writer.alive
 
-    @property
-    def writer_commits_off_loop(self) -> bool:
-        """Whether the writer commits on a thread of its own (SQLite), not on the event loop."""
-        return self._writer.commits_off_loop
-
     async def schema_revision(self) -> str | None:
         """The migration revision the database is at (a round trip: fails when it is unreachable)."""
         return await self._readers.run_across_tenants(current_revision)

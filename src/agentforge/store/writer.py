@@ -84,8 +84,6 @@ class OrderedWriter(ABC):
 
     # Whether each transaction must set its tenant (Postgres row-level security; see tenancy.py).
     scoped_by_tenant: ClassVar[bool]
-    # Whether batches commit on a thread of their own, which work on the event loop delays (the GIL).
-    commits_off_loop: ClassVar[bool]
 
     def __init__(self, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         if batch_cap < 1:
@@ -263,7 +261,6 @@ class ThreadWriter(OrderedWriter):
     """SQLite: a dedicated thread that owns the one write connection."""
 
     scoped_by_tenant = False
-    commits_off_loop = True
 
     def __init__(self, engine: Engine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
@@ -325,7 +322,6 @@ class TaskWriter(OrderedWriter):
     """Postgres: an asyncio task that owns one connection and runs the sync batch code via run_sync."""
 
     scoped_by_tenant = True
-    commits_off_loop = False
 
     def __init__(self, engine: AsyncEngine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
