@@ -1,5 +1,6 @@
 """`SessionPrompt.prompt_async` (session/prompt.py): the prompt is queued durably before it
-returns, its turn is answered, and the entry leaves the queue only once the turn has ended. In-process on SQLite with a scripted model."""
+returns, its turn is answered, and the entry leaves the queue only once the turn has ended.
+In-process on SQLite with a scripted model."""
 
 from __future__ import annotations
 

@@ -215,6 +215,16 @@ def test_only_events_that_may_append_take_the_chain_lock_up_front() -> None:
     ]
 
 
+def test_an_event_of_unexpected_shape_may_append() -> None:
+    # Not skipped by the opening's chain lock: it fails alone where it is recorded (the writer's
+    # event-by-event retry), as any malformed event does, not the whole batch in the guess.
+    for event in (
+        Event(ev.MESSAGE_UPDATED, {"sessionID": "ses_x"}, session_id="ses_x", tenant_id=TENANT),
+        Event(ev.PART_UPDATED, {"sessionID": "ses_x", "part": "text"}, session_id="ses_x", tenant_id=TENANT),
+    ):
+        assert may_audit(event)
+
+
 @pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "one-batch"])
 async def test_a_turn_is_recorded_on_transitions_only(store: Store, database_url: str, batched: bool) -> None:
     args: dict[str, Any] = {"command": "ls -la", "description": "List", "timeout": 2**60}

@@ -54,6 +54,14 @@ def test_revisions_and_heads_are_expected_until_changed_unseen() -> None:
     assert expected.revisions(["s1"]) == {}
 
 
+def test_the_check_refuses_ids_it_cannot_write_as_literals() -> None:
+    for seqs, bumps in (({"ses_a'; DROP TABLE event; --": 1}, None), ({"ses_a": 1}, {"ses_b') OR ('1": 0})):
+        with pytest.raises(ValueError, match="plain"):
+            check("default", seqs, 0, bumps)
+    with pytest.raises(ValueError, match="plain"):
+        check("default' OR '1", {}, 0)
+
+
 async def test_the_check_holds_only_for_the_stored_numbers(store: Store, database_url: str) -> None:
     target = parse_database_url(database_url)
     if target.dialect != "postgresql":

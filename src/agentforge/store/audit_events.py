@@ -63,10 +63,13 @@ def record_event(writes: Writes, event: Event, chain: ChainBuffer | None = None)
 def may_audit(event: Event) -> bool:
     """Whether `record_event` may append entries for `event` (False: it certainly appends none), so
     the writer can take the chain's lock with its opening rather than in a statement of its own."""
+    # Malformed properties answer True: the event then fails (alone) where it is recorded, as before.
     if event.type == ev.MESSAGE_UPDATED:
-        return bool(event.properties["info"].get("role") == "user")
+        info = event.properties.get("info")
+        return not isinstance(info, dict) or info.get("role") == "user"
     if event.type == ev.PART_UPDATED:
-        return bool(event.properties["part"].get("type") == "tool")
+        part = event.properties.get("part")
+        return not isinstance(part, dict) or part.get("type") == "tool"
     return event.type in _DERIVERS
 
 

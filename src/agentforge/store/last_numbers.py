@@ -115,10 +115,10 @@ class ExpectedNumbers:
         self._heads.clear()
 
 
-V = TypeVar("V")
+_V = TypeVar("_V")
 
 
-def _remember(cache: OrderedDict[str, V], values: Mapping[str, V | None], capacity: int) -> None:
+def _remember(cache: OrderedDict[str, _V], values: Mapping[str, _V | None], capacity: int) -> None:
     """Set (or with None, drop) each value, most recent last, within `capacity`."""
     for key, value in values.items():
         if value is None:
@@ -146,6 +146,9 @@ def check(
     Plain SQL, not a `DO` block (plpgsql compiled on each call cost Postgres ~1 ms): a failed
     condition casts a text that is no integer, and the text is not a constant, so planning never
     evaluates it."""
+    # The caller checked them too; checked again here, where they become SQL text.
+    if not all(plain(value) for value in (tenant_id, *seqs, *(bumps or ()))):
+        raise ValueError("ids written as literals must be plain")
     prefix = ""
     conditions = [
         f"coalesce((SELECT max(seq) FROM event WHERE session_id = '{session_id}'), 0) = {seq:d}"

@@ -560,7 +560,8 @@ class Store:
     ) -> list[Event]:
         """A page of the log: the session's events after seq `after`, or (`session_id` None) the
         tenant's after position `after`; see `queries.events_after`."""
-        if session_id is not None and up_to_position is None:  # what replicas read back
+        # A session's page (SSE resume, what replicas read back per announced batch): the hot read.
+        if session_id is not None and up_to_position is None:
             params = queries.session_events_params(tenant_id, session_id, after, limit)
             build = queries.events_from_rows(tenant_id)
             return await self._readers.rows(tenant_id, queries.SESSION_EVENTS_AFTER, params, build)
