@@ -166,6 +166,33 @@ async def test_cancelled_rows_never_keep_their_connection(database_url: str) -> 
         await engine.dispose()
 
 
+_TERMINATE: Final = text("SELECT pg_terminate_backend(pid) FROM unnest(CAST(:pids AS int[])) AS pid")
+
+
+def _terminate(conn: Connection, pids: list[int]) -> None:
+    conn.execute(_TERMINATE, {"pids": pids})
+
+
+async def test_rows_after_postgres_dropped_the_kept_connections_read_on_fresh_ones(database_url: str) -> None:
+    """A restart (here: their backends terminated) ends every kept connection: the read that finds
+    out is run again, once, on a fresh connection, and the other dead ones are dropped with it."""
+    engine = postgres_engine(_postgres(database_url), pool_size=3)
+    readers = PoolReaders(engine, kept=2)
+    try:
+        first = await asyncio.gather(*(readers.rows(t, _SEEN, {}, list) for t in ("tenant-a", "tenant-b")))
+        await readers.settled()
+        dead = [row[0][0] for row in first]
+        assert len(set(dead)) == 2
+        await readers.run_across_tenants(_terminate, dead)
+        for tenant in ("tenant-a", "tenant-b"):
+            [(pid, seen)] = await readers.rows(tenant, _SEEN, {}, list)
+            assert (pid not in dead, seen) == (True, tenant)
+            await readers.settled()
+    finally:
+        await readers.close()
+        await engine.dispose()
+
+
 async def test_rows_beyond_the_kept_connections_take_the_pools(database_url: str) -> None:
     engine = postgres_engine(_postgres(database_url), pool_size=2)
     readers = PoolReaders(engine, kept=0)

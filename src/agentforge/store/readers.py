@@ -25,6 +25,7 @@ once it has ended); a connection whose transaction could not be ended is invalid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -180,6 +181,8 @@ class PoolReaders(Readers):
         statement: Executable,
         params: Mapping[str, Any],
         build: Callable[[list[Values]], T],
+        *,
+        retry: bool = True,
     ) -> T:
         sql, args = self._compile(statement).bind(params)
         kept = await self._checkout()
@@ -190,9 +193,14 @@ class PoolReaders(Readers):
         try:
             await begin_in_tenant(kept.driver, tenant_id)
             found = await kept.driver.fetch(sql, *args)
-        except BaseException:
+        except BaseException as exc:
             await self._drop(kept)
-            raise
+            if not retry or not _connection_lost(exc):
+                raise
+            # Postgres restarted or dropped us: the other idle kept connections are gone too, and a
+            # read is safe to run again, once, on a fresh connection.
+            await self._drop_idle()
+            return await self.rows(tenant_id, statement, params, build, retry=False)
         # The answer is whole: ending its transaction need not delay it. The connection is kept
         # for the next read only once that has ended.
         ending = asyncio.get_running_loop().create_task(self._end(kept))
@@ -237,6 +245,12 @@ class PoolReaders(Readers):
         finally:
             await kept.conn.close()
 
+    async def _drop_idle(self) -> None:
+        idle, self._idle = self._idle, []
+        for kept in idle:
+            with contextlib.suppress(Exception):  # ended already: nothing more to do with it
+                await self._drop(kept)
+
     def _compile(self, statement: Executable) -> _Compiled:
         compiled = self._compiled.get(statement)
         if compiled is None:
@@ -263,6 +277,18 @@ class PoolReaders(Readers):
         self._taken -= len(idle)
         for kept in idle:
             await kept.conn.close()
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """The connection ended under the read (closed, or its backend terminated), not the read failed."""
+    import asyncpg  # here: a SQLite server never loads the Postgres driver
+
+    lost = (
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.OperatorInterventionError,
+    )
+    return isinstance(exc, (*lost, ConnectionError))
 
 
 @dataclass(frozen=True, slots=True)
