@@ -21,7 +21,7 @@ import secrets
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 import httpx2
 import orjson
@@ -116,14 +116,22 @@ class ChatClient:
         await self.http.aclose()
 
 
+_C = TypeVar("_C")
+
 # One client per (base URL, key) so connections are pooled (per event loop: see pool.py).
 _clients: ClientPool[ChatClient] = ClientPool(lambda client: client.close())
 
 
 def client_for(model: ResolvedModel) -> ChatClient:
+    return pooled_client(_clients, model, _new_client)
+
+
+def pooled_client(clients: ClientPool[_C], model: ResolvedModel, create: Callable[[ResolvedModel], _C]) -> _C:
+    """The running loop's client of `model`'s endpoint (base URL and key) in `clients`, created on
+    first use; `MissingApiKeyError` when the endpoint needs a key and the model has none."""
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    return _clients.get((model.base_url, model.api_key), lambda: _new_client(model))
+    return clients.get((model.base_url, model.api_key), lambda: create(model))
 
 
 def _new_client(model: ResolvedModel) -> ChatClient:
