@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from agentforge.config import ConfigError
-from agentforge.llm import azure_openai
+from agentforge.llm import azure_openai, openai_chat
 from agentforge.llm import events as ev
 from agentforge.llm.errors import MissingApiKeyError
+from agentforge.llm.pool import shared_ssl_context
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.llm.streaming import collect, failure, model_for
 
@@ -59,3 +60,11 @@ async def test_missing_key_and_missing_api_version_are_clear_errors(fake_openai:
     no_version = await failure(model_for(fake_openai, **common))
     assert isinstance(no_version, ConfigError) and "apiVersion" in str(no_version)
     assert fake_openai.requests == []
+
+
+async def test_the_sdk_client_sends_on_a_pool_configured_as_the_others(fake_openai: FakeOpenAI) -> None:
+    """One SSL context per process (llm/pool.py), not one built per Azure client."""
+    model = model_for(fake_openai, api="azure", base_url=fake_openai.origin, api_version="2024-10-21")
+    http = azure_openai.client_for(model)._client
+    assert http._transport._pool._ssl_context is shared_ssl_context()  # type: ignore[attr-defined]
+    assert http.timeout == openai_chat.SDK_TIMEOUT and http.follow_redirects

@@ -371,6 +371,17 @@ async def test_http_500_is_retryable(fake_openai: FakeOpenAI) -> None:
     assert (error.data.status_code, error.data.is_retryable) == (500, True)
 
 
+async def test_error_responses_are_made_by_one_sdk_client_per_pooled_client(fake_openai: FakeOpenAI) -> None:
+    model = model_for(fake_openai)
+    made = []
+    for status in (500, 429):
+        fake_openai.enqueue(Script().error_status(status, {"error": {"message": "no"}}))
+        error = to_named_error(await failure(model), provider_id="fake")
+        assert isinstance(error, APIError) and error.data.status_code == status
+        made.append(openai_chat.client_for(model).errors)
+    assert made[0] is not None and made[0] is made[1]
+
+
 async def test_dropped_connection_is_a_retryable_api_error(fake_openai: FakeOpenAI) -> None:
     fake_openai.enqueue(Script().text("partial answer").drop())
     seen: list[ev.StreamEvent] = []
@@ -531,7 +542,7 @@ async def test_the_pooled_client_is_configured_as_the_sdks_own(
     try:
         assert (ours.base_url, ours.organization, ours.project) == (sdk.base_url, "org-1", "proj-1")
         assert (sdk.organization, sdk.project) == ("org-1", "proj-1")
-        assert ours.timeout == sdk.timeout == sdk._client.timeout == ours.http.timeout
+        assert openai_chat.SDK_TIMEOUT == sdk.timeout == sdk._client.timeout == ours.http.timeout
         assert ours.http.follow_redirects is sdk._client.follow_redirects is True
         pools = [client._transport._pool for client in (ours.http, sdk._client)]  # type: ignore[attr-defined]
         assert len({(p._max_connections, p._max_keepalive_connections) for p in pools}) == 1

@@ -12,7 +12,7 @@ import pytest
 
 from agentforge.config import load_settings
 from agentforge.runtime.checkpoints import take_start_checkpoint
-from agentforge.runtime.preparation import Prepared, prepare, prepare_in_child, start_preparing
+from agentforge.runtime.preparation import Prepared, prepare, start_preparing
 from agentforge.store.audit_verify import heads_of_database
 from agentforge.store.migrate import HEAD_REVISION
 from tests.e2e.harness import fake_provider_config, start_live_server
@@ -37,7 +37,7 @@ async def test_a_prepared_database_leaves_the_server_nothing_to_migrate_audit_or
     assert list(heads) == ["_system"]  # the config it starts with, audited
 
     assert await asyncio.to_thread(prepare, settings) == Prepared([])  # nothing left to do
-    assert not await asyncio.to_thread(prepare_in_child, settings)  # so no child is started
+    assert await asyncio.to_thread(start_preparing, settings) is None  # so no child is started
 
     async with start_live_server(tmp_path, fake_openai, database_url=url):
         assert await asyncio.to_thread(heads_of_database, url) == heads  # nothing audited again

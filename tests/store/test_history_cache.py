@@ -57,8 +57,9 @@ async def readers(database_url: str) -> AsyncIterator[Readers]:
         await threads.close()
         engine.dispose()
     else:
-        async_engine = postgres_engine(target, pool_size=1)
-        pool = PoolReaders(async_engine)
+        # As the store's: a kept connection for `Readers.rows`, another for `Readers.run`.
+        async_engine = postgres_engine(target, pool_size=2)
+        pool = PoolReaders(async_engine, kept=1)
         yield pool
         await pool.close()
         await async_engine.dispose()
@@ -189,13 +190,10 @@ async def _apply(written: _Session, operation: tuple[Any, ...]) -> None:
             await written.compact(tail)
 
 
-async def _read_both(readers: Readers, cache: HistoryCache, session_id: str, fetch: bool) -> None:
-    """The incremental read (`fetch`: as the store reads, a session with an entry through
-    `Readers.rows`) against a full one."""
-    if fetch:
-        incremental = await cache.fetch(readers, TENANT, session_id)
-    else:
-        incremental = await readers.run(cache.read, TENANT, session_id)
+async def _read_both(readers: Readers, cache: HistoryCache, session_id: str) -> None:
+    """The incremental read (as the store reads: mostly one statement through `Readers.rows`)
+    against a full one."""
+    incremental = await cache.fetch(readers, TENANT, session_id)
     full = await readers.run(queries.history_since_compaction, TENANT, session_id)
     assert _dump(incremental) == _dump(full)
 
@@ -205,7 +203,6 @@ async def _read_both(readers: Readers, cache: HistoryCache, session_id: str, fet
     operations=_operations,
     reads=st.lists(st.booleans(), min_size=24, max_size=24),
     delete_at_end=st.booleans(),
-    fetch=st.booleans(),
 )
 async def test_property_incremental_reads_equal_full_reads(
     store: Store,
@@ -213,25 +210,21 @@ async def test_property_incremental_reads_equal_full_reads(
     operations: list[tuple[Any, ...]],
     reads: list[bool],
     delete_at_end: bool,
-    fetch: bool,
 ) -> None:
     """`reads[i]`: read after the i-th operation (else its changes add to the next read's)."""
     session = new_session()
     await store.write(session_created(session))
     written = _Session(store, session.id)
     cache = HistoryCache()
-    await _read_both(readers, cache, session.id, fetch)
+    await _read_both(readers, cache, session.id)
     for operation, read in zip(operations, reads, strict=False):
         await _apply(written, operation)
         if read:
-            await _read_both(readers, cache, session.id, fetch)
-    await _read_both(readers, cache, session.id, fetch)
+            await _read_both(readers, cache, session.id)
+    await _read_both(readers, cache, session.id)
     if delete_at_end:
         await store.write(session_deleted(session))
-        if fetch:
-            assert await cache.fetch(readers, TENANT, session.id) == []
-        else:
-            assert await readers.run(cache.read, TENANT, session.id) == []
+        assert await cache.fetch(readers, TENANT, session.id) == []
         assert len(cache) == 0
 
 
@@ -241,14 +234,14 @@ async def test_an_unchanged_session_is_answered_from_the_entry(store: Store, rea
     for event in [session_created(session), message_updated(user), part_updated(text_part(user, "hi"))]:
         await store.write(event)
     cache = HistoryCache()
-    first = await readers.run(cache.read, TENANT, session.id)
-    again = await readers.run(cache.read, TENANT, session.id)
+    first = await cache.fetch(readers, TENANT, session.id)
+    again = await cache.fetch(readers, TENANT, session.id)
     assert again == first and again is not first  # a list of its own, the same shared objects
     assert again[0] is first[0]
 
     reply = assistant_message(session.id, user.id)
     await store.write(message_updated(reply))
-    grown = await readers.run(cache.read, TENANT, session.id)
+    grown = await cache.fetch(readers, TENANT, session.id)
     # The message that did not change keeps its object; the new one is read.
     assert grown[0] is first[0] and [m.info.id for m in grown] == [user.id, reply.id]
 
@@ -261,10 +254,10 @@ async def test_the_cache_is_bounded_by_sessions_and_rows(store: Store, readers: 
             await store.write(event)
     by_sessions = HistoryCache(max_sessions=1)
     for session in sessions:
-        await readers.run(by_sessions.read, TENANT, session.id)
+        await by_sessions.fetch(readers, TENANT, session.id)
     assert len(by_sessions) == 1
     by_rows = HistoryCache(max_rows=1)  # each session has two rows: none is kept, each read is whole
-    read = await readers.run(by_rows.read, TENANT, sessions[0].id)
+    read = await by_rows.fetch(readers, TENANT, sessions[0].id)
     assert len(by_rows) == 0
     assert _dump(read) == _dump(await readers.run(queries.history_since_compaction, TENANT, sessions[0].id))
 
@@ -277,20 +270,20 @@ async def test_the_cache_is_bounded_by_characters_of_row_json(store: Store, read
         for event in [session_created(session), message_updated(user), part_updated(text_part(user, text))]:
             await store.write(event)
     cache = HistoryCache(max_chars=10_000)
-    await readers.run(cache.read, TENANT, small.id)
+    await cache.fetch(readers, TENANT, small.id)
     assert len(cache) == 1
-    read = await readers.run(cache.read, TENANT, large.id)  # too large to keep: read whole, not kept
+    read = await cache.fetch(readers, TENANT, large.id)  # too large to keep: read whole, not kept
     assert len(cache) == 1
     assert _dump(read) == _dump(await readers.run(queries.history_since_compaction, TENANT, large.id))
     crowded = HistoryCache(max_chars=30_000)
-    await readers.run(crowded.read, TENANT, small.id)
-    await readers.run(crowded.read, TENANT, large.id)
+    await crowded.fetch(readers, TENANT, small.id)
+    await crowded.fetch(readers, TENANT, large.id)
     assert len(crowded) == 2
     other = new_session()
     user = user_message(other.id)
     for event in [session_created(other), message_updated(user), part_updated(text_part(user, "y" * 15_000))]:
         await store.write(event)
-    await readers.run(crowded.read, TENANT, other.id)  # the least recently read go until it fits
+    await crowded.fetch(readers, TENANT, other.id)  # the least recently read go until it fits
     assert len(crowded) == 1
 
 

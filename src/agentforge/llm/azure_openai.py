@@ -39,6 +39,7 @@ def client_for(model: ResolvedModel) -> AsyncAzureOpenAI:
             api_key=model.api_key,
             max_retries=0,  # the processor retries
             default_headers={"User-Agent": f"agentforge/{__version__}"},
+            http_client=openai_chat.new_http_client(),  # configured as the SDK's, on the shared SSL context
         ),
     )
 

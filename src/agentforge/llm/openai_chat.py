@@ -21,7 +21,7 @@ import secrets
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 import httpx2
 import orjson
@@ -103,11 +103,8 @@ class ChatClient:
     http: httpx2.AsyncClient
     organization: str | None
     project: str | None
-
-    @property
-    def timeout(self) -> httpx2.Timeout:
-        """A request's timeout when its model sets none."""
-        return SDK_TIMEOUT
+    # The SDK's client over `http`, made on the first error response: only to make the SDK's errors.
+    errors: AsyncOpenAI | None = field(default=None, init=False, repr=False)
 
     def is_closed(self) -> bool:
         return self.http.is_closed
@@ -116,14 +113,22 @@ class ChatClient:
         await self.http.aclose()
 
 
+_C = TypeVar("_C")
+
 # One client per (base URL, key) so connections are pooled (per event loop: see pool.py).
 _clients: ClientPool[ChatClient] = ClientPool(lambda client: client.close())
 
 
 def client_for(model: ResolvedModel) -> ChatClient:
+    return pooled_client(_clients, model, _new_client)
+
+
+def pooled_client(clients: ClientPool[_C], model: ResolvedModel, create: Callable[[ResolvedModel], _C]) -> _C:
+    """The running loop's client of `model`'s endpoint (base URL and key) in `clients`, created on
+    first use; `MissingApiKeyError` when the endpoint needs a key and the model has none."""
     if model.requires_key and not model.api_key:
         raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    return _clients.get((model.base_url, model.api_key), lambda: _new_client(model))
+    return clients.get((model.base_url, model.api_key), lambda: create(model))
 
 
 def _new_client(model: ResolvedModel) -> ChatClient:
@@ -208,7 +213,7 @@ async def _post_direct(
         _chat_url(client.base_url),
         content=orjson.dumps(payload),
         headers=headers,
-        timeout=model.timeout if model.timeout is not None else client.timeout,
+        timeout=model.timeout if model.timeout is not None else SDK_TIMEOUT,
     )
     try:
         response = await client.http.send(sent, stream=True)
@@ -232,14 +237,15 @@ async def _sdk() -> Any:
 
 async def _status_error(client: ChatClient, model: ResolvedModel, response: httpx2.Response) -> Exception:
     """The SDK's error for an error response, made as its own client makes it."""
-    openai = await _sdk()
-    sdk = openai.AsyncOpenAI(
-        base_url=client.base_url,
-        api_key=model.api_key or NO_KEY_PLACEHOLDER,
-        max_retries=0,
-        http_client=client.http,  # not used to send: only so the SDK builds no pool of its own
-    )
-    error: Exception = sdk._make_status_error_from_response(response)
+    if client.errors is None:
+        openai = await _sdk()
+        client.errors = openai.AsyncOpenAI(
+            base_url=client.base_url,
+            api_key=model.api_key or NO_KEY_PLACEHOLDER,  # the pool's key: the same for every model
+            max_retries=0,
+            http_client=client.http,  # not used to send: only so the SDK builds no pool of its own
+        )
+    error: Exception = client.errors._make_status_error_from_response(response)
     return error
 
 

@@ -17,7 +17,7 @@ import orjson
 from openai import AsyncOpenAI, not_given
 
 from agentforge.config import deep_merge
-from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError
+from agentforge.llm.errors import ProviderStreamError
 from agentforge.llm.events import (
     ReasoningDelta,
     ReasoningEnd,
@@ -51,6 +51,7 @@ from agentforge.llm.openai_chat import (
     TOOL_RESULT_ATTACHMENTS_TEXT,
     _drain,
     new_http_client,
+    pooled_client,
 )
 from agentforge.llm.pool import ClientPool
 from agentforge.llm.provider import ResolvedModel
@@ -66,9 +67,7 @@ _clients: ClientPool[AsyncOpenAI] = ClientPool(lambda client: client.close())
 
 
 def client_for(model: ResolvedModel) -> AsyncOpenAI:
-    if model.requires_key and not model.api_key:
-        raise MissingApiKeyError(model.provider_id, f"No API key configured for provider {model.provider_id}")
-    return _clients.get((model.base_url, model.api_key), lambda: _new_client(model))
+    return pooled_client(_clients, model, _new_client)
 
 
 def _new_client(model: ResolvedModel) -> AsyncOpenAI:

@@ -30,16 +30,6 @@ from agentforge.store.migrate import HEAD_REVISION, current_revision, upgrade_to
 log = logging.getLogger(__name__)
 
 
-def prepare_in_child(settings: Settings, initializer: Callable[[], object] | None = None) -> bool:
-    """Prepare in a child process when there is anything to do (whether one ran), waiting for it.
-    Blocking: call it before the server's event loop runs."""
-    preparing = start_preparing(settings, initializer)
-    if preparing is None:
-        return False
-    preparing.finish()
-    return True
-
-
 def start_preparing(settings: Settings, initializer: Callable[[], object] | None = None) -> Preparing | None:
     """Start a child process preparing when there is anything to do (None: nothing), without waiting
     for it: the caller imports the server meanwhile (on two cores, at the same time) and calls

@@ -3,7 +3,7 @@
 `history_since_compaction` used to fetch every message and part row from the compaction boundary on
 at each step, so its cost grew with the session. Every transaction that writes a session's messages
 or parts bumps `session.history_revision` and stamps the rows with it; a delete also sets
-`history_trimmed` (projector.py). `HistoryCache.read` reads those markers first, then only the rows
+`history_trimmed` (projector.py). `HistoryCache.fetch` reads those markers first, then only the rows
 stamped after the revision its entry is current to (indexed), and merges them into that entry. It
 reads everything from the boundary on again when the entry cannot be brought up to date: rows were
 deleted (`history_trimmed` moved), the boundary moved, or the session is another one under the same id.
@@ -12,8 +12,8 @@ A session with an entry is read in one statement (`_CHANGES`): its markers and t
 after the entry's revision, from the entry's first message on. They merge in when the entry
 continues (same session, nothing deleted, the same boundary, whose compaction part did not
 change); otherwise the read starts over as above. A session without an entry that never compacted
-is read whole in one statement too (`_FIRST`). On Postgres that statement goes through the
-driver (`Readers.rows`).
+is read whole in one statement too (`_FIRST`). That statement goes through `Readers.rows` (on
+Postgres: the driver); a read starting over runs in one reader's transaction (`Readers.run`).
 
 The markers are read from the database on every call, inside the read's transaction, so writes of
 any process (replicas) are seen once they commit: an entry is only ever a starting point, never the
@@ -101,21 +101,11 @@ class HistoryCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def read(
-        self, conn: Connection, tenant_id: str, session_id: str, shared: SharedRows | None = None
-    ) -> list[WithParts]:
-        """What `queries.history_since_compaction` returns, reading only rows changed since the
-        session's last read. Runs in a reader's transaction (`Readers.run`)."""
-        known = self._get((tenant_id, session_id))
-        params = _changes_params(tenant_id, session_id, known)
-        changes = list(conn.execute(_FIRST if known is None else _CHANGES, params))
-        merged = self._merge(tenant_id, session_id, known, changes, shared)
-        return self._read_whole(conn, tenant_id, session_id, shared) if merged is None else merged
-
     async def fetch(
         self, readers: Readers, tenant_id: str, session_id: str, shared: SharedRows | None = None
     ) -> list[WithParts]:
-        """`read` through `readers`: mostly one statement (`Readers.rows`), merged where it is read."""
+        """What `queries.history_since_compaction` returns, reading only rows changed since the
+        session's last read: mostly one statement (`Readers.rows`), merged where it is read."""
         known = self._get((tenant_id, session_id))
         params = _changes_params(tenant_id, session_id, known)
 

@@ -63,10 +63,6 @@ def session_from_rows(rows: Sequence[Sequence[Any]]) -> Session | None:
     return _session_from_row(rows[0]) if rows else None
 
 
-def get_session(conn: Connection, tenant_id: str, session_id: str) -> Session | None:
-    return session_from_rows(list(conn.execute(SESSION_BY_ID, session_params(tenant_id, session_id))))
-
-
 def list_sessions(
     conn: Connection,
     tenant_id: str,
