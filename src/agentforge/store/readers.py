@@ -209,8 +209,11 @@ class PoolReaders(Readers):
         return build(found)
 
     async def _checkout(self) -> _Kept | None:
-        if self._idle:
-            return self._idle.pop()
+        while self._idle:
+            kept = self._idle.pop()
+            if not kept.driver.is_closed():
+                return kept
+            await self._drop(kept)  # ended while idle (Postgres restarted, or ended it)
         if self._taken >= self._kept or self._closed:
             return None
         self._taken += 1
@@ -287,6 +290,8 @@ def _connection_lost(exc: BaseException) -> bool:
         asyncpg.PostgresConnectionError,
         asyncpg.InterfaceError,
         asyncpg.exceptions.OperatorInterventionError,
+        # The protocol's state confused by a termination notice that arrived while it was idle.
+        asyncpg.exceptions.InternalClientError,
     )
     return isinstance(exc, (*lost, ConnectionError))
 
