@@ -6,7 +6,9 @@ transaction or after a failure."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 from typing import Final
 
 import pytest
@@ -33,6 +35,18 @@ def _postgres(database_url: str) -> DatabaseTarget:
     if target.dialect != "postgresql":
         pytest.skip("SQLite readers are threads with their own connections and no tenant setting")
     return target
+
+
+@contextlib.asynccontextmanager
+async def _kept_readers(database_url: str, *, pool_size: int, kept: int) -> AsyncIterator[PoolReaders]:
+    """Readers keeping `kept` connections of a pool of `pool_size`, closed with their engine."""
+    engine = postgres_engine(_postgres(database_url), pool_size=pool_size)
+    readers = PoolReaders(engine, kept=kept)
+    try:
+        yield readers
+    finally:
+        await readers.close()
+        await engine.dispose()
 
 
 def _seen(conn: Connection, *_tenant: str) -> tuple[int, str | None]:
@@ -118,39 +132,27 @@ def _state(conn: Connection, pid: int) -> str | None:
 
 
 async def test_rows_run_in_their_tenant_on_a_kept_connection_left_idle(database_url: str) -> None:
-    engine = postgres_engine(_postgres(database_url), pool_size=1)
-    readers = PoolReaders(engine, kept=1)
-    try:
+    async with _kept_readers(database_url, pool_size=1, kept=1) as readers:
         [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {}, list)
         assert tenant == "tenant-a"
         await readers.settled()
         # Kept between reads outside any transaction: nothing of tenant-a's is left on it.
         assert await readers.run_across_tenants(_state, pid) == "idle"
         assert [tuple(row) for row in await readers.rows("tenant-b", _SEEN, {}, list)] == [(pid, "tenant-b")]
-    finally:
-        await readers.close()
-        await engine.dispose()
 
 
 async def test_rows_that_fail_never_keep_their_connection(database_url: str) -> None:
-    engine = postgres_engine(_postgres(database_url), pool_size=1)
-    readers = PoolReaders(engine, kept=1)
-    try:
+    async with _kept_readers(database_url, pool_size=1, kept=1) as readers:
         [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
         await readers.settled()
         with pytest.raises(Exception, match="division by zero"):
             await readers.rows("tenant-a", text("SELECT 1 / 0"), {}, list)
         [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {}, list)
         assert (again != pid, tenant) == (True, "tenant-b")
-    finally:
-        await readers.close()
-        await engine.dispose()
 
 
 async def test_cancelled_rows_never_keep_their_connection(database_url: str) -> None:
-    engine = postgres_engine(_postgres(database_url), pool_size=1)
-    readers = PoolReaders(engine, kept=1)
-    try:
+    async with _kept_readers(database_url, pool_size=1, kept=1) as readers:
         [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
         await readers.settled()
         read = asyncio.ensure_future(readers.rows("tenant-a", text("SELECT pg_sleep(30)"), {}, list))
@@ -161,9 +163,6 @@ async def test_cancelled_rows_never_keep_their_connection(database_url: str) -> 
             await read
         [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {}, list)
         assert (again != pid, tenant) == (True, "tenant-b")
-    finally:
-        await readers.close()
-        await engine.dispose()
 
 
 _TERMINATE: Final = text("SELECT pg_terminate_backend(pid) FROM unnest(CAST(:pids AS int[])) AS pid")
@@ -176,9 +175,7 @@ def _terminate(conn: Connection, pids: list[int]) -> None:
 async def test_rows_after_postgres_dropped_the_kept_connections_read_on_fresh_ones(database_url: str) -> None:
     """A restart (here: their backends terminated) ends every kept connection: the read that finds
     out is run again, once, on a fresh connection, and the other dead ones are dropped with it."""
-    engine = postgres_engine(_postgres(database_url), pool_size=3)
-    readers = PoolReaders(engine, kept=2)
-    try:
+    async with _kept_readers(database_url, pool_size=3, kept=2) as readers:
         first = await asyncio.gather(*(readers.rows(t, _SEEN, {}, list) for t in ("tenant-a", "tenant-b")))
         await readers.settled()
         dead = [row[0][0] for row in first]
@@ -188,9 +185,6 @@ async def test_rows_after_postgres_dropped_the_kept_connections_read_on_fresh_on
             [(pid, seen)] = await readers.rows(tenant, _SEEN, {}, list)
             assert (pid not in dead, seen) == (True, tenant)
             await readers.settled()
-    finally:
-        await readers.close()
-        await engine.dispose()
 
 
 async def test_rows_beyond_the_kept_connections_take_the_pools(database_url: str) -> None:

@@ -243,16 +243,16 @@ class PoolReaders(Readers):
         """A kept connection whose state is unknown (a read failed or was cancelled, perhaps with
         BEGIN still in flight): never used again (as `_tenant_transaction` does)."""
         self._taken -= 1
-        try:
+        # A dead connection may fail to say so again: what matters is that it is never used.
+        with contextlib.suppress(Exception):
             await kept.conn.invalidate()
-        finally:
+        with contextlib.suppress(Exception):
             await kept.conn.close()
 
     async def _drop_idle(self) -> None:
         idle, self._idle = self._idle, []
         for kept in idle:
-            with contextlib.suppress(Exception):  # ended already: nothing more to do with it
-                await self._drop(kept)
+            await self._drop(kept)
 
     def _compile(self, statement: Executable) -> _Compiled:
         compiled = self._compiled.get(statement)
