@@ -41,6 +41,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -254,35 +255,91 @@ async def measure_sessions(live: LiveServer, sessions: int, server: psutil.Proce
     return {"sessions": sessions, "rss_after_sessions_mb": round(server.memory_info().rss / 2**20, 1)}
 
 
-@contextlib.asynccontextmanager
-async def server_process(
-    tmp: Path, fake: FakeOpenAI, database_url: str | None = None, server_src: str | None = None
-) -> AsyncIterator[tuple[LiveServer, psutil.Process]]:
-    """`agentforge serve` in its own process, so the fake provider and this client do not share its CPU."""
+@dataclass(frozen=True, slots=True)
+class ServerTree:
+    """Which server to run: a source tree's `src` (None: this checkout's), served by another
+    virtualenv's interpreter (None: this one; for trees that differ in their dependencies), with
+    extra environment."""
+
+    src: str | None = None
+    python: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, spec: str) -> ServerTree:
+        """`SRC[,python=PATH][,NAME=VALUE ...]`; SRC `-` (or empty): this checkout's. A SRC that
+        holds no `agentforge` package is refused: the installed one would be served instead."""
+        src, *settings = spec.split(",")
+        env = dict(setting.split("=", 1) for setting in settings)
+        python = env.pop("python", None)
+        if src in ("", "-"):
+            return cls(None, python, env)
+        tree = Path(src).resolve()
+        if not (tree / "agentforge").is_dir():
+            raise SystemExit(f"{src}: no agentforge package there (give a tree's src directory)")
+        return cls(str(tree), python, env)
+
+    def describe(self) -> str:
+        return f"{self.src or 'this checkout'} ({self.python or sys.executable})"
+
+
+async def start_server(
+    tree: ServerTree,
+    tmp: Path,
+    fake: FakeOpenAI,
+    database_url: str | None = None,
+    *,
+    wrapper: Sequence[str] = (),
+    start_timeout: float = 30.0,
+) -> tuple[asyncio.subprocess.Process, LiveServer, httpx2.AsyncClient]:
+    """`agentforge serve` of `tree` in its own process (under `wrapper`, e.g. valgrind) against
+    `fake`, in `tmp`: its process, a LiveServer for it and the client the LiveServer uses (the
+    caller closes it, then terminates the process). Its own logs go nowhere."""
     config_path = tmp / "agentforge.json"
     config_path.write_bytes(orjson.dumps(fake_provider_config(fake)))
     workspace = tmp / "workspace"
     workspace.mkdir()
+    (workspace / "notes.txt").write_text("a short file the model reads\n")
+    env = {**os.environ, **tree.env}
+    if tree.src is not None:
+        env["PYTHONPATH"] = tree.src
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentforge.cli", "serve", "--port", "0", "--config", str(config_path),
-        "--data-dir", str(tmp / "data"), "--db", database_url or f"sqlite:///{tmp / 'forge.db'}",
-        cwd=workspace, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": server_src} if server_src else None,
+        *wrapper, tree.python or sys.executable, "-m", "agentforge.cli", "serve", "--port", "0",
+        "--config", str(config_path), "--data-dir", str(tmp / "data"),
+        "--db", database_url or f"sqlite:///{tmp / 'forge.db'}",
+        cwd=workspace, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
     )  # fmt: skip
     assert process.stdout is not None
-    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-    url = line.rsplit(" ", 1)[-1].strip()
     try:
-        async with httpx2.AsyncClient(base_url=url, timeout=120) as client:
-            # The server runs in its own process: no in-process settings or app to hand over.
-            live = LiveServer(
-                url=url,
-                settings=None,  # type: ignore[arg-type]
-                fake=fake,
-                client=client,
-                workspace=workspace,
-                app=None,  # type: ignore[arg-type]
-            )
+        line = (await asyncio.wait_for(process.stdout.readline(), start_timeout)).decode()
+    except BaseException:
+        process.terminate()
+        await process.wait()
+        raise
+    if not line:
+        await process.wait()
+        raise SystemExit(f"the server of {tree.describe()} exited ({process.returncode}) before it listened")
+    url = line.rsplit(" ", 1)[-1].strip()
+    client = httpx2.AsyncClient(base_url=url, timeout=max(120.0, start_timeout))
+    live = LiveServer(
+        url=url,
+        settings=None,  # type: ignore[arg-type]  # served in its own process: nothing to hand over
+        fake=fake,
+        client=client,
+        workspace=workspace,
+        app=None,  # type: ignore[arg-type]
+    )
+    return process, live, client
+
+
+@contextlib.asynccontextmanager
+async def server_process(
+    tmp: Path, fake: FakeOpenAI, database_url: str | None = None, tree: ServerTree | None = None
+) -> AsyncIterator[tuple[LiveServer, psutil.Process]]:
+    """`agentforge serve` in its own process, so the fake provider and this client do not share its CPU."""
+    process, live, client = await start_server(tree or ServerTree(), tmp, fake, database_url)
+    try:
+        async with client:
             yield live, psutil.Process(process.pid)
     finally:
         process.terminate()
@@ -313,7 +370,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         async with (
             FakeOpenAI() as fake,
             database(args.db) as url,
-            server_process(Path(tmp), fake, url, args.server_src) as (live, server),
+            server_process(Path(tmp), fake, url, _tree(args)) as (live, server),
         ):
             result: dict[str, Any] = {
                 "python": sys.version.split()[0],
@@ -339,6 +396,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             return result
 
 
+def _tree(args: argparse.Namespace) -> ServerTree:
+    spec = args.server_src or "-"
+    return ServerTree.parse(spec if args.server_python is None else f"{spec},python={args.server_python}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -350,6 +412,11 @@ if __name__ == "__main__":
     parser.add_argument("--db", default=None, help="a Postgres URL (default: SQLite in a temp dir)")
     parser.add_argument(
         "--server-src", default=None, help="run the server from this source tree (compare commits)"
+    )
+    parser.add_argument(
+        "--server-python",
+        default=None,
+        help="run the server with this interpreter (another virtualenv: compare dependency changes)",
     )
     parser.add_argument("--skip", default="", help="comma-separated: turns,tools,deltas,concurrent,sessions")
     print(orjson.dumps(asyncio.run(main(parser.parse_args())), option=orjson.OPT_INDENT_2).decode())

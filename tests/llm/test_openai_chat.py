@@ -17,6 +17,7 @@ from agentforge.llm.errors import MissingApiKeyError, ProviderStreamError, to_na
 from agentforge.llm.messages import (
     AssistantModelMessage,
     FileContent,
+    ModelMessage,
     ModelRequest,
     ReasoningContent,
     TextContent,
@@ -266,6 +267,19 @@ async def test_request_carries_history_tools_and_options(fake_openai: FakeOpenAI
     headers = fake_openai.request_headers[0]
     assert (headers["x-model"], headers["x-request"]) == ("m1", "r1")
     assert headers["authorization"] == "Bearer sk-test"
+
+
+def test_each_model_message_is_turned_into_chat_messages_once_while_it_lives() -> None:
+    history: list[ModelMessage] = [
+        UserModelMessage([TextContent("Hi")]),
+        AssistantModelMessage([ToolCallContent(call_id="call_1", tool_name="read", input={"path": "a"})]),
+        ToolModelMessage([ToolResultContent(call_id="call_1", tool_name="read", output="A")]),
+    ]
+    first = openai_chat.chat_messages(ModelRequest(system=["s"], messages=history))
+    again = openai_chat.chat_messages(ModelRequest(system=["t"], messages=[*history, UserModelMessage([])]))
+    assert again[1:4] == first[1:] and all(k is m for k, m in zip(again[1:4], first[1:], strict=True))
+    assert again[0] == {"role": "system", "content": "t"}
+    assert again[4] == {"role": "user", "content": []}
 
 
 @pytest.mark.parametrize("model_id", ["o3", "o4-mini", "gpt-5-mini"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from pathlib import Path
 
 from agentforge.llm.pool import pooled_clients
@@ -51,3 +52,45 @@ async def test_closing_one_runtime_keeps_the_others_stream_and_the_last_closes_t
 
     assert client.is_closed(), "the last runtime to close closes the pooled clients"
     assert pooled_clients() == []
+
+
+# A fresh interpreter (the shared SSL context is built once per process): a runtime opens, its
+# background work settles, then a model call's client asks for the context. Prints, per context
+# built, whether it was built on the event loop's thread.
+_SSL_PROBE = """
+import asyncio, sys, threading
+from pathlib import Path
+import httpx2
+from agentforge.llm.pool import shared_ssl_context
+from agentforge.testing import ScriptedModel, scripted_runtime
+
+built = []
+create = httpx2.create_ssl_context
+def recording(*args, **kwargs):
+    built.append(threading.current_thread() is threading.main_thread())
+    return create(*args, **kwargs)
+httpx2.create_ssl_context = recording
+
+async def main():
+    root = Path(sys.argv[1])
+    async with scripted_runtime(root, root / "data", ScriptedModel()) as runtime:
+        while runtime.background:
+            await asyncio.wait(set(runtime.background))
+        shared_ssl_context()
+    print(built)
+
+asyncio.run(main())
+"""
+
+
+async def test_the_shared_ssl_context_is_built_once_off_the_event_loop_when_a_runtime_opens(
+    tmp_path: Path,
+) -> None:
+    # Reading the CA bundle is file IO: the first model call would otherwise do it on the loop.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _SSL_PROBE, str(tmp_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert out.decode().split() == ["[False]"]

@@ -133,3 +133,45 @@ def test_the_docs_load_their_assets_from_the_server(tmp_path: Path, page: str) -
         for asset in assets:
             assert client.get(asset).status_code == 200, asset
         assert "https://" not in html and "http://" not in html
+
+
+# A fresh interpreter: whether the app imported the contract's module, then whether each build of
+# the contract ran on the main (event loop's) thread, over two requests for /openapi.json.
+_SERVED_PROBE = """
+import asyncio, sys, threading
+from pathlib import Path
+import fastapi.openapi.utils
+from agentforge.client import StreamingASGITransport
+from agentforge.server.app import create_app
+from agentforge.testing import scripted_settings
+import httpx2
+
+built = []
+derive = fastapi.openapi.utils.get_openapi
+def recording(**kwargs):
+    built.append(threading.current_thread() is threading.main_thread())
+    return derive(**kwargs)
+fastapi.openapi.utils.get_openapi = recording
+
+root = Path(sys.argv[1])
+app = create_app(scripted_settings(root, root / "data"))
+print("agentforge.server.openapi" in sys.modules)
+
+async def main():
+    async with httpx2.AsyncClient(transport=StreamingASGITransport(app), base_url="http://t") as client:
+        first, again = await asyncio.gather(client.get("/openapi.json"), client.get("/openapi.json"))
+    assert first.json() == again.json() and "/session" in first.json()["paths"]
+    print(built)
+
+asyncio.run(main())
+"""
+
+
+def test_the_contract_is_built_when_first_asked_for_in_a_worker_thread(tmp_path: Path) -> None:
+    # Not at start-up (~25 ms of imports, ~0.4 s to build), and never on the event loop, whose
+    # requests and turns would wait meanwhile; once, however many ask at the same time.
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVED_PROBE, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["False", "[False]"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agentforge.llm.messages import ToolResultContent, UserModelMessage
-from agentforge.model.message import AssistantMessage, UserMessage
+from agentforge.llm.messages import TextContent, ToolResultContent, UserModelMessage
+from agentforge.model.message import AssistantMessage, UserMessage, WithParts
 from agentforge.model.part import (
     ReasoningPart,
     StepFinishPart,
@@ -14,6 +14,9 @@ from agentforge.model.part import (
     ToolStateCompleted,
     ToolStateError,
 )
+from agentforge.session.inputs import PromptInput
+from agentforge.session.loop import StepAhead, TurnLoop
+from agentforge.session.runner import RunHandle
 from agentforge.testing import Turn
 from tests.session.conftest import Forge, MakeForge, texts
 
@@ -115,11 +118,126 @@ async def test_a_reply_cut_at_the_output_limit_is_stored_as_an_error(forge: Forg
 async def test_a_message_sent_while_the_loop_runs_is_answered_by_the_same_run(forge: Forge) -> None:
     gate = asyncio.Event()
     forge.model.respond(Turn().text("first answer").pause(gate), Turn().text("second answer"))
-    session = await forge.session()
-    first = asyncio.create_task(forge.prompt(session.id, "first"))
-    await forge.until(lambda: len(forge.model.requests) == 1)
-    second = asyncio.create_task(forge.prompt(session.id, "second"))
     # The second prompt joins the running loop: its message is noted on the run's handle.
+    replies = await _second_prompt_while_the_first_is_paused(forge, gate, "first", "second")
+    assert texts(replies[1].parts) == ["second answer"]
+    assert len(forge.model.requests) == 2, "one loop, two model calls"
+    last_request = forge.model.requests[1]
+    users = [m for m in last_request.messages if isinstance(m, UserModelMessage)]
+    assert len(users) == 2
+
+
+async def test_a_history_read_ahead_is_not_used_once_a_message_was_noted_since(
+    forge: Forge,
+) -> None:
+    # A prompt that starts a run reads the history right behind its own message (StepAhead). A
+    # message noted on the run's handle after that read is not in it: the first step reads again,
+    # so the model sees both messages (the message's id is older than the step's reply, so a later
+    # read would take it as answered).
+    forge.model.respond(Turn().text("both answered"))
+    session = await forge.session()
+    prompts = forge.prompts
+    await prompts.create_user_message(session, _body("first"))
+    ahead = StepAhead(history=forge.rt.store.history_after_writes("default", session.id))
+    assert ahead.history is not None  # SQLite
+    assert len(await asyncio.wait_for(asyncio.shield(ahead.history), 5)) == 1
+    await prompts.create_user_message(session, _body("second"))
+    handle = RunHandle()
+    handle.note_input()  # as the runner registry notes a message for a running loop
+    scope = await prompts.sessions.scope()
+    loop = TurnLoop(prompts.services, scope, session, handle, prompter=prompts, ahead=ahead)
+
+    reply = await asyncio.wait_for(loop.run(), 5)
+
+    assert reply is not None and texts(reply.parts) == ["both answered"]
+    (request,) = forge.model.requests
+    assert len([m for m in request.messages if isinstance(m, UserModelMessage)]) == 2
+
+
+async def test_a_history_read_ahead_of_the_run_is_its_first_steps(forge: Forge) -> None:
+    forge.model.respond(Turn().text("answered"))
+    session = await forge.session()
+    prompts = forge.prompts
+    await prompts.create_user_message(session, _body("first"))
+    ahead = StepAhead(history=forge.rt.store.history_after_writes("default", session.id))
+    scope = await prompts.sessions.scope()
+    loop = TurnLoop(prompts.services, scope, session, RunHandle(), prompter=prompts, ahead=ahead)
+
+    reply = await asyncio.wait_for(loop.run(), 5)
+
+    assert reply is not None and texts(reply.parts) == ["answered"]
+    assert ahead.history is None  # taken by the first step
+    (request,) = forge.model.requests
+    assert len([m for m in request.messages if isinstance(m, UserModelMessage)]) == 1
+
+
+async def test_a_message_sent_during_a_tool_step_is_in_the_next_steps_request(forge: Forge) -> None:
+    # The next step's history is read by the writer right behind the tool step's last write; a
+    # message written before that is in it, and the model sees it with the tool's result.
+    gate = asyncio.Event()
+    (forge.workspace / "notes.txt").write_text("notes\n")
+    forge.model.respond(
+        Turn().tool_call("read", {"filePath": "notes.txt"}).pause(gate), Turn().text("both handled")
+    )
+    replies = await _second_prompt_while_the_first_is_paused(forge, gate, "read the notes", "and then this")
+
+    assert texts(replies[1].parts) == ["both handled"]
+    assert len(forge.model.requests) == 2
+    users = [m for m in forge.model.requests[1].messages if isinstance(m, UserModelMessage)]
+    assert len(users) == 2
+
+
+async def test_two_prompts_to_an_idle_session_are_both_seen_by_the_model(forge: Forge) -> None:
+    # The second message may be written before the first prompt's run starts (it is noted for that
+    # run, whose first read waits for it), or after (noted on the run's handle: the history read
+    # ahead of the run is not used). Either way the model sees it before the run ends. The
+    # interleavings vary with the event-loop passes between the two prompts.
+    for passes in range(24):
+        forge.model.respond(Turn().text("ok"), Turn().text("ok"))
+        session = await forge.session()
+        asked = len(forge.model.requests)
+        first = asyncio.create_task(forge.prompt(session.id, f"A{passes}"))
+        for _ in range(passes % 6):
+            await asyncio.sleep(0)
+        second = asyncio.create_task(forge.prompt(session.id, f"B{passes}"))
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+        seen = {
+            content.text
+            for request in forge.model.requests[asked:]
+            for message in request.messages
+            if isinstance(message, UserModelMessage)
+            for content in message.content
+            if isinstance(content, TextContent)
+        }
+        assert {f"A{passes}", f"B{passes}"} <= seen, f"after {passes} passes the model saw {seen}"
+
+
+async def test_each_step_reads_its_history_right_behind_the_writes_before_it(forge: Forge) -> None:
+    # SQLite: the first step's history is read by the writer right behind the user message, the
+    # next step's right behind the tool step's last write; a plain reply has no next step.
+    (forge.workspace / "notes.txt").write_text("notes\n")
+    forge.model.respond(Turn().tool_call("read", {"filePath": "notes.txt"}), Turn().text("read"))
+    forge.model.respond(Turn().text("plain"))
+    session = await forge.session()
+    before = forge.rt.store.writer_reads
+
+    await forge.prompt(session.id, "read the notes")
+    after_tool_turn = forge.rt.store.writer_reads
+    await forge.prompt(session.id, "thanks")
+
+    assert after_tool_turn - before == 2
+    assert forge.rt.store.writer_reads - after_tool_turn == 1
+
+
+async def _second_prompt_while_the_first_is_paused(
+    forge: Forge, gate: asyncio.Event, first_text: str, second_text: str
+) -> list[WithParts]:
+    """Both prompts' replies: the second sent once the first's model call is paused on `gate` and
+    stored before `gate` opens."""
+    session = await forge.session()
+    first = asyncio.create_task(forge.prompt(session.id, first_text))
+    await forge.until(lambda: len(forge.model.requests) == 1)
+    second = asyncio.create_task(forge.prompt(session.id, second_text))
     await forge.until(
         lambda: (
             len([e for e in forge.events_of("message.updated") if e.properties["info"]["role"] == "user"])
@@ -127,9 +245,8 @@ async def test_a_message_sent_while_the_loop_runs_is_answered_by_the_same_run(fo
         )
     )
     gate.set()
-    replies = await asyncio.wait_for(asyncio.gather(first, second), 5)
-    assert texts(replies[1].parts) == ["second answer"]
-    assert len(forge.model.requests) == 2, "one loop, two model calls"
-    last_request = forge.model.requests[1]
-    users = [m for m in last_request.messages if isinstance(m, UserModelMessage)]
-    assert len(users) == 2
+    return list(await asyncio.wait_for(asyncio.gather(first, second), 5))
+
+
+def _body(text: str) -> PromptInput:
+    return PromptInput.model_validate({"parts": [{"type": "text", "text": text}]})

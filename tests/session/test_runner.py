@@ -206,17 +206,22 @@ async def test_input_noted_while_a_run_goes_reaches_that_runs_handle() -> None:
         started.set()
         await gate.wait()
 
-    registry.note_input("ses_1")  # no run yet: nothing to tell, nothing kept
+    before: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    assert registry.note_input("ses_1", before) == 1  # no run yet: kept for the run that starts next
     loop = FakeLoop()
     task = asyncio.create_task(
         registry.ensure_running("ses_1", body, on_idle=loop.on_idle, on_crash=loop.on_crash)
     )
     await asyncio.wait_for(started.wait(), 1)
     (handle,) = handles
+    assert handle.inputs == [before]  # its first read waits for that message
+    assert handle.take_new_input()
     assert not handle.take_new_input()
+    before.set_result(None)
+    await handle.inputs_written()
 
     written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    registry.note_input("ses_1", written)
+    assert registry.note_input("ses_1", written) == 2
     registry.note_input("ses_2")  # another session's input is not this run's
     assert handle.take_new_input()
     assert not handle.take_new_input()  # taken once
@@ -227,3 +232,19 @@ async def test_input_noted_while_a_run_goes_reaches_that_runs_handle() -> None:
 
     gate.set()
     await asyncio.wait_for(task, 1)
+
+
+async def test_what_is_noted_for_sessions_without_a_run_is_kept_for_so_many_sessions() -> None:
+    registry = RunnerRegistry(unstarted=2)
+    for session_id in ("ses_1", "ses_2", "ses_1", "ses_3"):  # ses_2 is now the oldest noted
+        registry.note_input(session_id)
+    handles: dict[str, RunHandle] = {}
+
+    async def body(run: RunHandle) -> None:
+        handles[run_for] = run
+
+    loop = FakeLoop()
+    for run_for in ("ses_1", "ses_2", "ses_3"):
+        await registry.ensure_running(run_for, body, on_idle=loop.on_idle, on_crash=loop.on_crash)
+
+    assert [handles[s].noted for s in ("ses_1", "ses_2", "ses_3")] == [2, 0, 1]

@@ -4,20 +4,27 @@ must."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.store import Store, parse_database_url
-from agentforge.store.direct import execute_rows
-from agentforge.store.engine import postgres_engine
+from agentforge.store.direct import Run, execute_rows, execute_runs
+from agentforge.store.engine import DatabaseTarget, postgres_engine
 from agentforge.store.schema import message as message_table
 from agentforge.store.schema import metadata
+from agentforge.store.schema import part as part_table
 from agentforge.store.schema import session as session_table
 from agentforge.store.tenancy import begin_in_tenant
 from tests.store.builders import new_session, session_created
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 TENANT = "default"
 
@@ -117,3 +124,184 @@ async def test_postgres_rows_go_to_asyncpg_and_count_and_fail_as_through_sqlalch
             await driver.execute("ROLLBACK")
     finally:
         await engine.dispose()
+
+
+def _message(message_id: str, session_id: str) -> dict[str, object]:
+    return {
+        "id": message_id,
+        "tenant_id": TENANT,
+        "session_id": session_id,
+        "time_created": 1,
+        "data": "{}",
+        "role": "assistant",
+        "time_completed": None,
+        "compaction_boundary": None,
+        "revision": 1,
+    }
+
+
+def _part(part_id: str, message_id: str, session_id: str, data: str, created: int) -> dict[str, object]:
+    return {
+        "id": part_id,
+        "tenant_id": TENANT,
+        "message_id": message_id,
+        "session_id": session_id,
+        "time_created": created,
+        "data": data,
+        "revision": 1,
+    }
+
+
+def _postgres_only(database_url: str) -> DatabaseTarget:
+    target = parse_database_url(database_url)
+    if target.dialect != "postgresql":
+        pytest.skip("SQLite sends each run by itself")
+    return target
+
+
+def _part_upsert() -> Any:
+    """A part's upsert as the projector writes it: a new version replaces data and revision."""
+    from sqlalchemy.dialects.postgresql import insert
+
+    base = insert(part_table)
+    return base.on_conflict_do_update(
+        index_elements=[part_table.c.id],
+        set_={"data": base.excluded.data, "revision": base.excluded.revision},
+    )
+
+
+async def _writes(driver: Any, queries: list[str]) -> list[str]:
+    """The statements that wrote (not asyncpg's look-ups of the array types), once its query logger
+    has had every record so far (it is called back after each query: a marker query's record is
+    the last)."""
+    await driver.fetchval("SELECT 'marker'")
+    for _ in range(1000):
+        if queries and "'marker'" in queries[-1]:
+            break
+        await asyncio.sleep(0)
+    return [query for query in queries if "INSERT" in query or "UPDATE" in query]
+
+
+@contextlib.asynccontextmanager
+async def _in_tenant(target: DatabaseTarget) -> AsyncIterator[tuple[AsyncConnection, Any, list[str]]]:
+    """A connection as the store's writer has it (AUTOCOMMIT, its transaction opened with its tenant
+    by hand), the asyncpg connection under it, and the statements it sends; rolled back after."""
+    engine = postgres_engine(target, pool_size=1)
+    statements: list[str] = []
+    try:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            driver.add_query_logger(lambda record: statements.append(record.query))
+            await begin_in_tenant(driver, TENANT)
+            yield conn, driver, statements
+            await driver.execute("ROLLBACK")
+    finally:
+        await engine.dispose()
+
+
+async def test_postgres_runs_of_inserts_go_as_one_statement_and_write_as_one_after_another(
+    store: Store, database_url: str
+) -> None:
+    """Runs into different tables in one statement (a part before its message: foreign keys are
+    checked once it has run), an upsert given an id twice written as the rows one after the other
+    would (`once`: its first time_created, its last data), and what cannot go together sent alone."""
+    target = _postgres_only(database_url)
+    from agentforge.store.projector import _ONCE  # the projector's rule for its upserts
+
+    session = new_session()
+    await store.write(session_created(session))
+    upsert = _part_upsert()
+    async with _in_tenant(target) as (conn, driver, statements):
+        parts = [
+            _part("prt_a", "msg_a", session.id, '{"v":1}', 10),
+            _part("prt_b", "msg_a", session.id, '{"v":1}', 20),
+            _part("prt_a", "msg_a", session.id, '{"v":2}', 30),
+        ]
+        runs = [
+            Run(upsert, parts, _ONCE["part"]),
+            Run(message_table.insert(), [_message("msg_a", session.id)]),
+        ]
+        statements.clear()
+        await conn.run_sync(execute_runs, runs)
+        assert [query.startswith("WITH ") for query in await _writes(driver, statements)] == [True]
+        found = await conn.execute(
+            sa.select(part_table.c.id, part_table.c.data, part_table.c.time_created).order_by(part_table.c.id)
+        )
+        assert [tuple(row) for row in found] == [("prt_a", '{"v":2}', 10), ("prt_b", '{"v":1}', 20)]
+        # Rows naming two messages for one id have no `once`: sent by themselves, one by one.
+        moved = [
+            _part("prt_c", "msg_a", session.id, "{}", 1),
+            _part("prt_c", "msg_b", session.id, "{}", 2),
+        ]
+        again = [
+            Run(message_table.insert(), [_message("msg_b", session.id)]),
+            Run(upsert, moved, _ONCE["part"]),
+        ]
+        statements.clear()
+        await conn.run_sync(execute_runs, again)
+        assert len(await _writes(driver, statements)) == 2
+        # A violated constraint in the one statement fails as SQLAlchemy's error, as alone.
+        await driver.execute("SAVEPOINT s")
+        taken = [
+            Run(upsert, [_part("prt_d", "msg_a", session.id, "{}", 1)], _ONCE["part"]),
+            Run(message_table.insert(), [_message("msg_a", session.id)]),
+        ]
+        statements.clear()
+        with pytest.raises(IntegrityError):
+            await conn.run_sync(execute_runs, taken)
+        await driver.execute("ROLLBACK TO SAVEPOINT s")
+        assert [query.startswith("WITH ") for query in await _writes(driver, statements)] == [True]
+
+
+async def test_postgres_one_row_updates_go_with_inserts_and_count_what_they_changed(
+    store: Store, database_url: str
+) -> None:
+    target = _postgres_only(database_url)
+    session, other = new_session(), new_session()
+    await store.write(session_created(session))
+    await store.write(session_created(other))
+    counts: list[int] = []
+    async with _in_tenant(target) as (conn, driver, statements):
+        runs = [
+            Run(message_table.insert(), [_message("msg_a", session.id)]),
+            Run(_RENAME, [{"b_id": other.id, "b_title": "renamed"}], counted=counts.append),
+            Run(part_table.insert(), [_part("prt_a", "msg_a", session.id, "{}", 1)]),
+            Run(_RENAME, [{"b_id": "ses_none", "b_title": "x"}], counted=counts.append),
+        ]
+        statements.clear()
+        await conn.run_sync(execute_runs, runs)
+        # The second rename meets the sessions table again: a statement of its own.
+        writes = await _writes(driver, statements)
+        assert [query.split(" ", 1)[0] for query in writes] == ["WITH", "UPDATE"]
+        assert counts == [1, 0]
+        titles = await conn.execute(sa.select(session_table.c.id, session_table.c.title))
+        assert {row[0]: row[1] for row in titles} == {session.id: session.title, other.id: "renamed"}
+
+
+async def test_postgres_runs_into_one_table_go_together_when_their_rows_differ_and_read_what_they_replace(
+    store: Store, database_url: str
+) -> None:
+    """Parts of different ids in one statement, one of them handing back the row it replaced as
+    the statement found it; a part met twice goes in a statement of its own, after the first."""
+    target = _postgres_only(database_url)
+    session = new_session()
+    await store.write(session_created(session))
+    upsert = _part_upsert()
+    replaced: list[str | None] = []
+    async with _in_tenant(target) as (conn, driver, statements):
+        await conn.run_sync(execute_runs, [Run(message_table.insert(), [_message("msg_a", session.id)])])
+        await conn.run_sync(execute_runs, [Run(upsert, [_part("prt_a", "msg_a", session.id, "old", 1)])])
+        runs = [
+            Run(upsert, [_part("prt_b", "msg_a", session.id, "b", 1)]),
+            Run(upsert, [_part("prt_a", "msg_a", session.id, "new", 1)], replaced=replaced.append),
+            Run(upsert, [_part("prt_c", "msg_a", session.id, "c", 1)], replaced=replaced.append),
+            Run(upsert, [_part("prt_c", "msg_a", session.id, "c2", 1)], replaced=replaced.append),
+        ]
+        await _writes(driver, statements)  # every record so far in: then none left to come
+        statements.clear()
+        await conn.run_sync(execute_runs, runs)
+        assert replaced == ["old", None, "c"]
+        assert [query.startswith("WITH ") for query in await _writes(driver, statements)] == [True, True]
+        found = await conn.execute(sa.select(part_table.c.id, part_table.c.data).order_by(part_table.c.id))
+        assert [tuple(row) for row in found] == [("prt_a", "new"), ("prt_b", "b"), ("prt_c", "c2")]

@@ -1,7 +1,8 @@
 """Postgres tenant reads: each opens its own transaction with its tenant and ends it, and a
-connection never goes back to the pool still inside one (it would carry its tenant along). The
-same for `rows`, the driver's reads on the connections the readers keep: none is kept inside a
-transaction or after a failure."""
+connection never goes back to the pool still inside one (it would carry its tenant along). `rows`,
+the driver's reads on the connections the readers keep: each sets its tenant on the connection
+first unless it holds that tenant already, none is kept inside a transaction or after a failure,
+and none goes back to the pool."""
 
 from __future__ import annotations
 
@@ -135,16 +136,50 @@ async def test_rows_run_in_their_tenant_on_a_kept_connection_left_idle(database_
     async with _kept_readers(database_url, pool_size=1, kept=1) as readers:
         [(pid, tenant)] = await readers.rows("tenant-a", _SEEN, {}, list)
         assert tenant == "tenant-a"
-        await readers.settled()
-        # Kept between reads outside any transaction: nothing of tenant-a's is left on it.
+        # Kept between reads outside any transaction; the next read sets its own tenant.
         assert await readers.run_across_tenants(_state, pid) == "idle"
         assert [tuple(row) for row in await readers.rows("tenant-b", _SEEN, {}, list)] == [(pid, "tenant-b")]
+        assert [tuple(row) for row in await readers.rows("tenant-b", _SEEN, {}, list)] == [(pid, "tenant-b")]
+        assert [tuple(row) for row in await readers.rows("tenant-a", _SEEN, {}, list)] == [(pid, "tenant-a")]
+
+
+_ALL_SESSIONS: Final = select(session.c.id, session.c.tenant_id)  # no tenant filter of its own
+
+
+async def test_rows_on_one_kept_connection_see_their_tenants_rows(database_url: str, store: Store) -> None:
+    """Row-level security, not a filter of the statement's, keeps each read to its tenant, on one
+    kept connection going back and forth between tenants."""
+    _postgres(database_url)
+    mine, theirs = new_session(), new_session()
+    await store.write(session_created(mine, tenant_id="tenant-a"))
+    await store.write(session_created(theirs, tenant_id="tenant-b"))
+    async with _kept_readers(database_url, pool_size=1, kept=1) as readers:
+        for tenant, expected in (("tenant-a", mine), ("tenant-b", theirs), ("tenant-a", mine)):
+            found = await readers.rows(tenant, _ALL_SESSIONS, {}, list)
+            assert [tuple(row) for row in found] == [(expected.id, tenant)]
+        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
+        assert [tuple(row) for row in await readers.rows("tenant-c", _ALL_SESSIONS, {}, list)] == []
+        [(again, _)] = await readers.rows("tenant-c", _SEEN, {}, list)
+        assert again == pid  # all on one connection
+
+
+async def test_kept_connections_never_go_back_to_the_pool(database_url: str) -> None:
+    """Their sessions hold a tenant: closed with the readers, the pool opens a fresh one."""
+    engine = postgres_engine(_postgres(database_url), pool_size=1)
+    readers = PoolReaders(engine, kept=1)
+    try:
+        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
+        await readers.close()
+        async with engine.connect() as conn:
+            again, tenant = await conn.run_sync(_seen)
+        assert (again != pid, tenant) == (True, None)
+    finally:
+        await engine.dispose()
 
 
 async def test_rows_that_fail_never_keep_their_connection(database_url: str) -> None:
     async with _kept_readers(database_url, pool_size=1, kept=1) as readers:
         [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
-        await readers.settled()
         with pytest.raises(Exception, match="division by zero"):
             await readers.rows("tenant-a", text("SELECT 1 / 0"), {}, list)
         [(again, tenant)] = await readers.rows("tenant-b", _SEEN, {}, list)
@@ -154,7 +189,6 @@ async def test_rows_that_fail_never_keep_their_connection(database_url: str) -> 
 async def test_cancelled_rows_never_keep_their_connection(database_url: str) -> None:
     async with _kept_readers(database_url, pool_size=1, kept=1) as readers:
         [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
-        await readers.settled()
         read = asyncio.ensure_future(readers.rows("tenant-a", text("SELECT pg_sleep(30)"), {}, list))
         while await readers.run_across_tenants(_state, pid) != "active":  # each look yields to the read
             pass
@@ -177,17 +211,40 @@ async def test_rows_after_postgres_dropped_the_kept_connections_read_on_fresh_on
     out is run again, once, on a fresh connection, and the other dead ones are dropped with it."""
     async with _kept_readers(database_url, pool_size=3, kept=2) as readers:
         first = await asyncio.gather(*(readers.rows(t, _SEEN, {}, list) for t in ("tenant-a", "tenant-b")))
-        await readers.settled()
         dead = [row[0][0] for row in first]
         assert len(set(dead)) == 2
         await readers.run_across_tenants(_terminate, dead)
         for tenant in ("tenant-a", "tenant-b"):
             [(pid, seen)] = await readers.rows(tenant, _SEEN, {}, list)
             assert (pid not in dead, seen) == (True, tenant)
-            await readers.settled()
 
 
-async def test_rows_beyond_the_kept_connections_take_the_pools(database_url: str) -> None:
+async def test_rows_beyond_the_kept_connections_wait_briefly_then_take_the_pools(database_url: str) -> None:
+    """More reads at once than kept connections: each waits a few milliseconds for one a read gives
+    back, then takes one of the pool's, so a slow (or hung) read holds up no other: the hot reads
+    include every request's authentication. A read cancelled while waiting takes none with it."""
+    async with _kept_readers(database_url, pool_size=2, kept=1) as readers:
+        [(pid, _)] = await readers.rows("tenant-a", _SEEN, {}, list)
+        slow = asyncio.ensure_future(readers.rows("tenant-a", text("SELECT pg_sleep(0.5)"), {}, list))
+        while await readers.run_across_tenants(_state, pid) != "active":  # each look yields to it
+            pass
+        waiting = [asyncio.ensure_future(readers.rows(t, _SEEN, {}, list)) for t in ("tenant-b", "tenant-c")]
+        cancelled = asyncio.ensure_future(readers.rows("tenant-d", _SEEN, {}, list))
+        await asyncio.sleep(0)  # every read is waiting now
+        cancelled.cancel()
+
+        seen = [tuple(row) for read in waiting for row in await read]
+
+        assert not slow.done(), "the reads behind the slow one waited for it"
+        assert [tenant for _, tenant in seen] == ["tenant-b", "tenant-c"]
+        assert all(other != pid for other, _ in seen)  # the pool's
+        await slow
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert [tuple(row) for row in await readers.rows("tenant-a", _SEEN, {}, list)] == [(pid, "tenant-a")]
+
+
+async def test_rows_without_kept_connections_take_the_pools(database_url: str) -> None:
     engine = postgres_engine(_postgres(database_url), pool_size=2)
     readers = PoolReaders(engine, kept=0)
     try:
@@ -227,7 +284,6 @@ async def test_concurrent_rows_each_see_their_own_tenant(database_url: str) -> N
         for _ in range(3):
             found = await asyncio.gather(*(readers.rows(tenant, _SEEN, {}, list) for tenant in tenants))
             assert [rows[0][1] for rows in found] == tenants
-        await readers.settled()
         pids = {rows[0][0] for rows in found}
         states = [await readers.run_across_tenants(_state, pid) for pid in sorted(pids)]
         assert set(states) <= {"idle", None}

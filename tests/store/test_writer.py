@@ -4,8 +4,9 @@ late writes dropped alone, concurrency, draining on close."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 import pytest
@@ -15,11 +16,13 @@ from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store import Store, StoreWriteError, parse_database_url
 from agentforge.store.batch import BatchApplier, Committed, Outcome, SeqCache, _opening
+from agentforge.store.engine import sqlite_engine
 from agentforge.store.migrate import run_with_connection, upgrade_to_head
 from agentforge.store.projector import Writes, apply_event
 from agentforge.store.schema import part as part_table
 from agentforge.store.schema import session as session_table
 from agentforge.store.tenancy import set_tenant
+from agentforge.store.writer import ThreadWriter
 from tests.store.builders import (
     message_updated,
     new_session,
@@ -515,3 +518,106 @@ async def test_a_writer_batch_for_a_tenant_spelt_null_takes_every_lock(database_
         await conn.execute("ROLLBACK")
     finally:
         await conn.close()
+
+
+async def test_history_after_writes_includes_what_was_submitted_before_it(store: Store) -> None:
+    # The SQLite writer reads it right after committing those writes; Postgres's does not read.
+    if store.dialect != "sqlite":
+        assert store.history_after_writes(TENANT, "ses_any") is None
+        return
+    session = new_session()
+    message = user_message(session.id)
+    await store.write(session_created(session))
+    first = await store.history_since_compaction(TENANT, session.id)  # an entry to bring up to date
+    written = [store.submit(message_updated(message))]
+    written += [store.submit(part_updated(text_part(message, str(i)))) for i in range(3)]
+
+    read = store.history_after_writes(TENANT, session.id)
+    assert read is not None
+    history = await read
+
+    assert first == []
+    assert all(future.done() for future in written)
+    assert [m.info.id for m in history] == [message.id]
+    assert [p.text for p in history[0].parts if p.type == "text"] == ["0", "1", "2"]
+    assert history == await store.history_since_compaction(TENANT, session.id)
+
+
+@contextlib.asynccontextmanager
+async def _sqlite_writer(database_url: str) -> AsyncIterator[ThreadWriter]:
+    """The SQLite store's writer on its own (only it reads: Postgres's would keep its writes waiting)."""
+    target = parse_database_url(database_url)
+    if target.dialect != "sqlite":
+        pytest.skip("only the SQLite writer reads")
+    await asyncio.to_thread(upgrade_to_head, database_url)
+    engine = sqlite_engine(target, pool_size=1, begin="BEGIN IMMEDIATE")
+    writer = ThreadWriter(engine, lambda _events: None)
+    try:
+        yield writer
+    finally:
+        await writer.close()
+        await asyncio.to_thread(engine.dispose)
+
+
+def _count_parts(conn: Connection) -> int:
+    count: int = conn.execute(select(func.count()).select_from(part_table)).scalar_one()
+    return count
+
+
+async def test_a_read_runs_once_the_writes_before_it_committed(database_url: str) -> None:
+    async with _sqlite_writer(database_url) as writer:
+        session = new_session()
+        message = user_message(session.id)
+        await writer.submit(session_created(session))
+        written = [writer.submit(message_updated(message))]
+        written += [writer.submit(part_updated(text_part(message, str(i)))) for i in range(3)]
+
+        counted = await writer.submit_read(_count_parts)
+
+        assert all(future.done() for future in written)
+        assert counted == 3
+
+
+async def test_a_failing_read_fails_alone(database_url: str) -> None:
+    async with _sqlite_writer(database_url) as writer:
+        session = new_session()
+
+        def broken(conn: Connection) -> None:
+            conn.exec_driver_sql("SELECT * FROM no_such_table")
+
+        created = writer.submit(session_created(session))
+        failed = writer.submit_read(broken)
+        after = writer.submit(message_updated(user_message(session.id)))
+
+        with pytest.raises(StoreWriteError, match="read"):
+            await failed
+        assert (await created).seq == 1
+        assert (await after).seq == 2
+        assert await writer.submit_read(_count_parts) == 0  # the writer reads on after a failure
+
+
+async def test_who_waited_on_a_commit_goes_on_before_the_subscribers_hear_of_it(database_url: str) -> None:
+    # Both are woken by the same delivery; the writer's futures first, so a prompt or a loop waiting
+    # on its write goes on while the event streams write the events out.
+    woken: list[str] = []
+    heard: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def publish(_events: list[Event]) -> None:
+        if not heard.done():
+            heard.set_result(None)
+
+    store = await Store.open(database_url, publish=publish)
+    try:
+
+        async def subscriber() -> None:
+            await heard
+            woken.append("subscriber")
+
+        async def writer() -> None:
+            await store.submit(session_created(new_session()))
+            woken.append("writer")
+
+        await asyncio.gather(subscriber(), writer())
+    finally:
+        await store.close()
+    assert woken == ["writer", "subscriber"]

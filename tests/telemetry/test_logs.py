@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 
-from agentforge.telemetry import context
+from agentforge.telemetry import context, logs
 from agentforge.telemetry.logs import (
     _SECRET_TEXT,
     REDACTED,
@@ -247,6 +247,17 @@ def test_the_fused_formatter_writes_what_structlog_writes(
         except TypeError:  # structlog's console renderer fails on a non-string `level=` field
             return
     assert _TIME.sub("", ours, count=1) == _TIME.sub("", theirs, count=1)
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_texts_seen_before_are_masked_every_time_and_credentials_are_never_remembered(
+    restore_root: list[logging.Handler], log_format: str
+) -> None:
+    stream = _configure(restore_root, log_format)
+    for _ in range(3):  # clean texts are remembered from the first line on
+        logging.getLogger("agentforge.test").info("call", extra={"note": f"Bearer {SECRET}", "tool": "read"})
+    assert SECRET not in stream.getvalue() and stream.getvalue().count("read") == 3
+    assert not any(SECRET in text for text in logs._clean_texts) and "read" in logs._clean_texts
 
 
 def test_a_record_with_a_traceback_is_formatted_by_structlog(restore_root: list[logging.Handler]) -> None:

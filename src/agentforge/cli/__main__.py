@@ -1,5 +1,9 @@
 """`python -m agentforge.cli`: the same as the `agentforge` console script."""
 
-from agentforge.cli.main import app
+from agentforge.cli import gcpause
 
-app(prog_name="agentforge")
+gcpause.pause()  # before the CLI's own imports too
+
+from agentforge.cli.main import entry  # noqa: E402
+
+entry()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from agentforge.cli import exits
+from agentforge.cli import exits, gcpause
 from agentforge.cli.logs import log_file, logging_to_file
 from agentforge.config import ConfigError, Settings, load_settings
 from agentforge.config.keys import unknown_keys
@@ -77,6 +77,7 @@ async def connect(target: Target) -> AsyncIterator[AsyncAgentForge]:
 
     if target.url is not None:
         async with AsyncAgentForge(target.url) as client:
+            gcpause.resume()  # started: the collector runs from here on
             yield client
         return
     settings = build_settings(target)
@@ -90,6 +91,7 @@ async def connect(target: Target) -> AsyncIterator[AsyncAgentForge]:
         transport = StreamingASGITransport(create_app(settings, serving=False), raise_app_exceptions=False)
         try:
             async with transport.lifespan(), AsyncAgentForge(IN_PROCESS_URL, transport=transport) as client:
+                gcpause.resume()  # the server is up: the collector runs from here on
                 yield client
         except Exception as exc:
             # The user gets one line (run_command); the traceback goes to the log.

@@ -1,4 +1,4 @@
-"""The `agentforge` typer app (console script `agentforge = "agentforge.cli.main:app"`).
+"""The `agentforge` typer app (console script `agentforge = "agentforge.cli.main:entry"`).
 
 Each command's module is imported when that command runs (or help lists it): `serve` does not load the
 HTTP client, rich or the doctor's checks that only the other commands use.
@@ -16,6 +16,7 @@ from typer import _click as click  # typer vendors click: its commands are these
 from typer._click.exceptions import NoSuchOption
 from typer.core import TyperCommand, TyperGroup
 
+from agentforge.cli import gcpause
 from agentforge.cli.options import HELP_MARKUP
 from agentforge.version import __version__
 
@@ -45,6 +46,9 @@ SUMMARIES: dict[str, str] = {
     "audit": "Inspect the tamper-evident audit log.",
     "db": "Database administration.",
 }
+# Commands that start the collector again themselves once ready (gcpause.py): `serve` when listening,
+# `run` when its server is up (cli/connect.py). Any other once its module is imported.
+READIES_ITSELF = frozenset({"serve", "run"})
 # Epilogs of single commands, by name: (module, attribute).
 EPILOGS: dict[str, tuple[str, str]] = {"run": ("agentforge.cli.run", "RUN_EPILOG")}
 
@@ -128,6 +132,14 @@ class LazyGroup(TyperGroup):
             return TyperCommand(cmd_name, help=SUMMARIES[cmd_name])
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name not in READIES_ITSELF:
+            gcpause.resume()
+        return name, command, rest
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
@@ -167,3 +179,10 @@ def main(
     ] = False,
 ) -> None:
     """Agent Forge: LLM agents as durable multi-turn sessions."""
+
+
+def entry() -> None:
+    """The console script (and `python -m agentforge.cli`): the app, with the garbage collector paused
+    while the command starts (gcpause.py)."""
+    gcpause.pause()
+    app(prog_name="agentforge")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentforge.cli import exits
+from agentforge.cli import exits, gcpause
 from agentforge.cli.connect import Target, build_settings
 from agentforge.cli.nondumpable import make_non_dumpable
 from agentforge.cli.options import ConfigPath, DatabaseUrl, DataDir
@@ -92,7 +92,7 @@ def serve(
     from agentforge.runtime.preparation import start_preparing
 
     # A first start's child prepares the database while this process imports the server.
-    preparing = start_preparing(settings, initializer=make_non_dumpable)
+    preparing = start_preparing(settings, initializer=make_non_dumpable, inherited=[listener])
     try:
         from agentforge.server.app import create_app
 
@@ -160,6 +160,7 @@ def _run_server(app: FastAPI, listener: socket.socket, log_level: str) -> None:
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if self.started:
+                gcpause.resume()  # started: the collector runs from here on
                 typer.echo(f"Agent Forge listening on {_bound_url(self)}")
 
     host, port = listener.getsockname()[:2]

@@ -1,4 +1,7 @@
-"""Provider-neutral model input: what history conversion produces and adapters translate."""
+"""Provider-neutral model input: what history conversion produces and adapters translate.
+
+Messages are read-only once built: conversions of them are kept while they live (llm/kept.py), and
+history conversion shares them between requests."""
 
 from __future__ import annotations
 
@@ -49,25 +52,25 @@ class ToolResultContent:
     type: Literal["tool-result"] = "tool-result"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class SystemMessage:
     content: str
     role: Literal["system"] = "system"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class UserModelMessage:
     content: list[TextContent | FileContent]
     role: Literal["user"] = "user"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class AssistantModelMessage:
     content: list[TextContent | ReasoningContent | ToolCallContent]
     role: Literal["assistant"] = "assistant"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class ToolModelMessage:
     content: list[ToolResultContent]
     role: Literal["tool"] = "tool"

@@ -45,9 +45,11 @@ from agentforge.llm.events import (
     ToolInputStart,
     Usage,
 )
+from agentforge.llm.kept import Kept
 from agentforge.llm.messages import (
     AssistantModelMessage,
     FileContent,
+    ModelMessage,
     ModelRequest,
     ReasoningContent,
     SystemMessage,
@@ -492,19 +494,31 @@ def chat_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
     messages: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": text} for text in request.system
     ]
+    converted = _chat_converted.getter(None)
     for message in request.messages:
-        match message:
-            case SystemMessage(content=content):
-                messages.append({"role": "system", "content": content})
-            case UserModelMessage(content=parts):
-                messages.append({"role": "user", "content": _user_content(parts)})
-            case AssistantModelMessage(content=parts):
-                assistant = _assistant_message(parts)
-                if assistant is not None:
-                    messages.append(assistant)
-            case ToolModelMessage(content=results):
-                messages.extend(_tool_messages(results))
+        messages.extend(converted(message))
     return messages
+
+
+def _chat_message(message: ModelMessage) -> tuple[ChatCompletionMessageParam, ...]:
+    match message:
+        case SystemMessage(content=content):
+            return ({"role": "system", "content": content},)
+        case UserModelMessage(content=parts):
+            return ({"role": "user", "content": _user_content(parts)},)
+        case AssistantModelMessage(content=parts):
+            assistant = _assistant_message(parts)
+            return () if assistant is None else (assistant,)
+        case ToolModelMessage(content=results):
+            return tuple(_tool_messages(results))
+    return ()
+
+
+# Each live model message's chat form: a long session's messages are the same objects call after
+# call (llm/kept.py). The dicts are shared between request bodies, which are only serialised.
+_chat_converted: Kept[ModelMessage, None, tuple[ChatCompletionMessageParam, ...]] = Kept(
+    lambda message, _: _chat_message(message)
+)
 
 
 def _user_content(parts: list[TextContent | FileContent]) -> str | list[ChatCompletionContentPartParam]:

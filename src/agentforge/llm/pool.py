@@ -11,8 +11,8 @@ adapter tests, the benchmarks) closes them itself with `close_all_clients` or an
 from __future__ import annotations
 
 import asyncio
-import functools
 import ssl
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
@@ -102,8 +102,26 @@ async def close_all_clients() -> None:
         await pool._close_all(clients)
 
 
-@functools.cache
+_ssl_context: ssl.SSLContext | None = None
+_ssl_context_lock = threading.Lock()
+
+
 def shared_ssl_context() -> ssl.SSLContext:
     """httpx2's default verifying context, built once per process for every pool (~30 ms each, and a
-    pool builds one even for an http:// endpoint, which a redirect may still take to https)."""
-    return httpx2.create_ssl_context()
+    pool builds one even for an http:// endpoint, which a redirect may still take to https). A
+    runtime has it built off the event loop when it opens (`prepare_ssl_context`); a caller that
+    comes while that is under way waits for it rather than building another."""
+    global _ssl_context
+    context = _ssl_context
+    if context is None:
+        with _ssl_context_lock:
+            if _ssl_context is None:
+                _ssl_context = httpx2.create_ssl_context()
+            context = _ssl_context
+    return context
+
+
+async def prepare_ssl_context() -> None:
+    """Build the shared SSL context in a worker thread: reading and parsing the CA bundle is file IO
+    (OpenSSL's, without the GIL) the first model call would otherwise do on the event loop."""
+    await asyncio.to_thread(shared_ssl_context)

@@ -20,7 +20,7 @@ from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import Settings
 from agentforge.config.webhooks import WebhookEndpoint
 from agentforge.llm.adapter import stream as provider_stream
-from agentforge.llm.pool import ClientLease, acquire_clients
+from agentforge.llm.pool import ClientLease, acquire_clients, prepare_ssl_context
 from agentforge.model.events import DEFAULT_TENANT
 from agentforge.permission.service import PermissionService
 from agentforge.plugins.loader import create_plugin_manager
@@ -156,6 +156,8 @@ class Runtime:
         else:
             log.info("No turn was left running when the server last stopped")
         runtime.clients = acquire_clients()
+        # Ready before the first model call needs it, built beside whatever runs meanwhile.
+        runtime.spawn(prepare_ssl_context())
         runtime.start_webhooks()
         telemetry.metrics.watch(
             active_sessions=lambda: runtime.runners.running,

@@ -21,8 +21,9 @@ from agentforge.identity.request import RequestFacts
 from agentforge.llm.adapter import stream as provider_stream
 from agentforge.runtime.checkpoints import checkpoint_periodically
 from agentforge.runtime.runtime import Runtime
-from agentforge.server import console, deps, errors, openapi
+from agentforge.server import console, deps, errors, openapi_route
 from agentforge.server.input_guard import InputGuard
+from agentforge.server.prompt_lane import prompt_lane
 from agentforge.server.routes import (
     agent,
     audit,
@@ -171,10 +172,13 @@ def create_app(
     )
     for module in guarded:
         app.include_router(module.router, dependencies=authenticated)
+    # Ahead of every route: the prompt routes without FastAPI's per-request machinery, doing what it
+    # does for them (`authenticated` included). Their FastAPI routes stay the contract.
+    app.router.routes[0:0] = [prompt_lane(route, authenticated) for route in session.prompt_routes()]
     app.include_router(pty.socket_router)  # authenticates by itself (headers or a ticket)
     # The metrics check credentials by themselves: the operator's token (deps.metrics_reader).
     app.include_router(metrics.router)
-    openapi.install(app)
+    openapi_route.install(app)  # the contract, built when first asked for
     return app
 
 

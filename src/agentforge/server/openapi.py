@@ -6,6 +6,8 @@
   422: the validation handler answers 400), 401/403 on every authenticated route, 404 where the path
   names something, 409 where a busy session refuses a change, 413 where a file can be too large.
 - Security schemes: API keys (bearer, or basic as opencode's clients send them) and JWT bearer tokens.
+
+Imported when the contract is first built (server/openapi_route.py), not when the app is.
 """
 
 from __future__ import annotations
@@ -168,17 +170,6 @@ SECURITY_SCHEMES: dict[str, Any] = {
         "description": "An API key as the password of `Authorization: Basic` (any user name)",
     },
 }
-
-
-def install(app: FastAPI) -> None:
-    """Serve the corrected contract at /openapi.json (built once, on first request)."""
-
-    def build() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = contract(app)
-        return app.openapi_schema
-
-    app.openapi = build  # type: ignore[method-assign]
 
 
 def contract(app: FastAPI) -> dict[str, Any]:

@@ -8,7 +8,9 @@ from the store's read API and every write goes through the session's write inten
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentforge.agents.registry import Agent, UnknownAgentError
@@ -56,6 +58,7 @@ from agentforge.session.services import SessionServices
 from agentforge.session.skeleton import assistant_skeleton
 from agentforge.session.snapshots import StepSnapshot, snapshot_repo
 from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, calls_since
+from agentforge.store import StoreWriteError
 from agentforge.tools.builtin.bash import BashTool
 from agentforge.tools.services import ToolServices
 
@@ -66,6 +69,32 @@ OUTPUT_TOKEN_MAX = 32_000
 
 class LoopError(Exception):
     pass
+
+
+@dataclass(slots=True)
+class StepAhead:
+    """What a prompt starts for the first step of the run it starts, while its user message is
+    written: the system prompt's file system look-up, and the history as that write leaves it
+    (`Store.history_after_writes`). Each is taken once; `drop` ends what nobody took."""
+
+    look_around: surroundings.LookAhead | None = None
+    history: asyncio.Future[list[WithParts]] | None = None
+    noted: int = 0  # messages noted for the run when the history was asked for (`RunHandle.noted`)
+
+    def take_look_around(self) -> asyncio.Future[Surroundings] | None:
+        ahead, self.look_around = self.look_around, None
+        return None if ahead is None else ahead.take()
+
+    def take_history(self) -> asyncio.Future[list[WithParts]] | None:
+        history, self.history = self.history, None
+        return history
+
+    def drop(self) -> None:
+        if self.look_around is not None:
+            self.look_around.drop()
+        history, self.history = self.history, None
+        if history is not None and history.done() and not history.cancelled():
+            history.exception()  # retrieved: a read nobody needed is not an error
 
 
 def turn_is_over(found: Bindings) -> bool:
@@ -94,7 +123,9 @@ class TurnLoop:
         run: RunHandle,
         *,
         prompter: Prompter,
+        ahead: StepAhead | None = None,
     ) -> None:
+        """`ahead`: what the prompt started for the first step (StepAhead)."""
         self.services = services
         self.scope = scope
         self.tenant_id = scope.tenant_id
@@ -106,6 +137,13 @@ class TurnLoop:
         self.final: WithParts | None = None
         self.compactor = Compactor.for_session(services, scope, session)
         self._surroundings: asyncio.Future[Surroundings] | None = None
+        self._ahead = ahead
+        # The next step's history read ahead by the writer (right behind the prompt's user message,
+        # or behind the last step's last write), with the handle's count of noted inputs then.
+        self._read_ahead: tuple[asyncio.Future[list[WithParts]], int] | None = None
+        history = None if ahead is None else ahead.take_history()
+        if history is not None and ahead is not None:
+            self._read_ahead = (history, ahead.noted)
         self._stored: list[WithParts] = []  # the last history read
 
     async def run(self) -> WithParts | None:
@@ -129,6 +167,8 @@ class TurnLoop:
             return await self._iterate()
         finally:
             self._drop_surroundings()
+            if self._ahead is not None:
+                self._ahead.drop()
 
     async def _iterate(self) -> WithParts | None:
         self.handle.take_new_input()  # this first read sees everything so far
@@ -137,11 +177,12 @@ class TurnLoop:
             await self.handle.inputs_written()
             # The system prompt's file system look-up (kept unless something changed: a few stats
             # tell) runs in a thread while history is read (a model call awaits both); an iteration
-            # that makes no model call drops it.
+            # that makes no model call drops it. The first may have been started by the prompt.
             self._drop_surroundings()
-            self._surroundings = self._look_around()
+            ahead, self._ahead = self._ahead, None
+            self._surroundings = (None if ahead is None else ahead.take_look_around()) or self._look_around()
             # Read from the last compaction boundary on: turn cost does not grow with session length.
-            stored = await self.services.store.history_since_compaction(self.tenant_id, self.session.id)
+            stored = await self._history()
             self._stored = stored
             history = filter_compacted(stored)
             found = bind(history)
@@ -171,6 +212,31 @@ class TurnLoop:
             if not await self._step(agent, model, found, history):
                 return self.final
 
+    def _read_after(self, processor: Processor) -> None:
+        """A step whose tool calls all ran is followed by another (their results go back to the
+        model): its history is read right behind the step's last write."""
+        if not processor.made_tool_calls or processor.aborted or processor.blocked:
+            return
+        if processor.message.error is not None or processor.needs_compaction:
+            return
+        with contextlib.suppress(StoreWriteError):  # closing: the next read fails as it would have
+            history = self.services.store.history_after_writes(self.tenant_id, self.session.id)
+            self._read_ahead = None if history is None else (history, self.handle.noted)
+
+    async def _history(self) -> list[WithParts]:
+        """The step's history: the one read ahead for it, unless a message was noted on the run's
+        handle since it was asked for (that message may have been queued behind the read, and its
+        id, older than this step's reply, would count as answered), else read now."""
+        pending, self._read_ahead = self._read_ahead, None
+        if pending is not None:
+            history, noted = pending
+            with contextlib.suppress(StoreWriteError):  # a failed read: read as usual
+                read = await history
+                if noted == self.handle.noted:
+                    return read
+            await self.handle.inputs_written()
+        return await self.services.store.history_since_compaction(self.tenant_id, self.session.id)
+
     def seen(self) -> list[WithParts]:
         """The history this run last read and the reply it wrote after (what pruning looks at)."""
         return [*self._stored, *([self.final] if self.final is not None else [])]
@@ -184,13 +250,7 @@ class TurnLoop:
 
     def _drop_surroundings(self) -> None:
         pending, self._surroundings = self._surroundings, None
-        if pending is None:
-            return
-        if pending.done():
-            if not pending.cancelled():
-                pending.exception()  # retrieved: a failed look-up nobody needed is not an error
-        else:
-            pending.cancel()
+        surroundings.unused(pending)
 
     def _resolve(self, user: UserMessage) -> tuple[Agent, ResolvedModel] | None:
         try:
@@ -226,12 +286,13 @@ class TurnLoop:
             surroundings=await self._looked_around(),
         )
         variant = found.last_user.model.variant if found.last_user else None
-        request = self._request(agent, model, prompt, history, tools, is_last_step, variant)
+        request = self._request(agent, model, prompt, history, is_last_step, variant)
         if structured_turn is not None:
             structured_turn.prepare(request)
         await hooks.model_request(plugins, request, session_id=sid, agent=agent.name, model=model)
         request.tools = await hooks.tool_specs(plugins, tools.visible())
         processor = Processor(self._deps(), message, model, tools)
+        processor.after_last_write = lambda: self._read_after(processor)
         directory = Path(self.session.directory)
         snapshot = StepSnapshot(lambda: snapshot_repo(self.scope, directory), self.events, message)
         tools.before_run = snapshot.before_tool
@@ -338,17 +399,16 @@ class TurnLoop:
         model: ResolvedModel,
         prompt: list[str],
         history: list[WithParts],
-        tools: TurnTools,
         is_last_step: bool,
         variant: str | None = None,
     ) -> ModelRequest:
+        """The request but its tools (`hooks.tool_specs` gives them, after the plugins' other hooks)."""
         messages = to_model_messages(history, model=(model.provider_id, model.model_id))
         if is_last_step:
             messages.append(AssistantModelMessage(content=[TextContent(text=system.MAX_STEPS_PROMPT)]))
         return ModelRequest(
             system=prompt,
             messages=messages,
-            tools=tools.specs(),
             temperature=agent.temperature,
             top_p=agent.top_p,
             max_output_tokens=min(model.limit_output, OUTPUT_TOKEN_MAX) or OUTPUT_TOKEN_MAX,

@@ -104,6 +104,9 @@ class Processor:
         self._step_start: StepStartPart | None = None
         self._observed: ModelCallObservation | None = None
         self._streamed = False  # whether content has arrived yet (time to first token)
+        # Called once the message's last write is submitted, before it is waited for (the loop
+        # queues its next history read right behind it).
+        self.after_last_write: Callable[[], None] | None = None
 
     @property
     def blocked(self) -> bool:
@@ -366,7 +369,10 @@ class Processor:
         await self._close_open_blocks()
         await self._calls.abandon()
         self.message.time.completed = now_ms()
-        await self.deps.events.update_message(self.message)
+        written = self.deps.events.submit_message(self.message)
+        if self.after_last_write is not None:
+            self.after_last_write()
+        await written
 
 
 # Events that come before a step's content: the step's start is not written for them yet.

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from agentforge.model.message import WithParts
 
@@ -89,6 +89,11 @@ class LocalLeases:
         return True
 
 
+# Sessions whose next run's handle is kept (`note_input`): one is needed for the milliseconds between
+# a prompt's message and its run's start; a session past the bound starts its next run on a new one.
+UNSTARTED_HANDLES: Final = 10_000
+
+
 class SessionBusyError(Exception):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session {session_id} is busy")
@@ -102,10 +107,12 @@ class RunHandle:
 
     new_input: bool = False
     inputs: list[asyncio.Future[Any]] = field(default_factory=list)
+    noted: int = 0  # user messages noted so far (a read taken before can tell whether it missed one)
 
     def note_input(self, written: asyncio.Future[Any] | None = None) -> None:
         """A user message was submitted; `written` resolves once it is durable."""
         self.new_input = True
+        self.noted += 1
         if written is not None:
             self.inputs.append(written)
 
@@ -138,7 +145,7 @@ class _Shell:
 
 
 class RunnerRegistry:
-    def __init__(self, leases: RunLeases | None = None) -> None:
+    def __init__(self, leases: RunLeases | None = None, *, unstarted: int = UNSTARTED_HANDLES) -> None:
         self._runs: dict[str, _Run] = {}
         self._shells: dict[str, _Shell] = {}
         self.accepting = True
@@ -146,6 +153,10 @@ class RunnerRegistry:
         # Sessions whose lease is being taken: a second local caller waits instead of taking it too.
         self._acquiring: dict[str, asyncio.Future[bool]] = {}
         self._releasing: set[asyncio.Task[None]] = set()
+        # What was noted for sessions with no run, for the run that starts next (`note_input`), for
+        # `unstarted` sessions at most.
+        self._unstarted: dict[str, RunHandle] = {}
+        self._keep_unstarted = unstarted
         # Awaited before a lease is given back (the store's barrier: the run's writes are durable).
         self.before_release: Callable[[], Coroutine[Any, Any, None]] | None = None
 
@@ -303,7 +314,7 @@ class RunnerRegistry:
         leased: bool = False,
     ) -> _Run:
         done: asyncio.Future[WithParts | None] = asyncio.get_running_loop().create_future()
-        handle = RunHandle()
+        handle = self._unstarted.pop(session_id, None) or RunHandle()
 
         async def guarded() -> WithParts | None:
             try:
@@ -334,15 +345,28 @@ class RunnerRegistry:
         self._runs[session_id] = run
         return run
 
-    def note_input(self, session_id: str, written: asyncio.Future[Any] | None = None) -> None:
+    def note_input(self, session_id: str, written: asyncio.Future[Any] | None = None) -> int:
         """A user message for this session was submitted; `written` resolves once it is durable.
-        The session's running loop, if any, finds it on its handle.
+        The session's running loop, if any, finds it on its handle; with none, the handle of the run
+        that starts next does (two prompts to an idle session: the second's message may be written
+        before the first's run starts, whose first read must then wait for it and see it). Returns
+        the count of messages noted on that handle so far (`RunHandle.noted`).
 
         Call it as soon as the write is queued, not after it commits: a loop checking for new input
         in between would otherwise end without answering it."""
         run = self._runs.get(session_id)
-        if run is not None:
-            run.handle.note_input(written)
+        handle = run.handle if run is not None else self._next_handle(session_id)
+        handle.note_input(written)
+        return handle.noted
+
+    def _next_handle(self, session_id: str) -> RunHandle:
+        """The handle the session's next run starts with, noting what arrives before it starts."""
+        handle = self._unstarted.pop(session_id, None) or RunHandle()
+        handle.inputs = [written for written in handle.inputs if not written.done()]
+        self._unstarted[session_id] = handle  # the newest last: the oldest go first past the bound
+        while len(self._unstarted) > self._keep_unstarted:
+            del self._unstarted[next(iter(self._unstarted))]
+        return handle
 
     async def cancel(self, session_id: str) -> bool:
         """Interrupt the running (or queued) loop and the shell, and wait until both have ended."""

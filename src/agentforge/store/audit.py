@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 import rfc8785
-from sqlalchemy import Connection, bindparam, select, text
+from sqlalchemy import Connection, Executable, bindparam, select, text
 
 from agentforge.model import ids
 from agentforge.store.direct import execute_rows
@@ -71,6 +71,9 @@ _COLUMNS = (
     audit_log.c.prev_hash,
     audit_log.c.row_hash,
 )
+
+# Where the rows of a chain's entries may go instead of an INSERT of their own (projector.Writes).
+Defer = Callable[[Executable, list[dict[str, Any]]], None]
 
 # The largest integer an IEEE-754 double holds exactly, which is all RFC 8785 numbers can be.
 _SAFE_INTEGER: Final = 2**53 - 1
@@ -182,10 +185,11 @@ class ChainBuffer:
     def add(self, entries: Iterable[AuditEntry]) -> None:
         self._pending.extend(entries)
 
-    def flush(self, conn: Connection) -> None:
+    def flush(self, conn: Connection, defer: Defer | None = None) -> None:
+        """Chain the pending entries and insert them, or hand their rows to `defer` to insert."""
         if self._pending:
             pending, self._pending = self._pending, []
-            _chain_and_insert(conn, pending, self._heads, self._locked)
+            _chain_and_insert(conn, pending, self._heads, self._locked, defer)
 
     def forget_heads(self) -> None:
         """After something else appended in this transaction (a mutation): read the heads again."""
@@ -201,6 +205,7 @@ def _chain_and_insert(
     entries: Iterable[AuditEntry],
     heads: dict[str, tuple[int, str]],
     locked: frozenset[str] = frozenset(),
+    defer: Defer | None = None,
 ) -> list[AuditRecord]:
     records: list[AuditRecord] = []
     rows: list[dict[str, Any]] = []
@@ -211,7 +216,9 @@ def _chain_and_insert(
         records.append(record)
         rows.append(_row(record, data))
         heads[entry.tenant_id] = (record.seq, record.row_hash)
-    if rows:
+    if rows and defer is not None:
+        defer(_INSERT, rows)
+    elif rows:
         execute_rows(conn, _INSERT, rows)
     return records
 

@@ -4,8 +4,9 @@
 row it is about to change and record transitions only: a tool part updated ten times while running
 yields one `tool.requested` and one `tool.executed`, and a user message rewritten later (its summary)
 is one `prompt.accepted`. Reads stay cheap: text and reasoning parts (the hot path) cost nothing;
-only tool parts, user messages and session deletions read their stored row, by primary key.
-If the event is then dropped (a late write), its entries roll back with it.
+only tool parts, user messages and session deletions read their stored row, by primary key (a
+tool part's on Postgres in the statement of its upsert, which hands the row it replaced back). If
+the event is then dropped (a late write), its entries roll back with it.
 """
 
 from __future__ import annotations
@@ -42,11 +43,22 @@ _Draft = tuple[str, dict[str, Any]]
 
 def record_event(writes: Writes, event: Event, chain: ChainBuffer | None = None) -> None:
     """Append the audit entries `event` calls for (none for most) inside the writer's transaction:
-    into `chain`, which the caller flushes before its transaction ends, or at once without one."""
+    into `chain`, which the caller flushes before its transaction ends, or at once without one.
+    A tool part's entries depend on its stored row: on Postgres they are derived once the
+    projector's upsert has read it (`Writes.replaced_by`), in the same statement."""
+    if event.type == ev.PART_UPDATED and event.properties["part"].get("type") == "tool":
+
+        def record(stored: str | None) -> None:
+            _record(writes, event, _tool_transitions(stored, event.properties), chain)
+
+        if writes.replaced_by(event.properties["part"]["id"], record):
+            return
     derive = _DERIVERS.get(event.type)
-    if derive is None:
-        return
-    drafts = derive(writes, event.tenant_id, event.properties)
+    if derive is not None:
+        _record(writes, event, derive(writes, event.tenant_id, event.properties), chain)
+
+
+def _record(writes: Writes, event: Event, drafts: list[_Draft], chain: ChainBuffer | None) -> None:
     if not drafts:
         return
     entries = [
@@ -106,10 +118,15 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
 
 
 def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> list[_Draft]:
-    new = props["part"]
-    if new.get("type") != "tool":
+    if props["part"].get("type") != "tool":
         return []
-    stored = writes.run(_PART_DATA, {"b_id": new["id"], "b_tenant": tenant_id}).scalar_one_or_none()
+    stored = writes.run(_PART_DATA, {"b_id": props["part"]["id"], "b_tenant": tenant_id})
+    return _tool_transitions(stored.scalar_one_or_none(), props)
+
+
+def _tool_transitions(stored: str | None, props: Mapping[str, Any]) -> list[_Draft]:
+    """The entries of a tool part's update given its stored row's data (None: a new part)."""
+    new = props["part"]
     before = None if stored is None else orjson.loads(stored).get("state", {}).get("status")
     state = new.get("state") or {}
     status = state.get("status")

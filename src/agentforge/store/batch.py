@@ -33,7 +33,6 @@ from sqlalchemy.exc import IntegrityError
 from agentforge.model.events import Event
 from agentforge.store.audit import CHAIN_LOCK, ChainBuffer, lock_chains
 from agentforge.store.audit_events import may_audit, record_event
-from agentforge.store.direct import execute_rows
 from agentforge.store.last_numbers import (
     AuditHead,
     ExpectedNumbers,
@@ -258,11 +257,12 @@ class TenantRuns:
         self._log_rows.append(row)
 
     def flush(self) -> None:
+        """Send the projector's pending writes, the event-log rows and the audit entries (on
+        Postgres in one statement where they allow it: `Writes`)."""
+        self.writes.defer_rows(_INSERT_EVENT, self._log_rows)
+        self._log_rows = []
+        self.chain.flush(self.writes.conn, self.writes.defer_rows)
         self.writes.finish()
-        if self._log_rows:
-            execute_rows(self.writes.conn, _INSERT_EVENT, self._log_rows)
-            self._log_rows = []
-        self.chain.flush(self.writes.conn)
 
 
 class BatchApplier:
@@ -397,12 +397,18 @@ class BatchApplier:
         chain: ChainBuffer | None = None,
     ) -> Grouped:
         """Project a group's events with strict writes; raises GroupWriteError naming the one that
-        failed. `draft` and `positions` are only updated when every event went through."""
-        writes.flush()
+        failed. `draft` and `positions` are only updated when every event went through.
+
+        With `chain`, in a whole batch's transaction (which fails whole and is written again item
+        by item when anything in it fails, naming the event there), the group's rows are deferred
+        with the batch's others; without, each event's are sent at once so that a failure names it."""
+        named = chain is None
+        if named:
+            writes.flush()
         local = dict(draft)
         local_positions = dict(positions)
         committed: list[Committed] = []
-        writes.strict = True
+        writes.strict, writes.at_once = True, named
         try:
             for event in group.events:
                 try:
@@ -411,7 +417,8 @@ class BatchApplier:
                     )
                     record_event(writes, event, chain)
                     apply_event(writes, event)
-                    writes.flush()
+                    if named:
+                        writes.flush()
                 except Exception as exc:
                     raise GroupWriteError(
                         f"{event.type} {event.id} was refused: {_short(exc)}", event
@@ -420,7 +427,7 @@ class BatchApplier:
                 local_positions[event.tenant_id] = position
                 committed.append(Committed(seq, position))
         finally:
-            writes.strict = False
+            writes.strict, writes.at_once = False, True
         draft.update(local)
         positions.update(local_positions)
         return Grouped(tuple(committed))

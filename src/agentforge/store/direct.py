@@ -8,6 +8,15 @@ set of parameter names, then hands the rows to the driver itself: SQLite's `exec
 Postgres asyncpg's `execute` (one row, a prepared statement it caches) or `executemany` (pipelined
 in one round trip).
 
+`execute_runs` sends several such runs in order; on Postgres, consecutive runs of INSERTs (with or
+without ON CONFLICT) and one-row UPDATEs, of distinct tables, go as one statement, each in a WITH
+taking `unnest`ed arrays (one per column) for its VALUES or its parameters: one round trip where
+each run took one. What ordered statements could differ in does not arise between them: none sees
+another's rows but through a foreign key, and Postgres checks those when the whole statement has
+run; a run whose upsert would meet a row twice is given once per row (`Run.once`) or sent by
+itself. A run that must know how many rows it changed (`Run.counted`) returns them in that
+statement.
+
 Only statements whose compiled form needs nothing from SQLAlchemy at execution time take this path:
 no Python-side column defaults, no bind processors, no post-compile parameters, and every bound name
 given by the rows. On Postgres only on a connection in AUTOCOMMIT mode whose transaction the caller
@@ -21,10 +30,11 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Connection, Executable, Insert, Update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 
@@ -36,20 +46,86 @@ _MAX_PLANS: Final = 1024  # statements are module constants: a bound that is nev
 _STATUS_COUNT: Final = re.compile(r"(?:SELECT|UPDATE|DELETE|INSERT \d+) (\d+)")
 
 
+Once = Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None]
+
+
+@dataclass(slots=True)
+class Run:
+    """Rows for one statement, in order. `once`: the rows as an equivalent list that meets each row
+    of the table at most once (an upsert given the same id twice), None when there is none; unset:
+    the rows never meet the same row twice (plain INSERTs: a repeated key fails either way)."""
+
+    statement: Executable
+    rows: list[dict[str, Any]]
+    once: Once | None = None
+    # Called with the number of rows it changed once it ran (a run of one row: see `Writes`).
+    counted: Callable[[int], None] | None = None
+    # A run of one row into a table with `id`, `tenant_id` and `data` (Postgres, `reads_rows`):
+    # called with the data of the row it replaces, as its statement found it (None: none).
+    replaced: Callable[[str | None], None] | None = None
+
+
+def reads_rows(conn: Connection) -> bool:
+    """Whether `Run.replaced` is taken here: Postgres, on the writer's own transaction."""
+    return conn.dialect.name == "postgresql" and _direct(conn, "postgresql")
+
+
+def execute_runs(conn: Connection, runs: Sequence[Run]) -> None:
+    """Execute each run's statement once per row, run after run (see the module's docstring)."""
+    dialect = conn.dialect.name
+    if dialect != "postgresql" or not _direct(conn, dialect) or len(runs) < 2:
+        for run in runs:
+            _alone(conn, run)
+        return
+    merged: list[_Merged] = []
+    for run in runs:
+        unnest = _unnest(conn, run.statement, run.rows)
+        if unnest is not None and len(run.rows) > 1 and (unnest.updates or (unnest.upserts and not run.once)):
+            unnest = None  # it might meet a row twice: one statement would fail or skip it
+        rows = run.rows if unnest is None or run.once is None else run.once(run.rows)
+        if unnest is None or rows is None or _clashes(unnest, rows, merged):
+            _send_merged(conn, merged)
+            merged = []
+            if unnest is None or rows is None:
+                _alone(conn, run)
+                continue
+        merged.append((run, unnest, rows))
+    _send_merged(conn, merged)
+
+
+def _clashes(unnest: _Unnest, rows: list[dict[str, Any]], merged: list[_Merged]) -> bool:
+    """Whether a run could meet a row another run of the statement meets: runs of one table go
+    together only as INSERTs of rows whose primary keys all differ."""
+    for _, other, other_rows in merged:
+        if other.table != unnest.table:
+            continue
+        if unnest.updates or other.updates or unnest.keys is None or other.keys != unnest.keys:
+            return True
+        mine = {tuple(row[name] for name in unnest.keys) for row in rows}
+        if any(tuple(row[name] for name in unnest.keys) in mine for row in other_rows):
+            return True
+    return False
+
+
+def _alone(conn: Connection, run: Run) -> None:
+    if run.replaced is not None:  # a statement of its own that also reads the row
+        unnest = _unnest(conn, run.statement, run.rows)
+        if unnest is None or not reads_rows(conn):
+            raise ValueError("a run reading the row it replaces needs Postgres' direct path")
+        _send_merged(conn, [(run, unnest, run.rows)])
+        return
+    changed = execute_rows(conn, run.statement, run.rows)
+    if run.counted is not None:
+        run.counted(changed)
+
+
 def execute_rows(conn: Connection, statement: Executable, rows: Sequence[dict[str, Any]]) -> int:
     """Execute `statement` once per row (all rows with the same keys); the rows it changed in all
     (-1 on Postgres for several rows: neither asyncpg's executemany nor SQLAlchemy's path counts them)."""
     dialect = conn.dialect.name
     if not rows or not _direct(conn, dialect):
         return int(conn.execute(statement, list(rows)).rowcount)
-    names = tuple(rows[0])
-    key = (statement, dialect, names)
-    try:
-        plan = _plans[key]
-    except KeyError:
-        plan = _plan(conn, statement, names)
-        if len(_plans) < _MAX_PLANS:
-            _plans[key] = plan
+    plan = _cached_plan(conn, statement, tuple(rows[0]))
     if plan is None or any(row.keys() != rows[0].keys() for row in rows[1:]):
         return int(conn.execute(statement, list(rows)).rowcount)
     sql, order = plan
@@ -57,6 +133,162 @@ def execute_rows(conn: Connection, statement: Executable, rows: Sequence[dict[st
     if dialect == "sqlite":
         return _sqlite(conn, sql, params)
     return _asyncpg(conn, sql, params)
+
+
+def _cached_plan(conn: Connection, statement: Executable, names: tuple[str, ...]) -> _Plan:
+    key = (statement, conn.dialect.name, names)
+    try:
+        return _plans[key]
+    except KeyError:
+        plan = _plan(conn, statement, names)
+        if len(_plans) < _MAX_PLANS:
+            _plans[key] = plan
+        return plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Unnest:
+    """An INSERT taking one array per column instead of its VALUES (`head` and `tail`: the SQL
+    around them), or an UPDATE taking its parameters from one row of such arrays (`head`: up to
+    its WHERE, `tail`: from there, each placeholder `{}` for a column of that row); the type each
+    array is cast to, the names of its columns in that order, and its table."""
+
+    table: str
+    head: str
+    casts: tuple[str, ...]
+    tail: str
+    order: tuple[str, ...]
+    updates: bool = False
+    keys: tuple[str, ...] | None = None  # its table's primary key, when its rows name it
+
+    @property
+    def upserts(self) -> bool:
+        return " ON CONFLICT " in self.tail
+
+    def sql(self, first: int, counted: bool) -> str:
+        """Its SQL with its arrays as placeholders from `first` on; `counted`: returning a row for
+        each row it changed."""
+        arrays = ", ".join(f"${first + index}::{cast}[]" for index, cast in enumerate(self.casts))
+        returning = " RETURNING 1" if counted else ""
+        if self.updates:
+            names = ", ".join(f"c{index}" for index in range(len(self.casts)))
+            columns = [f"v.c{index}" for index in range(len(self.casts))]
+            assigned = self.head.count("{}")
+            head, where = self.head.format(*columns[:assigned]), self.tail.format(*columns[assigned:])
+            return f"{head} FROM unnest({arrays}) AS v({names}){where}{returning}"
+        return f"{self.head} SELECT * FROM unnest({arrays}){self.tail}{returning}"
+
+
+# A run with the statement taking arrays that it goes as, and its rows (given once).
+_Merged = tuple[Run, _Unnest, list[dict[str, Any]]]
+
+# An INSERT's single VALUES list as SQLAlchemy compiles it for asyncpg: every placeholder cast.
+_VALUES: Final = re.compile(r" VALUES \((\$\d+::[A-Z]+(?:, \$\d+::[A-Z]+)*)\)")
+# A placeholder of an UPDATE as SQLAlchemy compiles it for asyncpg.
+_PLACEHOLDER: Final = re.compile(r"\$(\d+)::([A-Z]+)")
+_unnests: dict[tuple[Executable, tuple[str, ...]], _Unnest | None] = {}
+_merged_sql: dict[tuple[tuple[_Unnest, bool, bool], ...], str] = {}
+
+
+def _unnest(conn: Connection, statement: Executable, rows: list[dict[str, Any]]) -> _Unnest | None:
+    """The statement taking unnested arrays, or None: not an INSERT or UPDATE this path can send so."""
+    if not rows or not isinstance(statement, Insert | Update):
+        return None
+    names = tuple(rows[0])
+    if any(row.keys() != rows[0].keys() for row in rows[1:]):
+        return None
+    key = (statement, names)
+    if key not in _unnests:
+        unnest = _as_unnest(statement, _cached_plan(conn, statement, names))
+        if len(_unnests) >= _MAX_PLANS:
+            return unnest
+        _unnests[key] = unnest
+    return _unnests[key]
+
+
+def _as_unnest(statement: Insert | Update, plan: _Plan) -> _Unnest | None:
+    if plan is None:
+        return None
+    sql, order = plan
+    if isinstance(statement, Update):
+        return _update_unnest(statement, sql, order)
+    found = list(_VALUES.finditer(sql))
+    if len(found) != 1:
+        return None
+    places = found[0][1].split(", ")
+    casts = tuple(place.split("::")[1] for place in places)
+    head, tail = sql[: found[0].start()], sql[found[0].end() :]
+    # Its placeholders all in the VALUES, in order: nothing else to number.
+    if places != [f"${index}::{cast}" for index, cast in enumerate(casts, 1)] or "$" in head + tail:
+        return None
+    table: Any = statement.table
+    keys = tuple(column.name for column in table.primary_key.columns)
+    return _Unnest(table.name, head, casts, tail, order, keys=keys if set(keys) <= set(order) else None)
+
+
+def _update_unnest(statement: Update, sql: str, order: tuple[str, ...]) -> _Unnest | None:
+    """`UPDATE t SET a=$1::T, … WHERE … = $n::T` as taking its parameters from `v`, a row of
+    unnested arrays; None when it is not of that form (a FROM or RETURNING of its own, placeholders
+    other than $1…$n once each)."""
+    places = _PLACEHOLDER.findall(sql)
+    if (
+        sql.count(" WHERE ") != 1
+        or " FROM " in sql
+        or " RETURNING " in sql
+        or "{" in sql
+        or "}" in sql
+        or [int(number) for number, _ in places] != list(range(1, len(places) + 1))
+        or len(places) != len(order)
+    ):
+        return None
+    template = _PLACEHOLDER.sub("{}", sql)
+    where = template.index(" WHERE ")
+    casts = tuple(cast for _, cast in places)
+    table = getattr(statement.table, "name", None)
+    if not isinstance(table, str):
+        return None
+    return _Unnest(table, template[:where], casts, template[where:], order, updates=True)
+
+
+def _send_merged(conn: Connection, merged: list[_Merged]) -> None:
+    """One run as it is; several as one statement, each in a WITH, returning the counts of those
+    counted and the replaced rows' data of those reading them (its snapshot is from before any
+    of them ran, and no other run meets their rows)."""
+    if len(merged) == 1 and merged[0][0].replaced is None:
+        _alone(conn, merged[0][0])
+        return
+    if not merged:
+        return
+    key = tuple((unnest, run.counted is not None, run.replaced is not None) for run, unnest, _ in merged)
+    sql = _merged_sql.get(key)
+    if sql is None:
+        parts, results, first = [], [], 1
+        for index, (unnest, counted, _) in enumerate(key):
+            parts.append(f"w{index} AS ({unnest.sql(first, counted)})")
+            first += len(unnest.casts)
+            if counted:
+                results.append(f"(SELECT count(*) FROM w{index})")
+        for unnest, _, reads in key:
+            if reads:
+                results.append(
+                    f"(SELECT data FROM {unnest.table}"
+                    f" WHERE id = ${first}::VARCHAR AND tenant_id = ${first + 1}::VARCHAR)"
+                )
+                first += 2
+        sql = f"WITH {', '.join(parts)} SELECT {', '.join(results) or '1'}"
+        if len(_merged_sql) < _MAX_PLANS:
+            _merged_sql[key] = sql
+    params: list[Any] = [[row[name] for row in rows] for _, unnest, rows in merged for name in unnest.order]
+    for run, _, rows in merged:
+        if run.replaced is not None:
+            params += [rows[0]["id"], rows[0]["tenant_id"]]
+    found = _asyncpg_row(conn, sql, params)
+    for run, _, _ in merged:
+        if run.counted is not None:
+            run.counted(int(found.pop(0)))
+    for run, _, _ in merged:
+        if run.replaced is not None:
+            run.replaced(found.pop(0))
 
 
 def _direct(conn: Connection, dialect: str) -> bool:
@@ -79,6 +311,25 @@ def _sqlite(conn: Connection, sql: str, params: list[list[Any]]) -> int:
         cursor.close()
 
 
+def _asyncpg_row(conn: Connection, sql: str, params: list[Any]) -> list[Any]:
+    """The one row `sql` returns, as a list."""
+    driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
+    try:
+        return list(driver.run_async(lambda pg: pg.fetchrow(sql, *params)))
+    except Exception as exc:
+        _raise_translated(conn, driver, exc, sql, [params])
+        raise
+
+
+def _raise_translated(conn: Connection, driver: Any, exc: Exception, sql: str, params: list[Any]) -> None:
+    """Raise `exc` as SQLAlchemy's path raises it (the adapter's DB-API error, wrapped)."""
+    try:
+        driver._handle_exception(exc)  # raises it as the adapter's DB-API error, as its cursor does
+    except Exception as translated:
+        error = conn.dialect.loaded_dbapi.Error
+        raise DBAPIError.instance(sql, params, translated, error) from exc
+
+
 def _asyncpg(conn: Connection, sql: str, params: list[list[Any]]) -> int:
     driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
     try:
@@ -89,11 +340,7 @@ def _asyncpg(conn: Connection, sql: str, params: list[list[Any]]) -> int:
         driver.run_async(lambda pg: pg.executemany(sql, params))
         return -1
     except Exception as exc:
-        try:
-            driver._handle_exception(exc)  # raises it as the adapter's DB-API error, as its cursor does
-        except Exception as translated:
-            error = conn.dialect.loaded_dbapi.Error
-            raise DBAPIError.instance(sql, params, translated, error) from exc
+        _raise_translated(conn, driver, exc, sql, params)
         raise
 
 

@@ -117,6 +117,17 @@ class HistoryCache:
             return await readers.run(self._read_whole, tenant_id, session_id, shared)
         return merged
 
+    def read(
+        self, conn: Connection, tenant_id: str, session_id: str, shared: SharedRows | None = None
+    ) -> list[WithParts]:
+        """`fetch` done on `conn` in the caller's transaction (the store's writer reads it this way
+        right after its writes, `Store.history_after_writes`)."""
+        known = self._get((tenant_id, session_id))
+        params = _changes_params(tenant_id, session_id, known)
+        changes = [tuple(row) for row in conn.execute(_FIRST if known is None else _CHANGES, params)]
+        merged = self._merge(tenant_id, session_id, known, changes, shared)
+        return self._read_whole(conn, tenant_id, session_id, shared) if merged is None else merged
+
     def _merge(
         self,
         tenant_id: str,

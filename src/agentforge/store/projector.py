@@ -31,7 +31,7 @@ from sqlalchemy import (
 from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store.conflicts import conflict_insert
-from agentforge.store.direct import execute_rows
+from agentforge.store.direct import Once, Run, execute_rows, execute_runs, reads_rows
 from agentforge.store.schema import message, part, permission_request, session, todo
 from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
 
@@ -59,13 +59,18 @@ class KnownRevisions(Protocol):
     def forget(self, key: RevisionKey) -> None: ...
 
 
+Replaced = Callable[[str | None], None]  # handed the data of the row an upsert replaced
+
+
 class Writes:
     """The projector's statements for one transaction, run in order.
 
     Consecutive executions of the same statement are sent as one `executemany`: a batch of part
     updates costs one SQLAlchemy execution instead of one each (~40 us apiece), and on Postgres one
-    pipelined round trip. A statement whose result is needed (`run`) first sends what is pending, so
-    reads see every earlier write. Constraint errors of deferred statements surface at `flush`.
+    pipelined round trip; on Postgres consecutive INSERTs into different tables (messages, parts,
+    the event log, audit rows) go as one statement (`direct.execute_runs`). A statement whose result
+    is needed (`run`) first sends what is pending, so reads see every earlier write. Constraint
+    errors of deferred statements surface at `flush`.
     """
 
     def __init__(self, conn: Connection, known: KnownRevisions | None = None) -> None:
@@ -75,8 +80,11 @@ class Writes:
         # Set while writing an event group (batch.py): its message and parts are new rows, inserted
         # at once, so an id any row holds fails instead of overwriting it or being silently left out.
         self.strict = False
-        self._statement: Executable | None = None
-        self._rows: list[dict[str, Any]] = []
+        # With `strict`: whether each of those INSERTs is sent at once, so that its failure names
+        # its event. Unset (a transaction redone item by item when anything in it fails, where
+        # the failure is named), they are deferred like other rows.
+        self.at_once = True
+        self._runs: list[Run] = []  # deferred rows, per statement, in order
         self._known = known
         # (tenant, session) -> the history revision this transaction stamps that session's rows with.
         self.revisions: dict[RevisionKey, int] = {}
@@ -85,6 +93,22 @@ class Writes:
         self._created: dict[RevisionKey, int] = {}  # sessions this transaction creates: revision 0
         # Sessions deleted, or written outside these writes: their revision may have moved unseen.
         self.forgotten: set[RevisionKey] = set()
+        # Part id -> who wants the data of the row its next upsert replaces (`replaced_by`).
+        self._replaced: dict[str, Callable[[str | None], None]] = {}
+
+    def replaced_by(self, part_id: str, callback: Callable[[str | None], None]) -> bool:
+        """Have the next upsert of the part read the data of the row it replaces (None: there was
+        none) in its own statement, and hand it to `callback` right after it. Only on Postgres
+        outside a group (elsewhere a read of its own costs no round trip, or the part is new):
+        False, and the caller reads the row itself."""
+        if self.strict or self.conn.dialect.name != "postgresql":
+            return False
+        self._replaced[part_id] = callback
+        return True
+
+    def take_replaced(self, part_id: str) -> Callable[[str | None], None] | None:
+        """Who wants the row the part's upsert replaces (`replaced_by`), once."""
+        return None if self.strict else self._replaced.pop(part_id, None)
 
     def revision(self, tenant_id: str, session_id: str) -> int:
         """The revision to stamp a message or part of the session with: the session's counter, bumped
@@ -144,11 +168,42 @@ class Writes:
         if execute_rows(self.conn, _SET_HISTORY, rows) != len(rows):
             raise StaleRevisionError("a session's history revision is not the one this writer knew")
 
-    def defer(self, statement: Executable, row: dict[str, Any]) -> None:
-        if statement is not self._statement:
-            self.flush()
-            self._statement = statement
-        self._rows.append(row)
+    def defer(self, statement: Executable, row: dict[str, Any], once: Once | None = None) -> None:
+        """Execute later, in order (`once`: see `direct.Run`)."""
+        self.defer_rows(statement, [row], once)
+
+    def defer_rows(self, statement: Executable, rows: list[dict[str, Any]], once: Once | None = None) -> None:
+        last = self._runs[-1] if self._runs else None
+        if (
+            last is not None
+            and last.statement is statement
+            and last.counted is None
+            and last.replaced is None
+        ):
+            last.rows.extend(rows)
+        elif rows:
+            self._runs.append(Run(statement, list(rows), once))
+
+    def expect_row(self, statement: Executable, row: dict[str, Any], missing: str) -> None:
+        """Execute later, in order; MissingRowError(`missing`) when it changed no row."""
+
+        def counted(changed: int) -> None:
+            if changed == 0:
+                raise MissingRowError(missing)
+
+        self._runs.append(Run(statement, [row], counted=counted))
+
+    def defer_replacing(self, statement: Executable, row: dict[str, Any], replaced: Replaced) -> None:
+        """Execute later, in order, handing `replaced` the data of the row it replaces (None: a new
+        row) once it has run; only where `direct.reads_rows` says so."""
+        self._runs.append(Run(statement, [row], replaced=replaced))
+
+    def insert(self, statement: Executable, row: dict[str, Any]) -> None:
+        """A strict INSERT: sent at once, or deferred (`at_once`)."""
+        if self.at_once:
+            self.count(statement, row)
+        else:
+            self.defer(statement, row)
 
     def run(self, statement: Executable, params: dict[str, Any]) -> CursorResult[*tuple[Any, ...]]:
         """Execute now (after what is pending) and return the result."""
@@ -161,9 +216,10 @@ class Writes:
         return execute_rows(self.conn, statement, [params])
 
     def flush(self) -> None:
-        if self._statement is not None and self._rows:
-            execute_rows(self.conn, self._statement, self._rows)
-        self._statement, self._rows = None, []
+        # What a run hands back may defer more (a replaced step-finish part's usage taken back).
+        while self._runs:
+            runs, self._runs = self._runs, []
+            execute_runs(self.conn, runs)
 
 
 _BUMP_HISTORY: Update = (
@@ -226,18 +282,36 @@ _UPDATE_SESSION: Update = update(session).where(
 _DELETE_SESSION: Delete = delete(session).where(
     session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id")
 )
-_ADD_TO_TOTALS: Update = (
-    update(session)
-    .where(session.c.id == bindparam("b_id"), session.c.tenant_id == bindparam("b_tenant_id"))
-    .values(
-        cost=session.c.cost + bindparam("b_cost"),
-        tokens_input=session.c.tokens_input + bindparam("b_input"),
-        tokens_output=session.c.tokens_output + bindparam("b_output"),
-        tokens_reasoning=session.c.tokens_reasoning + bindparam("b_reasoning"),
-        tokens_cache_read=session.c.tokens_cache_read + bindparam("b_cache_read"),
-        tokens_cache_write=session.c.tokens_cache_write + bindparam("b_cache_write"),
+
+
+def _add_usage(session_id: Any, tenant_id: Any, prefix: str = "b_") -> Update:
+    """The session's totals grown by a usage given as bind parameters named with `prefix`."""
+    return (
+        update(session)
+        .where(session.c.id == session_id, session.c.tenant_id == tenant_id)
+        .values(
+            cost=session.c.cost + bindparam(f"{prefix}cost"),
+            tokens_input=session.c.tokens_input + bindparam(f"{prefix}input"),
+            tokens_output=session.c.tokens_output + bindparam(f"{prefix}output"),
+            tokens_reasoning=session.c.tokens_reasoning + bindparam(f"{prefix}reasoning"),
+            tokens_cache_read=session.c.tokens_cache_read + bindparam(f"{prefix}cache_read"),
+            tokens_cache_write=session.c.tokens_cache_write + bindparam(f"{prefix}cache_write"),
+        )
     )
-)
+
+
+def _usage_params(usage: Usage, prefix: str = "b_") -> dict[str, Any]:
+    return {
+        f"{prefix}cost": usage.cost,
+        f"{prefix}input": usage.input,
+        f"{prefix}output": usage.output,
+        f"{prefix}reasoning": usage.reasoning,
+        f"{prefix}cache_read": usage.cache_read,
+        f"{prefix}cache_write": usage.cache_write,
+    }
+
+
+_ADD_TO_TOTALS: Update = _add_usage(bindparam("b_id"), bindparam("b_tenant_id"))
 _INSERT_MESSAGE: Insert = message.insert()
 _INSERT_PART: Insert = part.insert()
 _DELETE_MESSAGE: Delete = delete(message).where(
@@ -263,6 +337,33 @@ _UPSERT_COLUMNS: dict[str, tuple[str, ...]] = {
     "part": ("data", "revision"),
 }
 _upserts: dict[tuple[str, str], Insert] = {}
+
+
+def _once(table: Table) -> Once:
+    """An upsert's rows meeting each row once: for an id given again, its first row's columns the
+    conflict leaves alone (e.g. a part's `time_created`) with its last row's others, what the rows
+    one after the other leave; None (no such list) when they name different owners (`_same_owner`)."""
+    updated = _UPSERT_COLUMNS[table.name]
+    owner = (
+        ("tenant_id", "session_id", "message_id") if "message_id" in table.c else ("tenant_id", "session_id")
+    )
+
+    def once(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        by_id: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            first = by_id.get(row["id"])
+            if first is None:
+                by_id[row["id"]] = row
+            elif any(first[name] != row[name] for name in owner):
+                return None
+            else:
+                by_id[row["id"]] = {**first, **{name: row[name] for name in updated}}
+        return rows if len(by_id) == len(rows) else list(by_id.values())
+
+    return once
+
+
+_ONCE: dict[str, Once] = {"message": _once(message), "part": _once(part)}
 
 
 def _upsert(writes: Writes, table: Table) -> Insert:
@@ -309,8 +410,7 @@ def _session_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
     # A full replace of the row, except the running totals, which stay the projector's.
     session_id = props["info"]["id"]
     params = {"b_id": session_id, "b_tenant_id": tenant_id, **_session_columns(tenant_id, props)}
-    if writes.count(_UPDATE_SESSION, params) == 0:
-        raise MissingRowError(f"session {session_id} does not exist")
+    writes.expect_row(_UPDATE_SESSION, params, f"session {session_id} does not exist")
 
 
 def _session_columns(tenant_id: str, props: Mapping[str, Any]) -> dict[str, Any]:
@@ -347,15 +447,17 @@ def _message_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
     }
     if info["role"] != "user":
         # Assistant messages get their ids from the server: never taken, so batched like parts.
-        writes.defer(_upsert(writes, message), row)
+        writes.defer(_upsert(writes, message), row, _ONCE["message"])
         return
-    # A client may choose a user message's id: run now, not batched, so an id already taken elsewhere
-    # fails this event rather than vanish. Written with its parts (strict), the message is new: a
-    # plain INSERT, so an id any row holds, in this session too, fails rather than overwrite it.
+    # A client may choose a user message's id: counted, so an id already taken elsewhere fails this
+    # event rather than vanish. Written with its parts (strict), the message is new: a plain
+    # INSERT, so an id any row holds, in this session too, fails rather than overwrite it.
     if writes.strict:
-        writes.count(_INSERT_MESSAGE, row)
-    elif writes.count(_upsert(writes, message), row) == 0:
-        raise MissingRowError(f"message id {info['id']} is taken by another session")
+        writes.insert(_INSERT_MESSAGE, row)
+    else:
+        writes.expect_row(
+            _upsert(writes, message), row, f"message id {info['id']} is taken by another session"
+        )
 
 
 def message_compaction_boundary(info: Mapping[str, Any]) -> str | None:
@@ -395,9 +497,11 @@ def _message_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -
 def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:
     new = props["part"]
     # Part kinds never change, so only a step-finish update can move the totals: read the previous
-    # version only then (on Postgres in its upsert's round trip), and keep the hot path (text and
-    # tool parts) to one deferred statement.
+    # version only then, or when the audit wants it (a tool part's, `Writes.replaced_by`), on
+    # Postgres in its upsert's round trip, and keep the hot path (text parts) to one deferred
+    # statement.
     counts = new.get("type") == STEP_FINISH
+    replaced = writes.take_replaced(new["id"])
     row = {
         "id": new["id"],
         "tenant_id": tenant_id,
@@ -407,16 +511,37 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
         "data": dumps(new),
         "revision": writes.revision(tenant_id, new["sessionID"]),
     }
-    if counts and not writes.strict and writes.conn.dialect.name == "postgresql":
-        previous = _upsert_reading_usage(writes, row)
-        _add_to_totals(writes, tenant_id, new["sessionID"], usage_of(new) - previous)
+    if counts and replaced is None and not writes.strict and reads_rows(writes.conn):
+        # Deferred with the batch's other rows; the new usage added after it, the replaced
+        # version's (rare) taken back once it has run.
+        session_id = new["sessionID"]
+
+        def take_back(data: str | None) -> None:
+            if data is not None:
+                _add_to_totals(writes, tenant_id, session_id, -usage_of(orjson.loads(data)))
+
+        writes.defer_replacing(_upsert(writes, part), row, take_back)
+        _add_to_totals(writes, tenant_id, session_id, usage_of(new))
+        return
+    if replaced is not None and not counts and reads_rows(writes.conn):
+        # Sent now, with what is pending, so the audit has its entries before its chain is sent.
+        writes.defer_replacing(_upsert(writes, part), row, replaced)
+        writes.flush()
+        return
+    if (counts or replaced is not None) and not writes.strict and writes.conn.dialect.name == "postgresql":
+        # The new usage is added in the upsert's statement; the replaced version's (rare) after it.
+        data = _upsert_reading(writes, row, usage_of(new))
+        if counts and data is not None:
+            _add_to_totals(writes, tenant_id, new["sessionID"], -usage_of(orjson.loads(data)))
+        if replaced is not None:
+            replaced(data)
         return
     previous = _stored_part_usage(writes, tenant_id, new["id"]) if counts else NO_USAGE
     if writes.strict:
         # A part of a new user message (its id maybe a client's): new too, never an upsert.
-        writes.count(_INSERT_PART, row)
+        writes.insert(_INSERT_PART, row)
     else:
-        writes.defer(_upsert(writes, part), row)
+        writes.defer(_upsert(writes, part), row, _ONCE["part"])
     if counts:
         _add_to_totals(writes, tenant_id, new["sessionID"], usage_of(new) - previous)
 
@@ -456,15 +581,17 @@ def _part_removed(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
     _add_to_totals(writes, tenant_id, props["sessionID"], -usage)
 
 
-_upserts_reading: dict[str, Select[tuple[str | None]]] = {}
+_upserts_reading: dict[tuple[str, bool], Select[tuple[str | None]]] = {}
 
 
-def _upsert_reading_usage(writes: Writes, row: dict[str, Any]) -> Usage:
-    """Upsert a part's row and return the usage of the version it replaced (none: a new part) in one
-    statement, where `_stored_part_usage` and the upsert take two round trips on Postgres: the upsert
-    in a WITH, whose snapshot the SELECT shares, so it reads the row as it was before."""
+def _upsert_reading(writes: Writes, row: dict[str, Any], usage: Usage) -> str | None:
+    """Upsert a part's row and return the data of the version it replaced (None: a new part) in one
+    statement, where a read of the stored row and the upsert take two round trips on Postgres: the
+    upsert in a WITH, whose snapshot the SELECT shares, so it reads the row as it was before. Its
+    session's totals grow by `usage` in the same statement (another WITH)."""
     dialect = writes.conn.dialect.name
-    statement = _upserts_reading.get(dialect)
+    adds = usage != NO_USAGE
+    statement = _upserts_reading.get((dialect, adds))
     if statement is None:
         base = conflict_insert(dialect, part).values(
             {column.name: bindparam(f"v_{column.name}") for column in part.c}
@@ -478,9 +605,15 @@ def _upsert_reading_usage(writes: Writes, row: dict[str, Any]) -> Usage:
             part.c.id == bindparam("v_id"), part.c.tenant_id == bindparam("v_tenant_id")
         )
         statement = select(previous.scalar_subquery()).add_cte(upsert.cte("upserted"))
-        _upserts_reading[dialect] = statement
-    data = writes.run(statement, {f"v_{name}": value for name, value in row.items()}).scalar()
-    return NO_USAGE if data is None else usage_of(orjson.loads(data))
+        if adds:
+            totals = _add_usage(bindparam("v_session_id"), bindparam("v_tenant_id"), prefix="u_")
+            statement = statement.add_cte(totals.cte("totals"))
+        _upserts_reading[(dialect, adds)] = statement
+    params = {f"v_{name}": value for name, value in row.items()}
+    if adds:
+        params.update(_usage_params(usage, prefix="u_"))
+    data: str | None = writes.run(statement, params).scalar()
+    return data
 
 
 def _stored_part_usage(writes: Writes, tenant_id: str, part_id: str) -> Usage:
@@ -491,19 +624,7 @@ def _stored_part_usage(writes: Writes, tenant_id: str, part_id: str) -> Usage:
 def _add_to_totals(writes: Writes, tenant_id: str, session_id: str, usage: Usage) -> None:
     if usage == NO_USAGE:
         return
-    writes.defer(
-        _ADD_TO_TOTALS,
-        {
-            "b_id": session_id,
-            "b_tenant_id": tenant_id,
-            "b_cost": usage.cost,
-            "b_input": usage.input,
-            "b_output": usage.output,
-            "b_reasoning": usage.reasoning,
-            "b_cache_read": usage.cache_read,
-            "b_cache_write": usage.cache_write,
-        },
-    )
+    writes.defer(_ADD_TO_TOTALS, {"b_id": session_id, "b_tenant_id": tenant_id, **_usage_params(usage)})
 
 
 # --- interaction records: permission requests and todo lists -----------------------------------------
@@ -561,8 +682,7 @@ def _permission_replied(writes: Writes, tenant_id: str, props: Mapping[str, Any]
         "b_feedback": props.get("message"),
         "b_time_decided": props["time"],
     }
-    if writes.count(_DECIDE_PERMISSION_REQUEST, params) == 0:
-        raise MissingRowError(f"permission request {request_id} does not exist")
+    writes.expect_row(_DECIDE_PERMISSION_REQUEST, params, f"permission request {request_id} does not exist")
 
 
 def _todo_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> None:

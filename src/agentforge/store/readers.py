@@ -16,10 +16,18 @@ The reads of every turn (`rows`: one statement, e.g. the session, the history's 
 SQLAlchemy's per-read machinery on Postgres (a pool checkout, greenlet bridges, the statement's
 compiled-cache lookup and result processing: ~0.5 ms of the event loop per read, more than the
 round trips themselves): the statement is compiled once and run through asyncpg (prepared once per
-connection) on a few connections the readers keep checked out. Each such read is the same
-transaction as above: BEGIN with the tenant set in one message, the statement, ROLLBACK, though
-the rows are handed out before the ROLLBACK's answer (its connection is kept for the next read only
-once it has ended); a connection whose transaction could not be ended is invalidated, never kept.
+connection) on a few connections the readers keep checked out. Such a connection holds its tenant
+as a setting of its session (`set_config(..., false)`), set before a read whenever the read's
+tenant is another: a read of the same tenant as the one before is its statement alone, one round
+trip, which Postgres runs as a transaction of its own (one snapshot), where BEGIN with the
+setting, the statement and ROLLBACK took two on its path and three in all. Only `rows` uses these
+connections, and it always sets its tenant first; one whose read or setting failed or was
+cancelled is invalidated, and they never go back to the pool (closed with the readers), so no
+other use of a pooled connection ever finds a tenant set. A read finding them all busy waits a few
+milliseconds for one (a read holds it for one round trip), then takes one of the pool's: a slow or
+hung read holds up no other. The tenant held by the session means a transaction-mode connection
+pooler (PgBouncer's `pool_mode = transaction`) must not sit between the server and Postgres: it
+would hand the backend, setting and all, to another client (session mode is fine).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -36,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 from sqlalchemy import ClauseElement, Connection, Engine, Executable
 
-from agentforge.store.tenancy import begin_in_tenant
+from agentforge.store.tenancy import begin_in_tenant, hold_tenant
 
 if TYPE_CHECKING:
     # SQLAlchemy's asyncio layer brings its ORM (~7 MB): only Postgres uses it (engine.py).
@@ -47,9 +56,10 @@ T = TypeVar("T")
 
 # A row of `Readers.rows`, read by position (a SQLAlchemy row or an asyncpg record).
 Values = Sequence[Any]
-# Connections Postgres readers keep checked out for `rows` (the store: one per reader); reads
-# beyond them take the pool's.
+# Connections Postgres readers keep checked out for `rows` (the store: one per reader); a read
+# finding them all busy waits this long for one to be given back, then takes one of the pool's.
 KEPT_CONNECTIONS: Final = 2
+KEPT_WAIT_SECONDS: Final = 0.005
 
 
 class Readers(ABC):
@@ -152,7 +162,8 @@ class ThreadReaders(Readers):
 
 class PoolReaders(Readers):
     """Postgres: a pooled asyncpg connection per read, the query bridged with `run_sync`; `rows`
-    through the driver on the connections it keeps (`kept`, taken from the pool as needed)."""
+    through the driver on the connections it keeps (`kept`, taken from the pool as needed; with
+    none, each on one of the pool's)."""
 
     def __init__(self, engine: AsyncEngine, *, kept: int = KEPT_CONNECTIONS) -> None:
         self._engine = engine
@@ -161,8 +172,10 @@ class PoolReaders(Readers):
         self._kept = kept
         self._idle: list[_Kept] = []  # kept connections no read is using
         self._taken = 0  # kept connections checked out of the pool (idle or in use)
+        # Reads waiting for a kept connection: handed one as a read ends (None: one was dropped,
+        # open another).
+        self._waiting: deque[asyncio.Future[_Kept | None]] = deque()
         self._compiled: dict[Executable, _Compiled] = {}
-        self._ending: set[asyncio.Task[None]] = set()  # reads' transactions being rolled back
         self._closed = False
 
     async def run(
@@ -186,12 +199,15 @@ class PoolReaders(Readers):
     ) -> T:
         sql, args = self._compile(statement).bind(params)
         kept = await self._checkout()
-        if kept is None:  # every kept connection busy: one of the pool's for this read
+        if kept is None:  # none kept (closing, or none to keep): one of the pool's for this read
             async with self._tenant_reads.connect() as conn, _tenant_transaction(conn, tenant_id) as driver:
                 found: list[Values] = await driver.fetch(sql, *args)
             return build(found)
         try:
-            await begin_in_tenant(kept.driver, tenant_id)
+            if kept.tenant != tenant_id:
+                kept.tenant = None  # unknown until the setting has answered
+                await hold_tenant(kept.driver, tenant_id)
+                kept.tenant = tenant_id
             found = await kept.driver.fetch(sql, *args)
         except BaseException as exc:
             await self._drop(kept)
@@ -201,48 +217,74 @@ class PoolReaders(Readers):
             # read is safe to run again, once, on a fresh connection.
             await self._drop_idle()
             return await self.rows(tenant_id, statement, params, build, retry=False)
-        # The answer is whole: ending its transaction need not delay it. The connection is kept
-        # for the next read only once that has ended.
-        ending = asyncio.get_running_loop().create_task(self._end(kept))
-        self._ending.add(ending)
-        ending.add_done_callback(self._ending.discard)
+        if self._closed:
+            await self._drop(kept)
+        else:
+            self._pass_on(kept)
         return build(found)
 
     async def _checkout(self) -> _Kept | None:
-        while self._idle:
-            kept = self._idle.pop()
-            if not kept.driver.is_closed():
-                return kept
-            await self._drop(kept)  # ended while idle (Postgres restarted, or ended it)
-        if self._taken >= self._kept or self._closed:
-            return None
+        """An idle kept connection, else a new one up to `kept`, else the next one a read gives
+        back within `KEPT_WAIT_SECONDS`: a read holds it for one round trip, where one of the pool's
+        would cost its checkout and a transaction of three. None: keep none, take the pool's (also
+        when none came back in time: a slow read, or a hung connection, must not hold up the reads
+        behind it, the authentication of every request among them)."""
+        while True:
+            while self._idle:
+                kept = self._idle.pop()
+                if not kept.driver.is_closed():
+                    return kept
+                await self._drop(kept)  # ended while idle (Postgres restarted, or ended it)
+            if self._closed or self._kept == 0:
+                return None
+            if self._taken < self._kept:
+                return await self._keep_another()
+            waiter: asyncio.Future[_Kept | None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await asyncio.wait((waiter,), timeout=KEPT_WAIT_SECONDS)
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._pass_on(waiter.result())  # handed over as this read was cancelled
+                raise
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(waiter)
+            if not waiter.done():
+                waiter.cancel()
+                return None  # none came back in time: one of the pool's for this read
+            handed = waiter.result()
+            if handed is not None:
+                return handed
+
+    async def _keep_another(self) -> _Kept:
         self._taken += 1
         try:
             conn = await self._tenant_reads.connect()
             driver = (await conn.get_raw_connection()).driver_connection
         except BaseException:
             self._taken -= 1
+            self._pass_on(None)
             raise
         return _Kept(conn, driver)
 
-    async def _end(self, kept: _Kept) -> None:
-        """Roll a read's transaction back, then keep its connection (closed: give it back)."""
-        try:
-            await kept.driver.execute("ROLLBACK")
-        except BaseException:
-            # Lost, or cancelled at shutdown: the read had its answer, the connection goes.
-            await self._drop(kept)
-            return
-        if self._closed:
-            self._taken -= 1
-            await kept.conn.close()
-        else:
+    def _pass_on(self, kept: _Kept | None) -> None:
+        """Hand `kept` (None: a free place for one) to the first read still waiting; a connection
+        nobody waits for goes idle."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(kept)
+                return
+        if kept is not None:
             self._idle.append(kept)
 
     async def _drop(self, kept: _Kept) -> None:
         """A kept connection whose state is unknown (a read failed or was cancelled, perhaps with
-        BEGIN still in flight): never used again (as `_tenant_transaction` does)."""
+        its setting still in flight), or one the readers are done with: never used again, and
+        never given back to the pool with its tenant set."""
         self._taken -= 1
+        self._pass_on(None)  # a read waiting may open another
         # A dead connection may fail to say so again: what matters is that it is never used.
         with contextlib.suppress(Exception):
             await kept.conn.invalidate()
@@ -268,18 +310,13 @@ class PoolReaders(Readers):
         async with self._engine.connect() as conn:
             return await conn.run_sync(query, *args, **kwargs)
 
-    async def settled(self) -> None:
-        """Wait until the transactions of the reads answered so far have ended."""
-        await asyncio.gather(*self._ending, return_exceptions=True)
-
     async def close(self) -> None:
-        """The kept connections go back to the engine's pool, which the store disposes."""
+        """The kept connections are closed, never given back to the pool (their tenant is set)."""
         self._closed = True
-        await self.settled()
-        idle, self._idle = self._idle, []
-        self._taken -= len(idle)
-        for kept in idle:
-            await kept.conn.close()
+        for waiter in self._waiting:  # they take the pool's
+            if not waiter.done():
+                waiter.set_result(None)
+        await self._drop_idle()
 
 
 def _connection_lost(exc: BaseException) -> bool:
@@ -296,12 +333,14 @@ def _connection_lost(exc: BaseException) -> bool:
     return isinstance(exc, (*lost, ConnectionError))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Kept:
-    """A connection `PoolReaders.rows` keeps checked out, and its asyncpg connection."""
+    """A connection `PoolReaders.rows` keeps checked out, its asyncpg connection, and the tenant its
+    session is set to (None: none yet, or not known)."""
 
     conn: AsyncConnection
     driver: Any
+    tenant: str | None = None
 
 
 class _Compiled:

@@ -234,6 +234,11 @@ class Store:
         return self._writer.queue_depth
 
     @property
+    def writer_reads(self) -> int:
+        """Reads the writer ran right behind writes (`history_after_writes`), for tests and metrics."""
+        return self._writer.reads_done
+
+    @property
     def committed_batches(self) -> int:
         """Transactions the writer has committed (one per group of events), for tests and metrics."""
         return self._writer.committed_batches
@@ -536,6 +541,17 @@ class Store:
         Reads only the rows written since the session's last read (store/history_cache.py). The
         messages and parts are shared with the next reads: read-only, change a copy (`model_copy`)."""
         return await self._history.fetch(self._readers, tenant_id, session_id, self._shared)
+
+    def history_after_writes(self, tenant_id: str, session_id: str) -> asyncio.Future[list[WithParts]] | None:
+        """`history_since_compaction` as it is once everything submitted so far has committed, read
+        by the writer right after committing them, in the same turn of its thread: a loop's first
+        step, whose user message was just submitted, saves waiting for that commit and then a
+        reader's hop. None where the writer does not read (Postgres: a read there is round trips
+        the writes behind it would wait for); read as usual then."""
+        if not self._writer.reads_in_order:
+            return None
+        history, shared = self._history, self._shared
+        return self._writer.submit_read(lambda conn: history.read(conn, tenant_id, session_id, shared))
 
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest

@@ -7,10 +7,12 @@ sees and writes nothing. SQLite has no such setting; its queries filter by `tena
 
 `begin_in_tenant` opens a transaction already scoped to its tenant in one round trip (BEGIN and the
 setting as one simple-protocol message), where `BEGIN` and then `set_tenant` take two.
-`execute_in_tenant` runs one statement in a transaction of its own scoped to a tenant, in one round
-trip when its arguments can be written as literals: the setting and the statement as one
-simple-protocol message, which Postgres runs as one implicit transaction (committed at its end,
-rolled back whole when any part fails), so no transaction outlives the call.
+`hold_tenant` sets it for a connection's session instead, for connections that set it before
+every use and are never pooled (the readers' kept ones). `execute_in_tenant` runs one statement in
+a transaction of its own scoped to a tenant, in one round trip when its arguments can be written
+as literals: the setting and the statement as one simple-protocol message, which Postgres runs as
+one implicit transaction (committed at its end, rolled back whole when any part fails), so no
+transaction outlives the call.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ TENANT_SETTING: Final = "app.tenant_id"
 
 _SET_TENANT = text(f"SELECT set_config('{TENANT_SETTING}', :tenant, true)")
 _SET_TENANT_DRIVER: Final = f"SELECT set_config('{TENANT_SETTING}', $1, true)"
+_HOLD_TENANT_DRIVER: Final = f"SELECT set_config('{TENANT_SETTING}', $1, false)"
 # The simple protocol takes no parameters, so the id goes in the text: only ids with nothing that
 # would need quoting (identity's tenant ids are all of this form); any other takes the long way.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -54,6 +57,17 @@ async def begin_in_tenant(driver: Any, tenant_id: str) -> None:
         return
     await driver.execute("BEGIN")
     await driver.fetchval(_SET_TENANT_DRIVER, tenant_id)
+
+
+async def hold_tenant(driver: Any, tenant_id: str) -> None:
+    """Set the asyncpg connection `driver`'s session (not a transaction of it) to `tenant_id`, for
+    the statements it runs from now on, each a transaction of its own. Only for a connection that is
+    never given back to a pool and whose every use sets its own tenant first (readers.py)."""
+    _check(tenant_id)
+    if plain(tenant_id):
+        await driver.execute(f"SELECT set_config('{TENANT_SETTING}', '{tenant_id}', false)")
+        return
+    await driver.fetchval(_HOLD_TENANT_DRIVER, tenant_id)
 
 
 async def execute_in_tenant(driver: Any, tenant_id: str, statement: str, *args: str) -> str:

@@ -2,7 +2,7 @@
 
 `submit()` enqueues without blocking and returns a future. The writer takes everything queued (up to
 `batch_cap`) into one transaction (see `batch.py`), commits, and then, on the event loop and in order,
-sets each event's `seq`, calls `publish(events)` and resolves the futures. So an event is published
+sets each event's `seq`, resolves the futures and calls `publish(events)`. So an event is published
 only after it is durable, and published events keep submission order.
 
 SQLite: a dedicated thread owning one pysqlite connection; ARCHITECTURE ("The main chain") measured
@@ -20,7 +20,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
@@ -66,9 +66,16 @@ class _Barrier:
 _BARRIER: Final = _Barrier()
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """Queued by `submit_read`: run on the writer's connection once the writes before it committed."""
+
+    query: Callable[[Connection], Any]
+
+
 @dataclass(slots=True)
 class _Pending:
-    event: Item | _Barrier
+    event: Item | _Barrier | _Read
     future: asyncio.Future[Any]
     origin: object = None
 
@@ -84,6 +91,8 @@ class OrderedWriter(ABC):
 
     # Whether each transaction must set its tenant (Postgres row-level security; see tenancy.py).
     scoped_by_tenant: ClassVar[bool]
+    # Whether `submit_read` may be used: a read there costs no more than a reader's (SQLite's thread).
+    reads_in_order: ClassVar[bool]
 
     def __init__(self, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         if batch_cap < 1:
@@ -95,6 +104,7 @@ class OrderedWriter(ABC):
         self._closing = False
         self._stopped: asyncio.Future[None] = self._loop.create_future()
         self.committed_batches = 0
+        self.reads_done = 0  # `submit_read`s run
         # Submission and delivery counters, and broadcast-only events waiting for earlier writes.
         self._submitted = 0
         self._delivered = 0
@@ -139,7 +149,19 @@ class OrderedWriter(ABC):
             raise StoreWriteError("the store is closed")
         return self._queue_item(_BARRIER)
 
-    def _queue_item(self, item: Item | _Barrier) -> asyncio.Future[Any]:
+    def submit_read(self, query: Callable[[Connection], Any]) -> asyncio.Future[Any]:
+        """Resolves with `query(conn)`, run in a transaction of its own on the writer's connection
+        right after everything submitted before it has committed: what they wrote is read without
+        waiting for their commit first and then handing the read to a reader thread. A failed read,
+        or a batch before it that failed as a whole, fails the future (StoreWriteError). The query
+        must only read."""
+        if self._closing:
+            raise StoreWriteError("the store is closed")
+        if not self.reads_in_order:
+            raise NotImplementedError("this writer does not read")
+        return self._queue_item(_Read(query))
+
+    def _queue_item(self, item: Item | _Barrier | _Read) -> asyncio.Future[Any]:
         origin = None if self.observer is None else self.observer.capture()
         pending = _Pending(item, self._loop.create_future(), origin)
         self._submitted += 1
@@ -187,16 +209,17 @@ class OrderedWriter(ABC):
         return batch, True
 
     def _write(self, conn: Connection, batch: Sequence[_Pending]) -> list[Outcome]:
-        items = [pending.event for pending in batch if not isinstance(pending.event, _Barrier)]
+        items = [pending.event for pending in batch if not isinstance(pending.event, _Barrier | _Read)]
         written = iter(self._applier.write_batch(conn, items) if items else [])
-        return [Applied(None) if pending.event is _BARRIER else next(written) for pending in batch]
+        return [_outcome(conn, pending.event, written) for pending in batch]
 
     def _deliver(
         self, batch: Sequence[_Pending], outcomes: Sequence[Outcome], committed: bool, timing: tuple[int, int]
     ) -> None:
-        """On the loop: set seqs, publish what committed (in order), then resolve the futures."""
-        if committed and any(pending.event is not _BARRIER for pending in batch):
+        """On the loop: set seqs, resolve the futures, publish what committed (in order)."""
+        if committed and any(not isinstance(pending.event, _Barrier | _Read) for pending in batch):
             self.committed_batches += 1
+        self.reads_done += sum(isinstance(pending.event, _Read) for pending in batch)
         if self.observer is not None:
             self.observer.batch(len(batch), *timing, committed, batch[0].origin)
         # Committed events in order, each followed by the broadcast events queued right behind it.
@@ -214,12 +237,21 @@ class OrderedWriter(ABC):
                     ordered.append(event)
             while self._trailing and self._trailing[0][0] <= self._delivered:
                 ordered.append(self._trailing.popleft()[1])
+        # The writers' futures first, then the subscribers: whoever waited for a commit (a prompt for
+        # its user message, a loop for its step's last writes) goes on before the SSE streams write
+        # these events out, so that work overlaps what it waits for next (the model's first byte)
+        # instead of delaying it. Both only run once this callback returns: the order of their
+        # wake-ups is all that changes; the events are durable and published in order either way.
+        self._resolve(batch, outcomes)
         if ordered:
             try:
                 self._publish(ordered)
             except Exception:
                 # The events are durable whatever a subscriber does; their writers still succeed.
                 log.exception("publish callback failed for %d events", len(ordered))
+
+    @staticmethod
+    def _resolve(batch: Sequence[_Pending], outcomes: Sequence[Outcome]) -> None:
         for pending, outcome in zip(batch, outcomes, strict=True):
             if pending.future.done():
                 continue
@@ -237,6 +269,20 @@ class OrderedWriter(ABC):
     def _mark_stopped(self) -> None:
         if not self._stopped.done():
             self._stopped.set_result(None)
+
+
+def _outcome(conn: Connection, item: Item | _Barrier | _Read, written: Iterator[Outcome]) -> Outcome:
+    """A batch item's outcome once the batch's writes committed: theirs, a barrier's, a read's."""
+    if isinstance(item, _Barrier):
+        return Applied(None)
+    if not isinstance(item, _Read):
+        return next(written)
+    try:
+        with conn.begin():
+            return Applied(item.query(conn))
+    except Exception as exc:
+        log.exception("store writer: a read after the batch failed")
+        return StoreWriteError(f"the read could not be done: {exc}")
 
 
 def _check_durable(event: Event) -> None:
@@ -261,6 +307,7 @@ class ThreadWriter(OrderedWriter):
     """SQLite: a dedicated thread that owns the one write connection."""
 
     scoped_by_tenant = False
+    reads_in_order = True
 
     def __init__(self, engine: Engine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
@@ -322,6 +369,7 @@ class TaskWriter(OrderedWriter):
     """Postgres: an asyncio task that owns one connection and runs the sync batch code via run_sync."""
 
     scoped_by_tenant = True
+    reads_in_order = False  # a read there is round trips the writes behind it would wait for
 
     def __init__(self, engine: AsyncEngine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)

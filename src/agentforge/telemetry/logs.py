@@ -105,10 +105,33 @@ def _short_secret_key(key: str) -> bool:
 _PLAIN_TYPES = frozenset({int, float, bool, type(None)})
 
 
+# Short texts seen before with no credential in them, each with how a console line shows it (as
+# is, or quoted): most of a line's values are ids, names and words that come back line after line.
+# Texts that held a credential are never kept. Emptied when full.
+_CLEAN_TEXT_LENGTH = 64
+_CLEAN_TEXTS_MAX = 4096
+_clean_texts: dict[str, str] = {}
+
+
+def _masked(text: str) -> str:
+    """`mask(text)` of an exact `str`, remembering a short one found clean."""
+    masked = mask(text)
+    if len(text) <= _CLEAN_TEXT_LENGTH and masked == text:
+        if len(_clean_texts) >= _CLEAN_TEXTS_MAX:
+            _clean_texts.clear()
+        _clean_texts[text] = _console_value(text)
+    return masked
+
+
+def _console_value(value: Any) -> str:
+    """How structlog's console renderer shows a field's value."""
+    return value if type(value) is str and not _QUOTED.search(value) else repr(value)
+
+
 def redact(value: Any) -> Any:
     kind = type(value)
     if kind is str:
-        return mask(value)
+        return value if value in _clean_texts else _masked(value)
     if kind in _PLAIN_TYPES:
         return value
     if isinstance(value, str):
@@ -253,7 +276,6 @@ class _LineFormatter(logging.Formatter):
             event["message"] = event.pop("event")
             _redact_fields(None, "", event)
             return cast(str, self._dumps(None, "", event))
-        _redact_fields(None, "", event)
         return _console_line(event)
 
 
@@ -276,23 +298,35 @@ def _iso_time(created: float) -> str:
 
 
 def _console_line(event: EventDict) -> str:
-    """What structlog's ConsoleRenderer(colors=False, sort_keys=False) renders for `event`, which
-    holds none of the keys of `_NOT_FUSED`."""
+    """What `_redact_fields` then structlog's ConsoleRenderer(colors=False, sort_keys=False) render
+    for `event`, which holds none of the keys of `_NOT_FUSED`: redacted and shown in one pass."""
     columns: list[str] = []
     if "time" in event:
-        columns.append(str(event.pop("time")))
+        # Masked without being remembered: a line's time is its own.
+        time_value = event.pop("time")
+        columns.append(str(mask(time_value) if type(time_value) is str else redact(time_value)))
     if "level" in event:
-        level = str(event.pop("level"))
+        level = str(_redacted_field("level", event.pop("level")))
         columns.append(f"[{level.ljust(_LEVEL_WIDTH)}]")
     if "event" in event:
-        columns.append(str(event.pop("event")).ljust(_EVENT_WIDTH))
+        columns.append(str(_redacted_field("event", event.pop("event"))).ljust(_EVENT_WIDTH))
     for key in ("logger", "logger_name"):
         if key in event:
-            columns.append(f"[{event.pop(key)}]")
+            columns.append(f"[{_redacted_field(key, event.pop(key))}]")
+    clean = _clean_texts
     for key, value in event.items():
-        shown = value if type(value) is str and not _QUOTED.search(value) else repr(value)
-        columns.append(f"{key}={shown}")
+        if type(value) is str and (shown := clean.get(value)) is not None and not _secret_key(key):
+            columns.append(f"{key}={shown}")  # the common case: a text seen clean before
+        else:
+            columns.append(f"{key}={_console_value(_redacted_field(key, value))}")
     return " ".join(column for column in columns if column).rstrip(" ")
+
+
+def _redacted_field(key: str, value: Any) -> Any:
+    """A field's value as `_redact_fields` leaves it."""
+    if key.startswith("_"):
+        return value
+    return REDACTED if _secret_key(key) else redact(value)
 
 
 def configure_logging(

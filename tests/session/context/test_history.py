@@ -264,6 +264,18 @@ def test_messages_without_sendable_content_are_skipped() -> None:
     assert to_model_messages(chat.messages) == []
 
 
+def test_each_message_is_converted_once_while_it_lives() -> None:
+    chat = Conversation()
+    chat.user("hi")
+    chat.assistant(step_start(), "Hello!")
+    first = to_model_messages(chat.messages, model=("fake", "test-model"))
+    again = to_model_messages(chat.messages, model=("fake", "test-model"))
+    assert again == first and all(kept is made for kept, made in zip(again, first, strict=True))
+    # A changed message is a new object (shared history is changed by copying): converted anew.
+    changed = chat.messages[0].model_copy(update={"parts": [text("bye")]})
+    assert to_model_messages([changed, chat.messages[1]])[0] == UserModelMessage(content=[TextContent("bye")])
+
+
 # -- to_model_messages: assistant side -------------------------------------------------------------------
 
 

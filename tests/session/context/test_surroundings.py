@@ -3,6 +3,8 @@ again (and so seen on the next model call) once an instruction file or a `.git` 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from agentforge.session.context.surroundings import (
     RACY_SECONDS,
+    LookAhead,
     Surroundings,
     SystemContext,
     known,
@@ -126,3 +129,29 @@ async def test_configured_globs_are_looked_up_every_time(repo: SystemContext) ->
     guide.parent.mkdir()
     guide.write_text("a guide")
     assert await look_around(context) == Surroundings(True, [instructions(guide, "a guide")])
+
+
+async def test_a_look_up_started_ahead_is_handed_over_once(repo: SystemContext) -> None:
+    rules = repo.workspace / "AGENTS.md"
+    rules.write_text("rules")
+    ahead = LookAhead(repo)
+
+    taken = ahead.take()
+
+    assert taken is not None and ahead.take() is None
+    assert await taken == Surroundings(True, [instructions(rules, "rules")])
+    ahead.drop()  # nothing left to end
+
+
+async def test_a_look_up_nobody_took_is_ended(repo: SystemContext) -> None:
+    # A prompt refused after it started the look-up drops it: still running, it is cancelled.
+    ahead = LookAhead(repo)
+    pending = ahead._pending
+    assert pending is not None and not pending.done()
+
+    ahead.drop()
+
+    assert ahead.take() is None
+    with contextlib.suppress(asyncio.CancelledError):
+        await pending
+    assert pending.cancelled()

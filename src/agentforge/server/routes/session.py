@@ -6,6 +6,7 @@ import urllib.parse
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi.routing import APIRoute
 
 from agentforge.model.message import WithParts
 from agentforge.model.session import Session, StatusBusy
@@ -140,6 +141,11 @@ async def prompt(session_id: str, body: PromptInput, prompts: PromptDep) -> Wire
 async def prompt_async(session_id: str, body: PromptInput, prompts: PromptDep) -> Response:
     await prompts.prompt_async(session_id, body)
     return Response(status_code=204)
+
+
+def prompt_routes() -> list[APIRoute]:
+    """The routes server/prompt_lane.py serves ahead of FastAPI (every turn starts through them)."""
+    return [r for r in router.routes if isinstance(r, APIRoute) and r.endpoint in (prompt, prompt_async)]
 
 
 @router.post("/{session_id}/abort", operation_id="session.abort", summary="Cancel the running turn")

@@ -102,6 +102,33 @@ async def look_around(context: SystemContext) -> Surroundings:
     return await asyncio.to_thread(_known_or_looked, context)
 
 
+class LookAhead:
+    """A look-up started ahead of the model call it is for (a prompt starts it as soon as it has read
+    its session, so it runs while the user message is written): `take` hands it to that call once;
+    `drop` ends it when nobody took it."""
+
+    def __init__(self, context: SystemContext) -> None:
+        self._pending: asyncio.Future[Surroundings] | None = asyncio.ensure_future(look_around(context))
+
+    def take(self) -> asyncio.Future[Surroundings] | None:
+        pending, self._pending = self._pending, None
+        return pending
+
+    def drop(self) -> None:
+        unused(self.take())
+
+
+def unused(pending: asyncio.Future[Surroundings] | None) -> None:
+    """Let go of a look-up nobody will wait for: cancelled if still running, its failure retrieved
+    (not an error: nobody needed it)."""
+    if pending is None:
+        return
+    if not pending.done():
+        pending.cancel()
+    elif not pending.cancelled():
+        pending.exception()
+
+
 def _known_or_looked(context: SystemContext) -> Surroundings:
     cached = known(context)
     if cached is not None:

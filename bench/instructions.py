@@ -1,0 +1,117 @@
+"""Instructions the server executes per turn, counted by valgrind's callgrind. Prints JSON.
+
+    python bench/instructions.py [SRC[,python=PATH] ...] [--turns 40] [--kind plain|tool]
+
+Each SRC (a source tree's `src`, `-` for this checkout's; default `-`; `,python=PATH`: served by
+that interpreter, another virtualenv's, when the trees differ in their dependencies) is served by
+`agentforge serve` under `valgrind --tool=callgrind` (SQLite in a temporary directory) against the
+fake OpenAI provider; after 5 warm-up turns, instruction counting is switched on (`callgrind_control
+-i on`) for `--turns` turns and off again, and the count is divided by the turns. Every thread of
+the server counts (the event loop, the store's writer and readers); the preparing child of a first
+start does not.
+
+Why: wall-clock and CPU-time figures on this shared machine swing by 1.5-2x with its load and its
+speed; an instruction count does not (two runs of one tree agree within ~0.5%), so it shows changes
+of a few percent in the work a turn costs. It says nothing about waits or their order (callgrind runs
+the threads one at a time): latency is bench/compare.py's. Needs valgrind (Debian's package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, os.environ.get("BENCH_REPO", str(Path(__file__).resolve().parents[1])))
+
+from tests.e2e.harness import EventCollector, LiveServer
+from tests.fakes.openai_server import FakeOpenAI, call, reply
+
+from bench.turns import PLAIN_TEXT, ServerTree, start_server
+
+WARM_UP_TURNS = 5
+# valgrind runs the server ~50x slower: generous timeouts for its start and its turns.
+SLOW_SECONDS = 600.0
+
+
+def _counted(out: Path) -> int:
+    """The instructions callgrind counted, over every dump file it wrote for the process."""
+    total = 0
+    for dump in out.parent.glob(out.name + "*"):
+        for line in dump.read_text(errors="replace").splitlines():
+            found = re.match(r"(?:summary|totals): (\d+)", line)
+            if found:
+                total = max(total, int(found[1]))
+    return total
+
+
+def _control(*args: str) -> None:
+    subprocess.run(["callgrind_control", *args], check=True, capture_output=True)
+
+
+async def measure(spec: str, turns: int, kind: str, session_turns: int) -> dict[str, Any]:
+    tree = ServerTree.parse(spec)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        out = tmp / "callgrind.out"
+        async with FakeOpenAI() as fake:
+            wrapper = ("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}")
+            process, live, client = await start_server(
+                tree, tmp, fake, wrapper=wrapper, start_timeout=SLOW_SECONDS
+            )
+            try:
+                async with client:
+                    await _turns(live, WARM_UP_TURNS, kind, session_turns)
+                    _control("-i", "on", str(process.pid))
+                    await _turns(live, turns, kind, session_turns)
+                    _control("-i", "off", str(process.pid))
+                    _control("-d", str(process.pid))
+            finally:
+                process.terminate()
+                await process.wait()
+            counted = _counted(out)
+    return {"src": tree.describe(), "kind": kind, "turns": turns, "instructions_per_turn": counted // turns}
+
+
+async def _turns(live: LiveServer, turns: int, kind: str, session_turns: int) -> None:
+    """`turns` turns, each waited for until its session is idle again (its last writes published)."""
+    session_id, events = "", EventCollector()
+    for number in range(turns):
+        if number % session_turns == 0:
+            await events.stop()
+            session_id = (await live.create_session())["id"]
+            events = EventCollector()
+            await events.start(live.client, f"/event?sessionID={session_id}")
+        if kind == "tool":
+            live.fake.enqueue(call("read", {"filePath": "notes.txt"}), reply(PLAIN_TEXT))
+        else:
+            live.fake.enqueue(reply(PLAIN_TEXT))
+        seen = len(events.frames)
+        (await live.prompt(session_id, "hi")).raise_for_status()
+        await events.wait_for(lambda f: f.type == "session.idle", start=seen, timeout=SLOW_SECONDS)
+    await events.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("src", nargs="*", default=["-"], help="source trees ('-': this checkout)")
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--kind", choices=("plain", "tool"), default="plain")
+    parser.add_argument("--session-turns", type=int, default=40, help="turns before a new session")
+    args = parser.parse_args()
+    results = [asyncio.run(measure(spec, args.turns, args.kind, args.session_turns)) for spec in args.src]
+    print(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()
