@@ -8,6 +8,9 @@ Measured (medians in ms unless named otherwise):
   script through POST /session/{id}/message; `turn_overhead` is the difference.
 - raw_first_delta / server_first_delta: request sent -> first content chunk (raw) or first
   `message.part.delta` over SSE (server); `first_delta_overhead` is the difference.
+- server_async_first_delta / async_first_delta_overhead: the same through
+  POST /session/{id}/prompt_async (answered 204 once the prompt is queued durably), then the turn's
+  end awaited before the next.
 - raw_same_body_turn_ms / raw_same_body_first_delta_ms / raw_same_body_tool_turn_ms: the raw
   figures again, posting the very requests the server posted in the measured turns (its history,
   tools and system prompt: ~20 KB against the one-line prompt's ~100 bytes), replayed after them.
@@ -95,6 +98,20 @@ async def server_turn(live: LiveServer, session_id: str, events: EventCollector)
     return total, frame.received_at - started
 
 
+async def server_async_turn(live: LiveServer, session_id: str, events: EventCollector) -> float:
+    """`prompt_async` -> the first delta over SSE; then waits for the turn's end (`session.idle`)."""
+    live.fake.enqueue(reply(PLAIN_TEXT))
+    seen = len(events.frames)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    body = {"parts": [{"type": "text", "text": "hi"}]}
+    response = await live.client.post(f"/session/{session_id}/prompt_async", json=body)
+    response.raise_for_status()
+    frame = await events.wait_for(lambda f: f.type == "message.part.delta", start=seen)
+    await events.wait_for(lambda f: f.type == "session.idle", start=seen)
+    return frame.received_at - started
+
+
 def _cpu(process: psutil.Process) -> tuple[float, float]:
     """CPU seconds of the whole process and of its main thread (the event loop's)."""
     times = process.cpu_times()
@@ -128,6 +145,7 @@ async def measure_turns(live: LiveServer, turns: int, server: psutil.Process) ->
     posted = len(live.fake.requests)
     served = [await server_turn(live, session["id"], events) for _ in range(turns)]
     cpu_after, main_after = _cpu(server)
+    queued = [await server_async_turn(live, session["id"], events) for _ in range(turns)]
     await events.stop()
     # The same requests the server posted (history, tools, system prompt), read raw: what the fake
     # itself spends on the larger body is the provider's time, not the server's.
@@ -146,6 +164,8 @@ async def measure_turns(live: LiveServer, turns: int, server: psutil.Process) ->
         "raw_first_delta_ms": _ms(raw_first),
         "server_first_delta_ms": _ms(server_first),
         "first_delta_overhead_ms": _ms(server_first - raw_first),
+        "server_async_first_delta_ms": _ms(statistics.median(queued)),
+        "async_first_delta_overhead_ms": _ms(statistics.median(queued) - raw_first),
         "raw_same_body_turn_ms": _ms(same_total),
         "turn_overhead_same_body_ms": _ms(server_total - same_total),
         "raw_same_body_first_delta_ms": _ms(same_first),

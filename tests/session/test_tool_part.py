@@ -27,7 +27,9 @@ class RecordingSink:
         written.set_result(event)
         return written
 
-    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]:
+    def submit_group(
+        self, events: Sequence[Event], *, queue_prompt: str | None = None
+    ) -> asyncio.Future[list[Event]]:
         raise AssertionError("a tool part is written alone")
 
     def publish_after_writes(self, event: Event) -> None:

@@ -362,29 +362,34 @@ class Cluster:
                 log.exception("cluster: could not announce %d event(s)", len(events))
 
     def _payloads(self, events: Sequence[Event]) -> list[str]:
-        batches: list[list[Any]] = []
+        batches: list[tuple[list[Any], list[bytes]]] = []
         items: list[Any] = []
+        encoded: list[bytes] = []
         size = 0
         for item in _items(events):
-            encoded = len(orjson.dumps(item))  # bytes: the limit is Postgres's, in bytes
-            if items and size + encoded > NOTIFY_LIMIT - _ENVELOPE:
-                batches.append(items)
-                items, size = [], 0
+            text = orjson.dumps(item)  # bytes: the limit is Postgres's, in bytes
+            if items and size + len(text) > NOTIFY_LIMIT - _ENVELOPE:
+                batches.append((items, encoded))
+                items, encoded, size = [], [], 0
             items.append(item)
-            size += encoded + 1
+            encoded.append(text)
+            size += len(text) + 1
         if items:
-            batches.append(items)
+            batches.append((items, encoded))
         pieces: list[str] = []
-        for items in batches:
+        for items, encoded in batches:
             try:
-                pieces.extend(self._fragment(self._envelope(items), _concern(items)))
+                pieces.extend(self._fragment(self._envelope(encoded), _concern(items)))
             except _TooLarge as exc:  # one event larger than receivers take (a huge delta)
                 log.warning("cluster: an event too large to announce (%s); the others resync", exc)
                 self._unsent()
         return pieces
 
-    def _envelope(self, items: list[Any]) -> str:
-        return _dumps({"r": self.replica, "k": "events", "items": items})
+    def _envelope(self, encoded: list[bytes]) -> str:
+        """`{"r": replica, "k": "events", "items": [...]}` as orjson writes it, around items each
+        encoded once (their sizes decided the batches)."""
+        head = _dumps({"r": self.replica, "k": "events", "items": []})[:-2]  # up to its "["
+        return head + b",".join(encoded).decode() + "]}"
 
     def _fragment(self, payload: str, concern: list[list[str | None]] | None) -> list[str]:
         """A payload too big for one notification (one large delta) goes as numbered pieces, each

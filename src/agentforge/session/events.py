@@ -32,7 +32,9 @@ class EventSink(Protocol):
 
     def submit(self, event: Event) -> asyncio.Future[Event]: ...
 
-    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]: ...
+    def submit_group(
+        self, events: Sequence[Event], *, queue_prompt: str | None = None
+    ) -> asyncio.Future[list[Event]]: ...
 
     def publish_after_writes(self, event: Event) -> None: ...
 
@@ -84,6 +86,7 @@ class SessionEvents:
         chosen_id: bool,
         then: Sequence[Event] = (),
         submitted: Callable[[asyncio.Future[list[Event]]], None] | None = None,
+        queue_prompt: bool = False,
     ) -> None:
         """Write a user message with all its parts in one transaction, or nothing.
 
@@ -92,10 +95,11 @@ class SessionEvents:
         message with MessageIdTakenError or PartIdTakenError (the same answer whoever holds it, so it
         reveals nothing of other tenants). `then`: events written in the same transaction after the
         parts (the session's update), so a prompt costs one commit. `submitted` is told of the write as
-        soon as it is queued, before it commits.
+        soon as it is queued, before it commits. `queue_prompt`: an accepted `prompt_async`, queued
+        durably in the same commit (`Store.submit_group`).
         """
         events = [self._message_event(info), *(self._part_event(part) for part in parts), *then]
-        written = self._sink.submit_group(events)
+        written = self._sink.submit_group(events, queue_prompt=info.id if queue_prompt else None)
         if submitted is not None:
             submitted(written)
         try:

@@ -99,7 +99,9 @@ class StepAhead:
 
 def turn_is_over(found: Bindings) -> bool:
     """The one exit condition: the newest reply finished, asked for no tools, and answers the newest
-    user message."""
+    user message: is newer than it (KERNEL 4.4) and was written for it. A message whose id was
+    taken before the reply's but that was written after the reply's step read its history is
+    older than the reply and yet unanswered: its parent tells."""
     user, assistant = found.last_user, found.last_assistant
     if user is None or assistant is None or not assistant.finish:
         return False
@@ -108,7 +110,7 @@ def turn_is_over(found: Bindings) -> bool:
     # Some providers report "stop" although they made tool calls: their results must go back.
     if has_pending_tool_calls(found.last_assistant_parts):
         return False
-    return user.id < assistant.id
+    return user.id < assistant.id and assistant.parent_id == user.id
 
 
 class TurnLoop:

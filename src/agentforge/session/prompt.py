@@ -85,7 +85,9 @@ class SessionPrompt:
         session = await self.sessions.get(session_id)
         ahead = None if body.no_reply else await self._look_ahead(session)
         try:
-            accepted = await self.create_user_message(session, body, ahead=ahead)
+            # Queued durably with the message, before the 204: should this process die, another
+            # replica runs it.
+            accepted = await self.create_user_message(session, body, ahead=ahead, queue=not body.no_reply)
             user = accepted.message
             if body.no_reply:
                 return
@@ -95,8 +97,6 @@ class SessionPrompt:
                 if await self._needs_running(session, user.info.id):
                     self.services.spawn(self.run_queued(session, user.info.id))
                 return
-            # Queued durably before the 204: should this process die, another replica runs it.
-            await self.services.store.enqueue_prompt(self.tenant_id, session_id, user.info.id)
             queued, ahead = self.run_queued(session, user.info.id, ahead=ahead), None
             self.services.spawn(queued)
         finally:
@@ -124,13 +124,14 @@ class SessionPrompt:
         return StepAhead(look_around=LookAhead(scope.system_context(session.directory)))
 
     async def create_user_message(
-        self, session: Session, body: PromptInput, *, ahead: StepAhead | None = None
+        self, session: Session, body: PromptInput, *, ahead: StepAhead | None = None, queue: bool = False
     ) -> Accepted:
         """Validate the agent and model, then persist the user message and its parts (KERNEL 4.2).
         Nothing is written when any of it is refused. A client's `messageID` this session already
         holds, for the same content, is a retry: the stored message, not written again. With
         `ahead`, and no run going on in this session (one starts next), the history as the write
-        leaves it is read right behind it, for that run's first step."""
+        leaves it is read right behind it, for that run's first step. `queue`: a new message goes
+        in the prompt queue in the same commit (`prompt_async`)."""
         scope = await self.sessions.scope()
         try:
             agent = scope.agents.get(body.agent or scope.agents.default_name)
@@ -182,6 +183,7 @@ class SessionPrompt:
                 chosen_id=body.message_id is not None,
                 then=[self.sessions.session_event(SESSION_UPDATED, touched)],
                 submitted=lambda written: self._submitted(session, written, ahead),
+                queue_prompt=queue,
             )
         except PartIdTakenError as exc:
             raise PartIdTakenError(exc.part_id, _part_field(body, exc.part_id)) from None
@@ -274,7 +276,7 @@ class SessionPrompt:
             if reply is None:
                 reply = await self.sessions.latest_reply(session.id)
             # A loop that was already finishing when this message landed did not see it: run again.
-            if reply is not None and reply.info.id > user_id:
+            if reply is not None and _answers(reply, user_id):
                 return reply
         if reply is None:
             raise NotFoundError(f"Session {session.id} produced no reply")
@@ -291,6 +293,14 @@ class SessionPrompt:
 
     async def _report_crash(self, session_id: str, exc: BaseException) -> None:
         self.events.session_error(session_id, unknown_error(f"{type(exc).__name__}: {exc}").wire())
+
+
+def _answers(reply: WithParts, user_id: str) -> bool:
+    """`reply` was written for the user message `user_id` or one after it (a run that answered a
+    later message read this one too). Its parent, not its id: a message whose id was taken before
+    the reply's may have been written after the reply's run read its history."""
+    info = reply.info
+    return isinstance(info, AssistantMessage) and info.parent_id is not None and info.parent_id >= user_id
 
 
 def _touched(session: Session, model: ModelRef) -> Session:

@@ -31,6 +31,7 @@ from sqlalchemy import Connection, Insert, bindparam, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
+from agentforge.store import prompt_queue
 from agentforge.store.audit import CHAIN_LOCK, ChainBuffer, lock_chains
 from agentforge.store.audit_events import may_audit, record_event
 from agentforge.store.last_numbers import (
@@ -50,6 +51,7 @@ from agentforge.store.projector import (
     dumps,
     stamps_history,
 )
+from agentforge.store.prompt_queue import QueuedPrompt
 from agentforge.store.schema import event as event_table
 from agentforge.store.tenancy import TENANT_SETTING, plain, set_tenant
 
@@ -97,10 +99,13 @@ class EventGroup:
 
     Their ids may be a client's choice, so each row must be new: a message or part id any row holds
     (this session's too, in any tenant) fails the group instead of overwriting or vanishing.
+    `queued`: a `prompt_async`'s queue entry, written after the events in the same piece (one
+    commit accepts the prompt, and a prompt is never queued without its message).
     """
 
     tenant_id: str
     events: tuple[Event, ...]
+    queued: QueuedPrompt | None = None
 
 
 @dataclass(slots=True)
@@ -426,6 +431,8 @@ class BatchApplier:
                 local[session_of(event)] = seq
                 local_positions[event.tenant_id] = position
                 committed.append(Committed(seq, position))
+            if group.queued is not None:
+                _queue_prompt(writes, group, named)
         finally:
             writes.strict, writes.at_once = False, True
         draft.update(local)
@@ -636,6 +643,18 @@ def _lock_audit_chains(conn: Connection, items: Sequence[Item]) -> None:
     tenants = {item.tenant_id for item in items}
     if len(tenants) > 1:
         lock_chains(conn, tenants)
+
+
+def _queue_prompt(writes: Writes, group: EventGroup, named: bool) -> None:
+    first = group.events[0]  # the user message: a failure here refuses it
+    assert group.queued is not None
+    try:
+        prompt_queue.enqueue(writes, group.tenant_id, session_of(first), group.queued)
+        if named:
+            writes.flush()
+    except Exception as exc:
+        failed = f"queueing prompt {group.queued.message_id} failed: {_short(exc)}"
+        raise GroupWriteError(failed, first) from exc
 
 
 def _apply_isolated(conn: Connection, item: Mutation) -> Outcome:

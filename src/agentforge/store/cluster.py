@@ -196,6 +196,7 @@ class ClusterLink:
         self.on_leases_lost: Callable[[set[str]], None] | None = None
         self.on_gap: Callable[[], None] | None = None
         self.reconnects = 0  # connections opened again after a loss, for tests and logs
+        self.heard_own = 0  # our own notifications dropped unopened, for tests
         self.ping_interval = PING_INTERVAL
         self.ping_timeout = PING_TIMEOUT
         self.lease_timeout = LEASE_CALL_TIMEOUT
@@ -239,7 +240,7 @@ class ClusterLink:
     async def _listen(self) -> Any:
         conn = await self._connect("listen")
         try:
-            await conn.add_listener(self.channel, lambda _c, _pid, _ch, payload: self._heard(payload))
+            await conn.add_listener(self.channel, self._heard_from)
         except BaseException:
             await _close_quietly(conn)
             raise
@@ -502,6 +503,16 @@ class ClusterLink:
         """Something meant for the other replicas will never be sent (this replica's outbox
         overflowed): they see the gap at its next notification and resync (store/seal.py)."""
         self._seal.skip()
+
+    def _heard_from(self, _conn: Any, backend: int, _channel: str, sealed: str) -> None:
+        """asyncpg's listener callback. Postgres delivers our own notifications to our listener too:
+        one from our notify connection's backend is dropped unopened (the seal's own check stays for
+        one sent from a notify connection before it was replaced)."""
+        notifier = self._notifier
+        if notifier is not None and backend == notifier.get_server_pid():
+            self.heard_own += 1
+            return
+        self._heard(sealed)
 
     def _heard(self, sealed: str) -> None:
         gaps = self._seal.gaps

@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Final
+
 from sqlalchemy import Connection, delete, insert, select
 
+from agentforge.store.projector import Writes
 from agentforge.store.schema import prompt_queue
 
+_INSERT: Final = insert(prompt_queue)
 
-def enqueue(conn: Connection, tenant_id: str, session_id: str, message_id: str, now: int) -> None:
-    row = {"tenant_id": tenant_id, "session_id": session_id, "message_id": message_id, "time_created": now}
-    conn.execute(insert(prompt_queue).values(row))
+
+@dataclass(frozen=True, slots=True)
+class QueuedPrompt:
+    """An accepted `prompt_async`'s entry, written with its user message (store/batch.EventGroup)."""
+
+    message_id: str
+    time_created: int
+
+
+def enqueue(writes: Writes, tenant_id: str, session_id: str, queued: QueuedPrompt) -> None:
+    row = {
+        "tenant_id": tenant_id,
+        "session_id": session_id,
+        "message_id": queued.message_id,
+        "time_created": queued.time_created,
+    }
+    writes.defer(_INSERT, row)
 
 
 def finish(conn: Connection, tenant_id: str, session_id: str, through: str) -> None:

@@ -43,6 +43,7 @@ from agentforge.store.ownership import SERVER_LOCK_SUFFIX, AdvisoryOwnership, Fi
 from agentforge.store.parsed import SharedRows
 from agentforge.store.privileges import current_role
 from agentforge.store.projector import checkpoint_part
+from agentforge.store.prompt_queue import QueuedPrompt
 from agentforge.store.readers import PoolReaders, Readers, ThreadReaders
 from agentforge.store.writer import (
     DEFAULT_BATCH_CAP,
@@ -257,10 +258,15 @@ class Store:
         """Queue a durable event without waiting. The future fails with StoreWriteError if dropped."""
         return self._writer.submit(event)
 
-    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]:
+    def submit_group(
+        self, events: Sequence[Event], *, queue_prompt: str | None = None
+    ) -> asyncio.Future[list[Event]]:
         """Queue events to commit all together or not at all (GroupWriteError names the one that
-        failed): a user message with its parts, whose ids a client may have chosen."""
-        return self._writer.submit_group(events)
+        failed): a user message with its parts, whose ids a client may have chosen. `queue_prompt`:
+        the id of that message when it is an accepted `prompt_async`, noted durably in the same
+        commit until `finish_prompts` (any replica may run it)."""
+        queued = None if queue_prompt is None else QueuedPrompt(queue_prompt, int(time.time() * 1000))
+        return self._writer.submit_group(events, queued)
 
     async def claim_ownership(self) -> bool:
         """Whether this process is the database's only live owner (see ownership.py); the claim is
@@ -290,15 +296,6 @@ class Store:
             return refusals.admit(conn, tenant_id, key, counted, now_ms, window_ms)
 
         return await self.mutate(tenant_id, "audit throttle", admit)
-
-    async def enqueue_prompt(self, tenant_id: str, session_id: str, message_id: str) -> None:
-        """Durably note an accepted `prompt_async` until `finish_prompts` (any replica may run it)."""
-        now = int(time.time() * 1000)
-
-        def add(conn: Connection) -> None:
-            prompt_queue.enqueue(conn, tenant_id, session_id, message_id, now)
-
-        await self.mutate(tenant_id, "queue prompt", add)
 
     async def finish_prompts(self, tenant_id: str, session_id: str, through: str) -> None:
         def remove(conn: Connection) -> None:

@@ -38,6 +38,7 @@ from agentforge.store.batch import (
     Outcome,
     StoreWriteError,
 )
+from agentforge.store.prompt_queue import QueuedPrompt
 
 if TYPE_CHECKING:
     # SQLAlchemy's asyncio layer brings its ORM (~7 MB): only Postgres uses it (engine.py).
@@ -123,16 +124,19 @@ class OrderedWriter(ABC):
         _check_durable(event)
         return self._queue_item(event)
 
-    def submit_group(self, events: Sequence[Event]) -> asyncio.Future[list[Event]]:
+    def submit_group(
+        self, events: Sequence[Event], queued: QueuedPrompt | None = None
+    ) -> asyncio.Future[list[Event]]:
         """Queue events of one tenant to commit in one piece: all of them, or none (GroupWriteError
-        naming the event that failed). The future resolves with the events, seqs set."""
+        naming the event that failed), with `queued` after them. The future resolves with the
+        events, seqs set."""
         if self._closing:
             raise StoreWriteError("the store is closed")
         if not events or len({event.tenant_id for event in events}) != 1:
             raise ValueError("an event group needs events of exactly one tenant")
         for event in events:
             _check_durable(event)
-        return self._queue_item(EventGroup(events[0].tenant_id, tuple(events)))
+        return self._queue_item(EventGroup(events[0].tenant_id, tuple(events), queued))
 
     def submit_mutation(self, mutation: Mutation) -> asyncio.Future[Any]:
         """Queue a mutation; the future resolves with what its `apply` returned once committed."""
