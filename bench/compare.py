@@ -1,6 +1,6 @@
 """Two versions of the server side by side: turns alternate between them, so drift hits both. Prints JSON.
 
-    python bench/compare.py A B [--rounds 16] [--block 5] [--kind plain|tool] [--session-turns 40]
+    python bench/compare.py A B [--rounds 16] [--block 5] [--kind plain|tool|async] [--session-turns 40]
                                 [--db postgresql://…] [--json OUT.json]
 
 A and B are source trees (`src` directories, e.g. of `git worktree add --detach /tmp/old <commit>`;
@@ -18,6 +18,8 @@ drift, and each round gives one paired difference (B's median minus A's) per fig
 the median of those differences with their interquartile range. Figures, per turn:
 - `first_delta_ms` (plain turns): POST sent -> first `message.part.delta` over SSE;
 - `turn_ms`: POST sent -> response (a plain reply, or a tool turn: `read` once, then the answer);
+  `--kind async`: a plain turn through `prompt_async` (answered once queued), its first delta, and
+  its `session.idle` as the turn's end;
 - `cpu_ms` / `main_cpu_ms`: the server's CPU time over the block (all threads / the event loop's),
   read from /proc with nanosecond resolution (psutil's is 10 ms);
 - `first_delta_best_ms` / `turn_best_ms` (differences only): the fastest turn of each block, which
@@ -123,6 +125,12 @@ async def one_turn(served: Served, kind: str, session_turns: int) -> tuple[float
     seen = len(events.frames)
     loop = asyncio.get_running_loop()
     started = loop.time()
+    if kind == "async":  # answered once queued: the turn ends with its `session.idle`
+        body = {"parts": [{"type": "text", "text": "hi"}]}
+        (await live.client.post(f"/session/{served.session_id}/prompt_async", json=body)).raise_for_status()
+        idle = await events.wait_for(lambda f: f.type == "session.idle", start=seen)
+        frame = await events.wait_for(lambda f: f.type == "message.part.delta", start=seen)
+        return idle.received_at - started, frame.received_at - started
     response = await live.prompt(served.session_id, "read the notes" if kind == "tool" else "hi")
     total = loop.time() - started
     response.raise_for_status()
@@ -233,7 +241,7 @@ def main() -> None:
     parser.add_argument("b", help="source tree of B, as A")
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--block", type=int, default=5, help="turns per server per round")
-    parser.add_argument("--kind", choices=("plain", "tool"), default="plain")
+    parser.add_argument("--kind", choices=("plain", "tool", "async"), default="plain")
     parser.add_argument("--session-turns", type=int, default=40, help="turns before a new session")
     parser.add_argument("--db", default=None, help="a Postgres URL (default: SQLite in a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
