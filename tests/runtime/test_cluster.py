@@ -22,7 +22,7 @@ import pytest
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
 from agentforge.model.events import PART_DELTA, Event
-from agentforge.runtime.cluster import INBOX_LIMIT, MAX_PIECES, Cluster
+from agentforge.runtime.cluster import DELTA_MERGE_CHARS, INBOX_LIMIT, MAX_PIECES, Cluster
 from agentforge.store import parse_database_url
 from agentforge.store.cluster import NOTIFY_LIMIT, channel_name
 from tests.cli.test_run_humans import QUESTION
@@ -308,6 +308,40 @@ def _pieces_of(sender: Cluster, event: Event) -> list[str]:
     assert len(pieces) > 1
     assert all(len(piece.encode()) <= NOTIFY_LIMIT for piece in pieces)
     return pieces
+
+
+async def test_consecutive_deltas_of_one_part_are_announced_joined_in_order(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, _b):
+        session_id = (await a.create_session())["id"]
+        first = [_delta("default", session_id, "ab"[i % 2]) for i in range(3000)]
+        other = {**first[0].properties, "partID": "prt_y", "delta": "y"}
+        between = Event(type="session.status", properties={"sessionID": session_id}, session_id=session_id)
+        events = [
+            *first,
+            *(Event(type=PART_DELTA, properties=dict(other), session_id=session_id) for _ in range(5)),
+            between,
+            *(_delta("default", session_id, "c") for _ in range(3)),
+        ]
+        payloads = [orjson.loads(payload) for payload in _cluster(a)._payloads(events)]
+
+        items = [item for payload in payloads for item in payload["items"]]
+        said = [
+            (item["type"], item["properties"].get("partID"), item["properties"].get("delta"))
+            for item in items
+        ]
+        text = "ab" * 1500
+        assert said == [
+            (PART_DELTA, "prt_x", text[:DELTA_MERGE_CHARS]),
+            (PART_DELTA, "prt_x", text[DELTA_MERGE_CHARS:]),
+            (PART_DELTA, "prt_y", "yyyyy"),
+            ("session.status", None, None),
+            (PART_DELTA, "prt_x", "ccc"),
+        ]
+        ids = [item["id"] for item in items][:3]
+        assert ids == [first[0].id, first[DELTA_MERGE_CHARS].id, events[3000].id]
+        assert first[0].properties["delta"] == "a"  # what local subscribers got is left as it was
 
 
 async def test_a_payload_missing_a_piece_is_discarded_and_only_its_subscribers_resync(

@@ -36,6 +36,7 @@ import orjson
 
 from agentforge.bus import Bus
 from agentforge.model.events import (
+    PART_DELTA,
     SERVER_CONNECTED,
     SERVER_HEARTBEAT,
     STREAM_LAGGED,
@@ -91,6 +92,10 @@ _ENVELOPE: Final = 64
 # A split payload names at most this many (tenant, session) pairs it concerns; beyond, it says
 # "unknown" and a lost piece cuts off everyone (a split payload holds one event: this never happens).
 CONCERN_KEPT: Final = 8
+# Consecutive deltas of one part's field are announced as one, up to this many characters: the other
+# replicas' subscribers get the same text in fewer, larger deltas, and a streamed reply's
+# announcements cost a fraction of one per delta (bench/README.md, eighth round).
+DELTA_MERGE_CHARS: Final = 2048
 _LOCAL_ONLY: Final = frozenset({SERVER_CONNECTED, SERVER_HEARTBEAT, STREAM_LAGGED, STREAM_UNAUTHORIZED})
 # What losing a command costs, for what a full inbox keeps (runtime/inbox.py): an abort most of all.
 _RANKS: Final = {
@@ -678,9 +683,14 @@ async def _expire_permissions(permissions: PermissionService, sessions: set[str]
 
 
 def _items(events: Sequence[Event]) -> list[Any]:
-    """Consecutive durable events of one session as one position range; the rest inline."""
+    """Consecutive durable events of one session as one position range; consecutive deltas of one
+    part's field as one delta (`DELTA_MERGE_CHARS`); the rest inline."""
     items: list[Any] = []
+    merging = _MergedDelta()
     for event in events:
+        if merging.takes(event):
+            continue
+        merging.close()
         if event.seq is not None and event.session_id is not None:
             last = items[-1] if items else None
             if (
@@ -692,17 +702,55 @@ def _items(events: Sequence[Event]) -> list[Any]:
                 last[3] = event.seq
                 continue
             items.append([event.tenant_id, event.session_id, event.seq, event.seq])
-        else:
-            items.append(
-                {
-                    "type": event.type,
-                    "properties": event.properties,
-                    "session": event.session_id,
-                    "tenant": event.tenant_id,
-                    "id": event.id,
-                }
-            )
+            continue
+        item = {
+            "type": event.type,
+            "properties": event.properties,
+            "session": event.session_id,
+            "tenant": event.tenant_id,
+            "id": event.id,
+        }
+        items.append(item)
+        merging.start(event, item)
+    merging.close()
     return items
+
+
+class _MergedDelta:
+    """The announced delta that the deltas following it may still join (`_items`)."""
+
+    def __init__(self) -> None:
+        self.first: Event | None = None
+        self.item: dict[str, Any] = {}
+        self.pieces: list[str] = []
+        self.size = 0
+
+    def start(self, event: Event, item: dict[str, Any]) -> None:
+        delta = event.properties.get("delta")
+        if event.type == PART_DELTA and isinstance(delta, str):
+            self.first, self.item, self.pieces, self.size = event, item, [delta], len(delta)
+
+    def takes(self, event: Event) -> bool:
+        first = self.first
+        if first is None or event.type != PART_DELTA or self.size >= DELTA_MERGE_CHARS:
+            return False
+        delta = event.properties.get("delta")
+        if not isinstance(delta, str) or event.tenant_id != first.tenant_id:
+            return False
+        if event.session_id != first.session_id or any(
+            event.properties.get(key) != first.properties.get(key) for key in ("messageID", "partID", "field")
+        ):
+            return False
+        self.pieces.append(delta)
+        self.size += len(delta)
+        return True
+
+    def close(self) -> None:
+        """Write the joined text into the item (a copy of the first event's properties: the local
+        subscribers share those)."""
+        if self.first is not None and len(self.pieces) > 1:
+            self.item["properties"] = {**self.first.properties, "delta": "".join(self.pieces)}
+        self.first = None
 
 
 def _stand_ins(items: list[Any]) -> list[Event]:

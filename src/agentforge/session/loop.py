@@ -223,7 +223,7 @@ class TurnLoop:
             return
         with contextlib.suppress(StoreWriteError):  # closing: the next read fails as it would have
             history = self.services.store.history_after_writes(self.tenant_id, self.session.id)
-            self._read_ahead = None if history is None else (history, self.handle.noted)
+            self._read_ahead = (history, self.handle.noted)
 
     async def _history(self) -> list[WithParts]:
         """The step's history: the one read ahead for it, unless a message was noted on the run's
@@ -232,7 +232,7 @@ class TurnLoop:
         pending, self._read_ahead = self._read_ahead, None
         if pending is not None:
             history, noted = pending
-            with contextlib.suppress(StoreWriteError):  # a failed read: read as usual
+            with contextlib.suppress(Exception):  # a failed read ahead: read as usual
                 read = await history
                 if noted == self.handle.noted:
                     return read

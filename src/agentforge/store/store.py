@@ -539,16 +539,26 @@ class Store:
         messages and parts are shared with the next reads: read-only, change a copy (`model_copy`)."""
         return await self._history.fetch(self._readers, tenant_id, session_id, self._shared)
 
-    def history_after_writes(self, tenant_id: str, session_id: str) -> asyncio.Future[list[WithParts]] | None:
-        """`history_since_compaction` as it is once everything submitted so far has committed, read
-        by the writer right after committing them, in the same turn of its thread: a loop's first
-        step, whose user message was just submitted, saves waiting for that commit and then a
-        reader's hop. None where the writer does not read (Postgres: a read there is round trips
-        the writes behind it would wait for); read as usual then."""
-        if not self._writer.reads_in_order:
-            return None
-        history, shared = self._history, self._shared
-        return self._writer.submit_read(lambda conn: history.read(conn, tenant_id, session_id, shared))
+    def history_after_writes(self, tenant_id: str, session_id: str) -> asyncio.Future[list[WithParts]]:
+        """`history_since_compaction` as it is once everything submitted so far has committed.
+        SQLite: read by the writer right after committing them, in the same turn of its thread (a
+        loop's first step, whose user message was just submitted, saves waiting for that commit and
+        then a reader's hop). Postgres: read by the readers as soon as they committed (a read on the
+        writer's connection would be round trips the writes behind it wait for), beside what the
+        caller does meanwhile (the run's lease)."""
+        if self._writer.reads_in_order:
+            history, shared = self._history, self._shared
+            return self._writer.submit_read(lambda conn: history.read(conn, tenant_id, session_id, shared))
+        committed = self._writer.submit_barrier()
+        read = asyncio.ensure_future(self._history_behind(committed, tenant_id, session_id))
+        read.add_done_callback(_retrieved)  # a read nobody took may fail unseen (the store closing)
+        return read
+
+    async def _history_behind(
+        self, committed: asyncio.Future[None], tenant_id: str, session_id: str
+    ) -> list[WithParts]:
+        await committed
+        return await self.history_since_compaction(tenant_id, session_id)
 
     async def open_assistant_messages(self, limit: int = 1000) -> list[tuple[str, WithParts]]:
         """Start-up maintenance, across all tenants: assistant messages not yet completed, oldest
@@ -625,3 +635,8 @@ class Store:
 def _key_facts(key: ApiKey) -> dict[str, Any]:
     """What the audit log keeps of a key: never its secret or hash."""
     return {"keyID": key.id, "name": key.name, "roles": sorted(key.roles)}
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
