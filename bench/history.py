@@ -29,6 +29,7 @@ CHART = ROOT / "docs" / "bench" / "turns.png"
 # (figure, axis label, goal of the turn-path work or None, whether lower is better)
 FIGURES: list[tuple[str, str, float | None, bool]] = [
     ("first_delta_overhead_ms", "first delta overhead (ms)", 5.0, True),
+    ("async_first_delta_overhead_ms", "first delta overhead, prompt_async (ms)", 5.0, True),
     ("turn_overhead_ms", "plain turn overhead (ms)", 8.0, True),
     ("server_cpu_per_turn_ms", "server CPU per plain turn (ms)", 10.0, True),
     ("tool_turn_overhead_ms", "tool turn overhead (ms)", 15.0, True),
