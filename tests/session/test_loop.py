@@ -6,6 +6,7 @@ import asyncio
 import re
 
 from agentforge.llm.messages import TextContent, ToolResultContent, UserModelMessage
+from agentforge.model import ids
 from agentforge.model.message import AssistantMessage, UserMessage, WithParts
 from agentforge.model.part import (
     ReasoningPart,
@@ -214,6 +215,23 @@ async def test_two_prompts_to_an_idle_session_are_both_seen_by_the_model(forge: 
         ]
         for sent in (f"A{passes}", f"B{passes}"):
             assert any(re.search(rf"^{sent}$", text, re.M) for text in seen), f"{sent}: the model saw {seen}"
+
+
+async def test_a_message_older_than_the_reply_but_unanswered_is_answered_and_sent_last(forge: Forge) -> None:
+    """A client-chosen id between the first message's and its reply's (as a prompt whose id was
+    taken before the reply's but written after it): the reply does not answer it, so the model is
+    asked again, with it as the last message (not the old reply: that would be a prefill)."""
+    forge.model.respond(Turn().text("one done"), Turn().text("two done"))
+    session = await forge.session()
+    first_id, second_id = ids.ascending("msg"), ids.ascending("msg")
+    await forge.prompt(session.id, "one", messageID=first_id)
+    reply = await forge.prompt(session.id, "two", messageID=second_id)
+
+    assert isinstance(reply.info, AssistantMessage) and reply.info.parent_id == second_id
+    assert texts(reply.parts) == ["two done"]
+    last = forge.model.requests[-1].messages[-1]
+    assert isinstance(last, UserModelMessage)
+    assert [c.text for c in last.content if isinstance(c, TextContent)] == ["two"]
 
 
 async def test_each_step_reads_its_history_right_behind_the_writes_before_it(forge: Forge) -> None:

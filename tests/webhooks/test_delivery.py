@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,10 @@ def _verified(request: Request) -> dict[str, Any]:
     return body
 
 
+def _fanned_out(body: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(body["timestamp"]))
+
+
 async def _log(live: LiveServer) -> list[dict[str, Any]]:
     response = await live.client.get("/webhook/delivery")
     assert response.status_code == 200, response.text
@@ -86,7 +91,9 @@ async def test_a_turn_notifies_created_busy_and_idle_signed(
         fake_openai.enqueue(reply("Hello"))
         assert (await live.prompt(session["id"], "hi")).status_code == 200
         requests = await receiver.wait_for(3)
-        bodies = [_verified(request) for request in requests]
+        # Each delivery is POSTed by a task of its own: they may arrive in any order, and their
+        # `timestamp` (when the event was fanned out, microseconds) tells the receiver the order.
+        bodies = sorted((_verified(r) for r in requests), key=_fanned_out)
         assert [body["type"] for body in bodies] == ["session.created", "session.busy", "session.idle"]
         assert all(body["data"]["sessionID"] == session["id"] for body in bodies)
         assert bodies[0]["data"]["info"]["id"] == session["id"]

@@ -46,6 +46,7 @@ from agentforge.session.context.history import (
     filter_compacted,
     has_pending_tool_calls,
     to_model_messages,
+    unanswered_last,
     with_queued_reminders,
 )
 from agentforge.session.context.reminders import with_reminders
@@ -93,24 +94,32 @@ class StepAhead:
         if self.look_around is not None:
             self.look_around.drop()
         history, self.history = self.history, None
-        if history is not None and history.done() and not history.cancelled():
-            history.exception()  # retrieved: a read nobody needed is not an error
+        if history is not None:
+            _drop_read(history)
+
+
+def _drop_read(history: asyncio.Future[list[WithParts]]) -> None:
+    """A history read ahead that nobody will take: a task (Postgres's) is cancelled; the writer's
+    future (SQLite's) it resolves itself. A failure is retrieved: a read nobody needed is no error."""
+    if not history.done():
+        if isinstance(history, asyncio.Task):
+            history.cancel()
+    elif not history.cancelled():
+        history.exception()
 
 
 def turn_is_over(found: Bindings) -> bool:
-    """The one exit condition: the newest reply finished, asked for no tools, and answers the newest
-    user message: is newer than it (KERNEL 4.4) and was written for it. A message whose id was
-    taken before the reply's but that was written after the reply's step read its history is
-    older than the reply and yet unanswered: its parent tells."""
-    user, assistant = found.last_user, found.last_assistant
-    if user is None or assistant is None or not assistant.finish:
+    """The one exit condition: the newest reply written for the newest user message finished and
+    asked for no tools. By its parent, where KERNEL 4.4 compares ids (`lastUser.id <
+    lastAssistant.id`): ids order messages by when their id was taken, not by when they were
+    written or seen (`Bindings.answer`)."""
+    answer = found.answer
+    if found.last_user is None or answer is None or not answer.finish:
         return False
-    if assistant.finish == "tool-calls":
+    if answer.finish == "tool-calls":
         return False
     # Some providers report "stop" although they made tool calls: their results must go back.
-    if has_pending_tool_calls(found.last_assistant_parts):
-        return False
-    return user.id < assistant.id and assistant.parent_id == user.id
+    return not has_pending_tool_calls(found.answer_parts)
 
 
 class TurnLoop:
@@ -171,6 +180,9 @@ class TurnLoop:
             self._drop_surroundings()
             if self._ahead is not None:
                 self._ahead.drop()
+            pending, self._read_ahead = self._read_ahead, None
+            if pending is not None:
+                _drop_read(pending[0])
 
     async def _iterate(self) -> WithParts | None:
         self.handle.take_new_input()  # this first read sees everything so far
@@ -232,8 +244,11 @@ class TurnLoop:
         pending, self._read_ahead = self._read_ahead, None
         if pending is not None:
             history, noted = pending
-            with contextlib.suppress(Exception):  # a failed read ahead: read as usual
+            try:
                 read = await history
+            except Exception as exc:  # a failed read ahead: read as usual
+                log.warning("history read ahead for %s failed (%s); reading it again", self.session.id, exc)
+            else:
                 if noted == self.handle.noted:
                     return read
             await self.handle.inputs_written()
@@ -273,6 +288,7 @@ class TurnLoop:
         # Not awaited: the writer keeps order, and the processor awaits its final message write
         # before the loop reads history again.
         self.events.submit_message(message)
+        history = unanswered_last(history, found)
         tools = self._tools(agent, model, found.last_user, history, is_last_step)
         structured_turn = structured.attach(tools, found.last_user, history)
         if self.step > 1 and found.last_finished is not None:

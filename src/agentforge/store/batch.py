@@ -646,15 +646,15 @@ def _lock_audit_chains(conn: Connection, items: Sequence[Item]) -> None:
 
 
 def _queue_prompt(writes: Writes, group: EventGroup, named: bool) -> None:
-    first = group.events[0]  # the user message: a failure here refuses it
+    """The group's queue entry; its failure fails the group naming no event (none of them was
+    refused: an error of the store, not of the caller's ids)."""
     assert group.queued is not None
     try:
-        prompt_queue.enqueue(writes, group.tenant_id, session_of(first), group.queued)
+        prompt_queue.enqueue(writes, group.tenant_id, session_of(group.events[0]), group.queued)
         if named:
             writes.flush()
     except Exception as exc:
-        failed = f"queueing prompt {group.queued.message_id} failed: {_short(exc)}"
-        raise GroupWriteError(failed, first) from exc
+        raise GroupWriteError(f"queueing prompt {group.queued.message_id} failed: {_short(exc)}") from exc
 
 
 def _apply_isolated(conn: Connection, item: Mutation) -> Outcome:

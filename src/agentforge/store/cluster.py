@@ -509,7 +509,7 @@ class ClusterLink:
         one from our notify connection's backend is dropped unopened (the seal's own check stays for
         one sent from a notify connection before it was replaced)."""
         notifier = self._notifier
-        if notifier is not None and backend == notifier.get_server_pid():
+        if notifier is not None and not notifier.is_closed() and backend == notifier.get_server_pid():
             self.heard_own += 1
             return
         self._heard(sealed)

@@ -24,6 +24,7 @@ from agentforge.session.context.history import (
     filter_compacted,
     has_pending_tool_calls,
     to_model_messages,
+    unanswered_last,
     with_queued_reminders,
 )
 from tests.session.builders import (
@@ -116,19 +117,55 @@ def test_history_without_compaction_is_unchanged() -> None:
 # -- bind -----------------------------------------------------------------------------------------------
 
 
-def test_bind_picks_the_newest_user_assistant_and_finished_reply() -> None:
+def test_bind_picks_the_newest_user_its_newest_answer_and_the_finished_reply() -> None:
     chat = Conversation()
     chat.user("one")
-    finished = chat.assistant("done", finish="stop")
+    chat.assistant("done", finish="stop")
     user = chat.user("two")
+    finished = chat.assistant(step_start(), "first step", finish="tool-calls")
     running = chat.assistant(step_start(), "partial", finish=None)
 
     # Order of the input does not matter: bindings are chosen by maximum id.
     found = bind(list(reversed(chat.messages)))
     assert found.last_user is not None and found.last_user.id == user.info.id
-    assert found.last_assistant is not None and found.last_assistant.id == running.info.id
+    assert found.answer is not None and found.answer.id == running.info.id
     assert found.last_finished is not None and found.last_finished.id == finished.info.id
-    assert found.last_assistant_parts == list(running.parts)
+    assert found.answer_parts == list(running.parts)
+
+
+def test_a_reply_for_an_older_message_is_no_answer_and_the_unanswered_one_goes_last() -> None:
+    """A message whose id was taken before the reply's, written after that reply's step read the
+    history: it sorts before the reply, is not answered by it, and is sent last."""
+    chat = Conversation()
+    first = chat.user("one")
+    late = chat.user("two")
+    reply = chat.assistant("answer to one", finish="stop", parent=first)
+    messages = [first, late, reply]
+
+    found = bind(messages)
+    assert found.last_user is late.info and found.answer is None
+    assert [item.info.id for item in unanswered_last(messages, found)] == [
+        first.info.id,
+        reply.info.id,
+        late.info.id,
+    ]
+    answered = [*messages, chat.assistant("answer to two", finish="stop", parent=late)]
+    found = bind(answered)
+    assert found.answer is not None and found.answer.parent_id == late.info.id
+    assert unanswered_last(answered, found) == answered
+
+
+def test_the_answer_is_found_by_parent_whatever_a_clock_ahead_gave_another_reply() -> None:
+    chat = Conversation()
+    chat.user("one")
+    ahead = chat.assistant("from a replica whose clock runs ahead", finish="stop")
+    ahead.info = ahead.info.model_copy(update={"id": "msg_" + "z" * 26})
+    user = chat.user("two")
+    answer = chat.assistant("answer to two", finish="stop")
+
+    found = bind(chat.messages)
+    assert found.last_user is user.info
+    assert found.answer is answer.info
 
 
 def test_bind_tasks_are_those_newer_than_the_last_finished_reply() -> None:
@@ -154,8 +191,8 @@ def test_bind_without_a_finished_reply_collects_every_task() -> None:
 
 def test_bind_of_empty_history_finds_nothing() -> None:
     found = bind([])
-    assert found.last_user is None and found.last_assistant is None and found.last_finished is None
-    assert found.tasks == [] and found.last_assistant_parts == []
+    assert found.last_user is None and found.answer is None and found.last_finished is None
+    assert found.tasks == [] and found.answer_parts == []
 
 
 # -- has_pending_tool_calls -------------------------------------------------------------------------------

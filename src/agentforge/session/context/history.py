@@ -114,9 +114,13 @@ class Bindings:
     """What the loop needs to know about the effective history (KERNEL 4.4 step 3)."""
 
     last_user: UserMessage | None = None
-    last_assistant: AssistantMessage | None = None
     last_finished: AssistantMessage | None = None
-    last_assistant_parts: list[object] = field(default_factory=list)
+    # The newest reply written for `last_user` (its parent), and its parts: what decides whether the
+    # turn is over. Not the newest reply of all: a message whose id was taken before a reply's but
+    # written after its step read the history is older than that reply and yet unanswered, and a
+    # reply by a replica whose clock runs ahead may be newer than any written here later.
+    answer: AssistantMessage | None = None
+    answer_parts: list[object] = field(default_factory=list)
     tasks: list[CompactionPart | SubtaskPart] = field(default_factory=list)
 
 
@@ -124,22 +128,19 @@ def bind(messages: list[WithParts]) -> Bindings:
     """Pick each binding by maximum id; pending tasks are those newer than the last finished reply."""
     found = Bindings()
     last_user: UserMessage | None = None
-    last_assistant: WithParts | None = None
     last_finished: AssistantMessage | None = None
     for item in messages:
         info = item.info
         if isinstance(info, UserMessage):
             if last_user is None or info.id > last_user.id:
                 last_user = info
-        else:
-            if last_assistant is None or info.id > last_assistant.info.id:
-                last_assistant = item
-            if info.finish and (last_finished is None or info.id > last_finished.id):
-                last_finished = info
+        elif info.finish and (last_finished is None or info.id > last_finished.id):
+            last_finished = info
     found.last_user, found.last_finished = last_user, last_finished
-    if last_assistant is not None:
-        assert isinstance(last_assistant.info, AssistantMessage)
-        found.last_assistant, found.last_assistant_parts = last_assistant.info, list(last_assistant.parts)
+    answer = _newest_answer(messages, last_user)
+    if answer is not None:
+        assert isinstance(answer.info, AssistantMessage)
+        found.answer, found.answer_parts = answer.info, list(answer.parts)
     boundary = last_finished.id if last_finished else ""
     tasks = found.tasks
     for item in messages:
@@ -148,6 +149,30 @@ def bind(messages: list[WithParts]) -> Bindings:
                 if isinstance(part, CompactionPart | SubtaskPart):
                     tasks.append(part)
     return found
+
+
+def _newest_answer(messages: list[WithParts], user: UserMessage | None) -> WithParts | None:
+    if user is None:
+        return None
+    newest: WithParts | None = None
+    for item in messages:
+        info = item.info
+        answers = isinstance(info, AssistantMessage) and info.parent_id == user.id
+        if answers and (newest is None or info.id > newest.info.id):
+            newest = item
+    return newest
+
+
+def unanswered_last(messages: list[WithParts], found: Bindings) -> list[WithParts]:
+    """The messages for a step answering `found.last_user`, with it last when no reply answers it
+    yet: one whose id was taken before a reply's (written after that reply's step read history)
+    sorts before that reply, and a request ending in an assistant message asks the model to go on
+    with it (a prefill), not to answer."""
+    user = found.last_user
+    if user is None or found.answer is not None or not messages or messages[-1].info is user:
+        return messages
+    held = [item for item in messages if item.info is user]
+    return [item for item in messages if item.info is not user] + held
 
 
 def has_pending_tool_calls(parts: list[object]) -> bool:
