@@ -202,3 +202,23 @@ async def test_a_part_id_of_this_sessions_assistant_part_is_refused(live: LiveSe
         == f"parts[0].id: part id {taken} cannot be used: send a new prt_ id"
     )
     assert await history(live.client, sid) == before
+
+
+async def test_a_chosen_message_id_older_than_the_last_reply_is_answered_with_it_sent_last(
+    live: LiveServer,
+) -> None:
+    """A client's clock behind the server's: its messageID sorts before the reply to its previous
+    message. That reply does not answer it: the model is asked again, with it as the last message
+    (a request ending in the old reply would ask the model to go on with that reply)."""
+    sid = (await live.create_session())["id"]
+    first_id, second_id = ascending("msg"), ascending("msg")
+    live.fake.enqueue(reply("one done"), reply("two done"))
+    assert (await send(live.client, sid, body(("one", None), message_id=first_id))).status_code == 200
+
+    answered = await send(live.client, sid, body(("two", None), message_id=second_id))
+
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["info"]["parentID"] == second_id
+    assert [p["text"] for p in answered.json()["parts"] if p["type"] == "text"] == ["two done"]
+    assert len(live.fake.requests) == 2
+    assert live.fake.requests[1]["messages"][-1] == {"role": "user", "content": "two"}

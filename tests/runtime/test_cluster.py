@@ -22,7 +22,7 @@ import pytest
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
 from agentforge.model.events import PART_DELTA, Event
-from agentforge.runtime.cluster import DELTA_MERGE_CHARS, INBOX_LIMIT, MAX_PIECES, Cluster
+from agentforge.runtime.cluster import DELTA_MERGE_CHARS, INBOX_LIMIT, MAX_PIECES, Cluster, _items
 from agentforge.store import parse_database_url
 from agentforge.store.cluster import NOTIFY_LIMIT, channel_name
 from tests.cli.test_run_humans import QUESTION
@@ -390,14 +390,8 @@ async def test_a_payload_missing_a_piece_is_discarded_and_only_its_subscribers_r
 
 
 def _events_from(sender: str, event: Event) -> str:
-    item = {
-        "type": event.type,
-        "properties": event.properties,
-        "session": event.session_id,
-        "tenant": event.tenant_id,
-        "id": event.id,
-    }
-    return orjson.dumps({"r": sender, "k": "events", "items": [item]}).decode()
+    """What a replica named `sender` says on the channel for `event` (in one notification)."""
+    return orjson.dumps({"r": sender, "k": "events", "items": _items([event])}).decode()
 
 
 @dataclass

@@ -53,7 +53,8 @@ async def test_a_refused_message_leaves_no_queue_entry(store: Store) -> None:
 
 
 async def test_queued_prompts_in_one_batch_with_other_writes(store: Store) -> None:
-    """Submitted together, so the writer takes them in one batch (Postgres: one statement)."""
+    """Submitted without waiting in between, so the writer may take them in one batch (Postgres:
+    one statement): the queue rows are written either way."""
     session, other = new_session(), new_session()
     await store.write(session_created(session))
     await store.write(session_created(other))

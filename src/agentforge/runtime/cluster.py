@@ -180,6 +180,8 @@ class Cluster:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    shared = True  # RunLeases: other replicas run sessions of this database too
+
     # --- RunLeases -------------------------------------------------------------------------------
 
     async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:

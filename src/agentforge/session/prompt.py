@@ -10,6 +10,7 @@ their child sessions.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -205,7 +206,10 @@ class SessionPrompt:
         for the run about to start."""
         runners = self.services.runners
         noted = runners.note_input(session.id, written)
-        if ahead is not None and not runners.is_busy(session.id):
+        # Not with replicas: the run may start only once another replica's run of this session has
+        # ended, and a read from before that would miss its last writes (the run's handle notes only
+        # this replica's messages).
+        if ahead is not None and not runners.is_busy(session.id) and not runners.leases.shared:
             ahead.history = self.services.store.history_after_writes(self.tenant_id, session.id)
             ahead.noted = noted
 
@@ -264,11 +268,12 @@ class SessionPrompt:
     async def run(self, session: Session, user_id: str, *, ahead: StepAhead | None = None) -> WithParts:
         """Run (or join) the session's loop until the user message `user_id` has been handled.
         `ahead`: the first model call's system prompt look-up, if the run starts here."""
-        # A second time also when the run was on another replica that ended without seeing it.
-        for _ in range(2):
+        # A second time also when the run was on another replica that ended without seeing it;
+        # that run starts with nothing read ahead: a run ended since what `ahead` read.
+        for attempt in range(2):
             reply = await self.services.runners.ensure_running(
                 session.id,
-                lambda handle: self._loop_then_prune(session, handle, ahead),
+                functools.partial(self._loop_then_prune, session, ahead=ahead if attempt == 0 else None),
                 on_idle=lambda: self.services.status.set(self.tenant_id, session.id, StatusIdle()),
                 on_crash=lambda exc: self._report_crash(session.id, exc),
                 tenant_id=self.tenant_id,

@@ -43,7 +43,11 @@ class ShuttingDownError(Exception):
 
 
 class RunLeases(Protocol):
-    """One run per session cluster-wide (runtime/cluster.py); `LocalLeases` for one process."""
+    """One run per session cluster-wide (runtime/cluster.py); `LocalLeases` for one process.
+    `shared`: other replicas may run the session and write to it, so what is read before the lease
+    is held may miss their last writes."""
+
+    shared: bool
 
     async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
         """Take the session's lease unless another replica holds it (`tenant_id`: known as the
@@ -69,6 +73,8 @@ class RunLeases(Protocol):
 
 class LocalLeases:
     """One process: the registry alone decides."""
+
+    shared = False
 
     async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
         return True

@@ -286,8 +286,12 @@ class PoolReaders(Readers):
         self._taken -= 1
         self._pass_on(None)  # a read waiting may open another
         # A dead connection may fail to say so again: what matters is that it is never used.
-        with contextlib.suppress(Exception):
+        try:
             await kept.conn.invalidate()
+        except Exception:
+            # Closing it may then hand it back to the pool, tenant and all: end it at the driver.
+            with contextlib.suppress(Exception):
+                kept.driver.terminate()
         with contextlib.suppress(Exception):
             await kept.conn.close()
 
