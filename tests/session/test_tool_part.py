@@ -38,6 +38,10 @@ class RecordingSink:
     def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]:
         raise AssertionError("a tool part's transitions are durable writes")
 
+    @property
+    def commits_off_loop(self) -> bool:
+        return False
+
 
 @pytest.fixture
 def sink() -> RecordingSink:

@@ -7,11 +7,14 @@ security), with the owner's URL for migrations, grants and cross-tenant maintena
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentforge.model.events import Event
-from agentforge.store import Store
+from agentforge.store import Store, parse_database_url
+from agentforge.store.engine import postgres_engine
 from tests.databases import owner_url_for
 
 
@@ -28,3 +31,26 @@ async def store(database_url: str, published: list[Event]) -> AsyncIterator[Stor
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture
+async def writer_connection(store: Store, database_url: str) -> AsyncIterator[AsyncConnection]:
+    """Postgres: a connection as the store's writer holds one (AUTOCOMMIT: the writer opens its own
+    transactions on the driver), to the store's database. SQLite has one writer, whose numbers are
+    cached, never checked: skipped there."""
+    target = parse_database_url(database_url)
+    if target.dialect != "postgresql":
+        pytest.skip("SQLite has one writer: its numbers are cached, never checked")
+    engine = postgres_engine(target, pool_size=1)
+    try:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            yield conn
+    finally:
+        await engine.dispose()
+
+
+async def driver_of(conn: AsyncConnection) -> Any:
+    """The asyncpg connection under `conn`."""
+    driver = (await conn.get_raw_connection()).driver_connection
+    assert driver is not None
+    return driver

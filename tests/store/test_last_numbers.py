@@ -4,15 +4,18 @@ for a batch to use them instead of reading them."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentforge.store import Store, parse_database_url
-from agentforge.store.engine import postgres_engine
+from agentforge.store import Store, StoreWriteError
+from agentforge.store.batch import BatchApplier, Item, Mutation
 from agentforge.store.last_numbers import PAUSE_AFTER_MISS, ExpectedNumbers, check, stale
 from agentforge.store.tenancy import begin_in_tenant
 from tests.store.audit_helpers import audit_rows, run_sql
 from tests.store.builders import message_updated, new_session, session_created, user_message
+from tests.store.conftest import driver_of
 
 TENANT = "default"
+_REVISION = "SELECT history_revision FROM session WHERE id = $1"
 
 
 def test_a_guess_needs_every_session_and_the_tenant_known() -> None:
@@ -62,48 +65,38 @@ def test_the_check_refuses_ids_it_cannot_write_as_literals() -> None:
         check("default' OR '1", {}, 0)
 
 
-async def test_the_check_holds_only_for_the_stored_numbers(store: Store, database_url: str) -> None:
-    target = parse_database_url(database_url)
-    if target.dialect != "postgresql":
-        pytest.skip("SQLite has one writer: its numbers are cached, never checked")
+async def test_the_check_holds_only_for_the_stored_numbers(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
     session = new_session()
     await store.write(session_created(session))
     await store.write(message_updated(user_message(session.id)))
     logged = await store.events_after(TENANT, session.id, 0)
     last_seq, last_position = logged[-1].seq, logged[-1].position
     assert last_seq is not None and last_position is not None
-    engine = postgres_engine(target, pool_size=1)
-    try:
-        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
-            driver = (await conn.get_raw_connection()).driver_connection
-            assert driver is not None
+    driver = await driver_of(writer_connection)
 
-            async def holds(seqs: dict[str, int], position: int) -> bool:
-                await begin_in_tenant(driver, TENANT)
-                try:
-                    await driver.execute(check(TENANT, seqs, position))
-                except Exception as exc:
-                    assert stale(exc), exc
-                    return False
-                finally:
-                    await driver.execute("ROLLBACK")
-                return True
+    async def holds(seqs: dict[str, int], position: int) -> bool:
+        await begin_in_tenant(driver, TENANT)
+        try:
+            await driver.execute(check(TENANT, seqs, position))
+        except Exception as exc:
+            assert stale(exc), exc
+            return False
+        finally:
+            await driver.execute("ROLLBACK")
+        return True
 
-            assert await holds({session.id: last_seq}, last_position)
-            assert await holds({session.id: last_seq, "ses_never": 0}, last_position)
-            assert not await holds({session.id: last_seq - 1}, last_position)
-            assert not await holds({session.id: last_seq}, last_position + 1)
-            assert not await holds({session.id: last_seq, "ses_never": 1}, last_position)
-    finally:
-        await engine.dispose()
+    assert await holds({session.id: last_seq}, last_position)
+    assert await holds({session.id: last_seq, "ses_never": 0}, last_position)
+    assert not await holds({session.id: last_seq - 1}, last_position)
+    assert not await holds({session.id: last_seq}, last_position + 1)
+    assert not await holds({session.id: last_seq, "ses_never": 1}, last_position)
 
 
 async def test_the_check_bumps_expected_revisions_and_holds_only_for_the_chain_head(
-    store: Store, database_url: str
+    store: Store, database_url: str, writer_connection: AsyncConnection
 ) -> None:
-    target = parse_database_url(database_url)
-    if target.dialect != "postgresql":
-        pytest.skip("SQLite has one writer: its numbers are cached, never checked")
     session = new_session()
     await store.write(session_created(session))
     await store.write(message_updated(user_message(session.id)))  # a prompt.accepted entry
@@ -113,33 +106,56 @@ async def test_the_check_bumps_expected_revisions_and_holds_only_for_the_chain_h
     revision = int(row["history_revision"])
     last = (await audit_rows(database_url, TENANT))[-1]
     head = (int(last["seq"]), str(last["row_hash"]))
-    engine = postgres_engine(target, pool_size=1)
-    try:
-        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
-            driver = (await conn.get_raw_connection()).driver_connection
-            assert driver is not None
+    driver = await driver_of(writer_connection)
 
-            async def holds(bumps: dict[str, int], chain_head: tuple[int, str] | None) -> int | None:
-                """The session's revision after the check in its transaction, None: it failed."""
-                await begin_in_tenant(driver, TENANT)
-                try:
-                    await driver.execute(check(TENANT, seqs, position, bumps, chain_head))
-                    found: int = await driver.fetchval(
-                        "SELECT history_revision FROM session WHERE id = $1", session.id
-                    )
-                except Exception as exc:
-                    assert stale(exc), exc
-                    return None
-                finally:
-                    await driver.execute("ROLLBACK")
-                return found
+    async def holds(bumps: dict[str, int], chain_head: tuple[int, str] | None) -> int | None:
+        """The session's revision after the check in its transaction, None: it failed."""
+        await begin_in_tenant(driver, TENANT)
+        try:
+            await driver.execute(check(TENANT, seqs, position, bumps, chain_head))
+            found: int = await driver.fetchval(_REVISION, session.id)
+        except Exception as exc:
+            assert stale(exc), exc
+            return None
+        finally:
+            await driver.execute("ROLLBACK")
+        return found
 
-            assert await holds({session.id: revision}, head) == revision + 1
-            assert await holds({}, head) == revision
-            assert await holds({session.id: revision - 1}, head) is None
-            assert await holds({session.id: revision, "ses_gone": 0}, None) is None
-            assert await holds({}, (head[0] - 1, head[1])) is None
-            assert await holds({}, (head[0], "0" * 64)) is None
-            assert await holds({}, (0, "0" * 64)) is None  # an empty chain's head
-    finally:
-        await engine.dispose()
+    assert await holds({session.id: revision}, head) == revision + 1
+    assert await holds({}, head) == revision
+    assert await holds({session.id: revision - 1}, head) is None
+    assert await holds({session.id: revision, "ses_gone": 0}, None) is None
+    assert await holds({}, (head[0] - 1, head[1])) is None
+    assert await holds({}, (head[0], "0" * 64)) is None
+    assert await holds({}, (0, "0" * 64)) is None  # an empty chain's head
+
+
+async def test_a_mutation_that_never_audits_leaves_the_chain_head_expected(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    # A part checkpoint or a finished prompt (`may_audit=False`) in a batch must neither make the
+    # writer forget the audit chain head its batch left (the next one would read it again) nor keep
+    # the head from before the batch (the next check would fail, roll back and pause the checks).
+    session = new_session()
+    await store.write(session_created(session))
+    applier = BatchApplier(scoped_by_tenant=True)
+    checkpoint = Mutation(TENANT, "checkpoint", lambda _conn: None, session_id=session.id, may_audit=False)
+    driver = await driver_of(writer_connection)
+    sent: list[str] = []
+    driver.add_query_logger(lambda record: sent.append(record.query))
+
+    async def write(*items: Item) -> None:
+        outcomes = await writer_connection.run_sync(lambda sync: applier.write_batch(sync, items))
+        assert not [o for o in outcomes if isinstance(o, StoreWriteError)]
+
+    await write(message_updated(user_message(session.id)))  # learns the numbers and the head
+    await write(message_updated(user_message(session.id)), checkpoint)  # appends, then mutates
+    await write(checkpoint)  # alone
+    await driver.fetchval("SELECT 1")  # the driver's query log is up to date (call_soon)
+    sent.clear()
+    await write(message_updated(user_message(session.id)))
+    await driver.fetchval("SELECT 1")
+
+    openings = [query for query in sent if query.startswith("BEGIN;")]
+    assert len(openings) == 1 and "audit_log" in openings[0], "the head is checked, not read again"
+    assert "ROLLBACK" not in sent, "and it is the head the last batch left"

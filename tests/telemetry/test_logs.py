@@ -215,7 +215,8 @@ _VALUES = st.recursive(
 )
 _FORMATTERS = {f: (formatter(f), _structlog_formatter(f)) for f in ("text", "json")}
 _TRACER = TracerProvider().get_tracer("test")
-_TIME = re.compile(r'^\S+Z |"time": "[^"]+"')
+# The record's own time stamp only: a generated field may hold a "time" key of its own.
+_TIME = re.compile(r'^\S+Z |"time": "\d{4}-\d\d-\d\dT[\d:.]+Z"')
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -246,7 +247,7 @@ def test_the_fused_formatter_writes_what_structlog_writes(
             theirs = reference.format(record)
         except TypeError:  # structlog's console renderer fails on a non-string `level=` field
             return
-    assert _TIME.sub("", ours, count=1) == _TIME.sub("", theirs, count=1)
+    assert _TIME.sub("", ours) == _TIME.sub("", theirs)
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

@@ -40,6 +40,9 @@ class EventSink(Protocol):
 
     def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]: ...
 
+    @property
+    def commits_off_loop(self) -> bool: ...
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -131,6 +134,11 @@ class SessionEvents:
 
     def submit_part(self, part: PartBase) -> asyncio.Future[Event]:
         return self._sink.submit(self._part_event(part))
+
+    @property
+    def commits_off_loop(self) -> bool:
+        """Whether waiting for a commit lets the writer run (store.writer: SQLite's thread)."""
+        return self._sink.commits_off_loop
 
     def remove_part(self, part: PartBase) -> asyncio.Future[Event]:
         return self._sink.submit(

@@ -78,12 +78,15 @@ class Mutation:
     """A change that is not a session event (API keys, audit entries of their own): `apply(conn)` runs
     inside the writer's transaction, in submission order with the events, on behalf of `tenant_id`.
     It must only touch that tenant's rows; what it returns resolves the submitter's future.
-    `session_id`: the session whose rows it writes, locked with the events' sessions (Postgres)."""
+    `session_id`: the session whose rows it writes, locked with the events' sessions (Postgres).
+    `may_audit`: whether it may append to the tenant's audit chain (the writer then reads the
+    chain's head again before it next appends); False only where it surely does not."""
 
     tenant_id: str
     label: str
     apply: Callable[[Connection], Any]
     session_id: str | None = None
+    may_audit: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +329,8 @@ class BatchApplier:
                     if item.session_id:  # it may bump the session's revision itself
                         runs.writes.forget(item.tenant_id, item.session_id)
                     outcomes.append(Applied(item.apply(conn)))
-                    runs.chain.forget_heads()  # it may have appended to a chain itself
+                    if item.may_audit:
+                        runs.chain.forget_heads()  # it may have appended to a chain itself
                     continue
                 if isinstance(item, EventGroup):
                     grouped = self._write_group(runs.writes, draft, positions, item, runs.chain)
@@ -496,7 +500,7 @@ class BatchApplier:
             with conn.begin():
                 scoped_to = self._lock(conn, locks)
                 opening.audit_locked = tuple(audits)
-                if scoped_to is not None:
+                if scoped_to is not None and events:
                     read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
                 yield scoped_to
             return
@@ -514,7 +518,7 @@ class BatchApplier:
                     positions[tenant_id] = checked.position
                     opening.revisions = {(tenant_id, s): last + 1 for s, last in checked.revisions.items()}
                     opening.heads = {tenant_id: checked.head} if checked.head else {}
-                elif scoped_to is not None:
+                elif scoped_to is not None and events:  # numbers only for events to number
                     read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
                 yield scoped_to
         except BaseException:
@@ -622,7 +626,7 @@ def _leaves(opening: Opening, items: Sequence[Item], runs: TenantRuns) -> None:
     batch deleted or a mutation wrote, and a tenant a mutation wrote for, may have moved unseen."""
     unseen = {key[1]: None for key in runs.writes.forgotten}
     opening.left_revisions = {**unseen, **{key[1]: value for key, value in runs.writes.committed().items()}}
-    mutated = {item.tenant_id: None for item in items if isinstance(item, Mutation)}
+    mutated = {item.tenant_id: None for item in items if isinstance(item, Mutation) and item.may_audit}
     opening.left_heads = {**mutated, **runs.chain.heads()}
 
 

@@ -301,7 +301,7 @@ class Store:
         def remove(conn: Connection) -> None:
             prompt_queue.finish(conn, tenant_id, session_id, through)
 
-        await self.mutate(tenant_id, "finish prompts", remove)
+        await self.mutate(tenant_id, "finish prompts", remove, may_audit=False)
 
     async def queued_prompts(self, created_before: int, limit: int = 100) -> list[tuple[str, str, str]]:
         """Maintenance, across tenants: accepted prompts queued before `created_before` (ms)."""
@@ -362,16 +362,24 @@ class Store:
         """Publish a broadcast-only event once every durable event submitted before it is published."""
         self._writer.publish_after_writes(event)
 
+    @property
+    def commits_off_loop(self) -> bool:
+        """Whether the writer commits in a thread that runs while the event loop waits (SQLite)."""
+        return self._writer.commits_off_loop
+
     async def write(self, event: Event) -> Event:
         """Write a durable event and wait until it has committed (and been published)."""
         # Shielded: a cancelled caller does not un-submit an event the writer may already be committing.
         return await asyncio.shield(self._writer.submit(event))
 
-    async def mutate(self, tenant_id: str, label: str, apply: Callable[[Connection], T]) -> T:
+    async def mutate(
+        self, tenant_id: str, label: str, apply: Callable[[Connection], T], *, may_audit: bool = True
+    ) -> T:
         """Run `apply(conn)` in the writer's next transaction, ordered with the events, for `tenant_id`;
         return its result once committed. For changes that are not session events (API keys, audit
-        entries of their own). `apply` is sync code that runs off the event loop on SQLite."""
-        future = self._writer.submit_mutation(Mutation(tenant_id, label, apply))
+        entries of their own). `apply` is sync code that runs off the event loop on SQLite.
+        `may_audit=False` where it surely appends nothing to the tenant's audit chain (`Mutation`)."""
+        future = self._writer.submit_mutation(Mutation(tenant_id, label, apply, may_audit=may_audit))
         result: T = await asyncio.shield(future)
         return result
 
@@ -384,6 +392,7 @@ class Store:
             "part.checkpoint",
             lambda conn: checkpoint_part(conn, tenant_id, snapshot),
             session_id=snapshot["sessionID"],
+            may_audit=False,
         )
         return self._writer.submit_mutation(mutation)
 

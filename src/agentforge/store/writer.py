@@ -94,6 +94,9 @@ class OrderedWriter(ABC):
     scoped_by_tenant: ClassVar[bool]
     # Whether `submit_read` may be used: a read there costs no more than a reader's (SQLite's thread).
     reads_in_order: ClassVar[bool]
+    # Whether it commits in a thread of its own, which shares the interpreter with the event loop:
+    # it runs while the loop waits, so a submitter that waits for a commit lets it (SQLite's).
+    commits_off_loop: ClassVar[bool]
 
     def __init__(self, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         if batch_cap < 1:
@@ -312,6 +315,7 @@ class ThreadWriter(OrderedWriter):
 
     scoped_by_tenant = False
     reads_in_order = True
+    commits_off_loop = True
 
     def __init__(self, engine: Engine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
@@ -374,6 +378,7 @@ class TaskWriter(OrderedWriter):
 
     scoped_by_tenant = True
     reads_in_order = False  # a read there is round trips the writes behind it would wait for
+    commits_off_loop = False  # a task on the loop: it runs at the loop's next turn anyway
 
     def __init__(self, engine: AsyncEngine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
