@@ -217,13 +217,14 @@ class Processor:
                     await close()
 
     async def _first_write_committed(self) -> None:
-        """Wait for the step's first parts to commit before reading on, where the writer is a thread
-        (SQLite). A provider often sends the start of a reply in one read; processed on at once, the
+        """Once per model call, when its first content opened a text or reasoning block and the
+        writer is a thread (SQLite): wait for the parts submitted so far to commit before reading
+        on. A provider often sends the start of a reply in one read; processed on at once, the
         writer thread would wait for the interpreter, and every delta of the read (published once
         its part has committed, by the event loop this keeps busy) behind the rest of it. Costs one
-        more commit per step, so not where the writer is a task on the loop (Postgres: there the
-        turn took ~2 ms longer for ~1.4 ms off the first delta). The write's outcome is reported
-        where every write's is."""
+        more commit per call, so not where the writer is a task on the loop (Postgres: there the
+        turn took ~2 ms longer for ~1.4 ms off the first delta), and not again after a retry. The
+        write's outcome is reported where every write's is."""
         streams_text = bool(self._text or self._reasoning)  # a step opening with a tool call: no delta
         if streams_text and self._last_write is not None and self.deps.events.commits_off_loop:
             await asyncio.wait([self._last_write])
