@@ -3,15 +3,19 @@ for a batch to use them instead of reading them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentforge.store import Store, StoreWriteError
-from agentforge.store.batch import BatchApplier, Item, Mutation
+from agentforge.store.batch import BatchApplier, Item, Outcome
 from agentforge.store.last_numbers import PAUSE_AFTER_MISS, ExpectedNumbers, check, stale
+from agentforge.store.store import checkpointing, finishing_prompts
 from agentforge.store.tenancy import begin_in_tenant
 from tests.store.audit_helpers import audit_rows, run_sql
-from tests.store.builders import message_updated, new_session, session_created, user_message
+from tests.store.builders import message_updated, new_session, session_created, text_part, user_message
 from tests.store.conftest import driver_of
 
 TENANT = "default"
@@ -136,21 +140,37 @@ async def test_a_mutation_that_never_audits_leaves_the_chain_head_expected(
     # A part checkpoint or a finished prompt (`may_audit=False`) in a batch must neither make the
     # writer forget the audit chain head its batch left (the next one would read it again) nor keep
     # the head from before the batch (the next check would fail, roll back and pause the checks).
+    # A batch of such mutations alone, having no events to number, reads no last numbers either.
     session = new_session()
     await store.write(session_created(session))
+    first = user_message(session.id)
+    checkpoint = checkpointing(TENANT, text_part(first, "so far").wire())
+    finished = finishing_prompts(TENANT, session.id, first.id)
     applier = BatchApplier(scoped_by_tenant=True)
-    checkpoint = Mutation(TENANT, "checkpoint", lambda _conn: None, session_id=session.id, may_audit=False)
     driver = await driver_of(writer_connection)
-    sent: list[str] = []
+    sent: list[str] = []  # the driver's own messages (the openings, ROLLBACK)
     driver.add_query_logger(lambda record: sent.append(record.query))
+    statements: list[str] = []  # and what SQLAlchemy sends
+
+    def log_statement(*args: Any) -> None:
+        statements.append(str(args[2]))
 
     async def write(*items: Item) -> None:
-        outcomes = await writer_connection.run_sync(lambda sync: applier.write_batch(sync, items))
+        def batch(sync: Connection) -> list[Outcome]:
+            event.listen(sync, "before_cursor_execute", log_statement)
+            try:
+                return applier.write_batch(sync, items)
+            finally:
+                event.remove(sync, "before_cursor_execute", log_statement)
+
+        outcomes = await writer_connection.run_sync(batch)
         assert not [o for o in outcomes if isinstance(o, StoreWriteError)]
 
-    await write(message_updated(user_message(session.id)))  # learns the numbers and the head
+    await write(message_updated(first))  # learns the numbers and the head
     await write(message_updated(user_message(session.id)), checkpoint)  # appends, then mutates
-    await write(checkpoint)  # alone
+    statements.clear()
+    await write(checkpoint, finished)  # alone
+    assert statements and not [sql for sql in statements if "max(" in sql], statements
     await driver.fetchval("SELECT 1")  # the driver's query log is up to date (call_soon)
     sent.clear()
     await write(message_updated(user_message(session.id)))

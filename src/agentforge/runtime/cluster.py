@@ -112,6 +112,8 @@ _RANKS: Final = {
 class Cluster:
     """This replica's part in the cluster: the session layer's `RunLeases`, the event relay, failover."""
 
+    shared = True  # RunLeases: other replicas run sessions of this database too
+
     def __init__(self, store: Store, bus: Bus, runners: RunnerRegistry, *, interval: float) -> None:
         self.replica = uuid.uuid4().hex[:12]
         self._store = store
@@ -179,8 +181,6 @@ class Cluster:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    shared = True  # RunLeases: other replicas run sessions of this database too
 
     # --- RunLeases -------------------------------------------------------------------------------
 

@@ -560,7 +560,7 @@ _CHECKPOINT_PART: Update = (
 def checkpoint_part(conn: Connection, tenant_id: str, new: Mapping[str, Any]) -> None:
     """Overwrite a streaming part's row with its content so far. No event: the log keeps the part's
     start and end, the row keeps what a crash would otherwise lose. A part already removed stays so.
-    Never appends to the audit chain: its mutation says so (`Store.submit_checkpoint`, may_audit)."""
+    Never appends to the audit chain: its mutation says so (`store.checkpointing`, may_audit)."""
     revision = bump_history(conn, tenant_id, new["sessionID"])
     if revision is None:
         return  # the session is gone, and its parts with it

@@ -34,7 +34,7 @@ def enqueue(writes: Writes, tenant_id: str, session_id: str, queued: QueuedPromp
 def finish(conn: Connection, tenant_id: str, session_id: str, through: str) -> None:
     """Forget the session's queued prompts up to message `through` (ids ascend with time): a run
     that handled it handled the earlier ones. Never appends to the audit chain: its mutation says so
-    (`Store.finish_prompts`, may_audit)."""
+    (`store.finishing_prompts`, may_audit)."""
     conn.execute(
         delete(prompt_queue).where(
             prompt_queue.c.tenant_id == tenant_id,

@@ -298,10 +298,7 @@ class Store:
         return await self.mutate(tenant_id, "audit throttle", admit)
 
     async def finish_prompts(self, tenant_id: str, session_id: str, through: str) -> None:
-        def remove(conn: Connection) -> None:
-            prompt_queue.finish(conn, tenant_id, session_id, through)
-
-        await self.mutate(tenant_id, "finish prompts", remove, may_audit=False)
+        await asyncio.shield(self._writer.submit_mutation(finishing_prompts(tenant_id, session_id, through)))
 
     async def queued_prompts(self, created_before: int, limit: int = 100) -> list[tuple[str, str, str]]:
         """Maintenance, across tenants: accepted prompts queued before `created_before` (ms)."""
@@ -386,15 +383,7 @@ class Store:
     def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]:
         """Queue a streaming part's content so far (its wire shape) for the writer's next
         transaction, without waiting: see `projector.checkpoint_part`."""
-        snapshot = dict(part)
-        mutation = Mutation(
-            tenant_id,
-            "part.checkpoint",
-            lambda conn: checkpoint_part(conn, tenant_id, snapshot),
-            session_id=snapshot["sessionID"],
-            may_audit=False,
-        )
-        return self._writer.submit_mutation(mutation)
+        return self._writer.submit_mutation(checkpointing(tenant_id, dict(part)))
 
     # --- API keys -------------------------------------------------------------------------------
 
@@ -644,6 +633,29 @@ class Store:
 def _key_facts(key: ApiKey) -> dict[str, Any]:
     """What the audit log keeps of a key: never its secret or hash."""
     return {"keyID": key.id, "name": key.name, "roles": sorted(key.roles)}
+
+
+def checkpointing(tenant_id: str, part: dict[str, Any]) -> Mutation:
+    """The writer's mutation checkpointing a streaming part (`projector.checkpoint_part`): it never
+    appends to the audit chain, so the writer keeps expecting the chain's head."""
+    return Mutation(
+        tenant_id,
+        "part.checkpoint",
+        lambda conn: checkpoint_part(conn, tenant_id, part),
+        session_id=part["sessionID"],
+        may_audit=False,
+    )
+
+
+def finishing_prompts(tenant_id: str, session_id: str, through: str) -> Mutation:
+    """The writer's mutation taking a session's accepted prompts off the queue up to `through`
+    (`prompt_queue.finish`): it never appends to the audit chain."""
+    return Mutation(
+        tenant_id,
+        "finish prompts",
+        lambda conn: prompt_queue.finish(conn, tenant_id, session_id, through),
+        may_audit=False,
+    )
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
