@@ -1,6 +1,8 @@
 """Write-ahead for tool calls (session/tool_calls.py `_recorded`): when the store refuses a call's
-`running` state, the tool never runs and the call is stored as an error saying why. The refusal is
-a real database fault: a trigger on the `part` table rejects that one write, on SQLite and Postgres."""
+`running` state, a tool with effects never runs and the call is stored as an error saying why; a
+tool that only reads (`Tool.has_effects` False) runs without waiting for that write, so its call
+stands. The refusal is a real database fault: a trigger on the `part` table rejects that one write,
+on SQLite and Postgres."""
 
 from __future__ import annotations
 
@@ -80,3 +82,27 @@ async def test_a_call_whose_start_cannot_be_stored_fails_without_running(
         assert not marker.exists(), "the tool ran although its start was not stored"
         # The model was told, and the turn went on to its answer.
         assert len(live.fake.requests) == 2
+
+
+async def test_a_call_that_only_reads_runs_without_waiting_for_its_start(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    """Its start is not written ahead of it: refused here, the read still ran and its output is the
+    call's stored result (with write-ahead it would have failed unrun, as the bash call above)."""
+    async with start_live_server(
+        tmp_path, fake_openai, fake_provider_config(fake_openai), database_url=database_url
+    ) as live:
+        await _refuse_running_states(database_url)
+        (live.workspace / "notes.txt").write_text("read without waiting\n")
+        sid = (await live.create_session())["id"]
+        live.fake.enqueue(call("read", {"filePath": "notes.txt"}), reply("Read it."))
+
+        response = await live.prompt(sid, "read the notes")
+
+        assert response.status_code == 200, response.text
+        history = (await live.client.get(f"/session/{sid}/message")).json()
+        (tool,) = [p for m in history for p in m["parts"] if p["type"] == "tool"]
+        assert tool["state"]["status"] == "completed", tool["state"]
+        assert "read without waiting" in tool["state"]["output"]
+        # The model got the file's text with the result.
+        assert "read without waiting" in str(live.fake.requests[1]["messages"])

@@ -118,3 +118,13 @@ def test_every_builtin_schema_validates_as_json_schema() -> None:
     for spec in specs(ToolRegistry.builtin().all()):
         Draft202012Validator.check_schema(spec.parameters)
         assert spec.description
+
+
+def test_only_the_tools_that_just_read_skip_the_write_ahead() -> None:
+    """`has_effects` decides whether a call waits for its start to be stored (session/tool_calls.py):
+    every built-in but the four readers has effects, and so does any tool that does not say."""
+    registry = ToolRegistry.builtin(enable_search=True)
+    tools = [registry.get(name) for name in registry.names()]
+    effect_free = {tool.id for tool in tools if tool is not None and not tool.has_effects}
+    assert effect_free == {"read", "glob", "grep", "list"}
+    assert make_tool("custom").has_effects

@@ -115,7 +115,9 @@ class ToolCallRunner:
             try:
                 # Write-ahead: a call's effects never happen before the store knows it runs, so a
                 # process killed mid-call leaves the call in the history (recovered as interrupted).
-                if await self._recorded(call, running):
+                # A call without effects has nothing to protect: it runs while its start commits
+                # (its result is written after it: the writer keeps order).
+                if not self._has_effects(part.tool) or await self._recorded(call, running):
                     refused = await self._run(call, tool_input)
                 else:
                     refused = None
@@ -125,6 +127,10 @@ class ToolCallRunner:
             state = call.part.state
             error = state.error if isinstance(state, ToolStateError) else None
             observed.finish(state.status, refused_by=refused, error=error)
+
+    def _has_effects(self, name: str) -> bool:
+        tool = self._tools.tools.get(name)
+        return tool is None or tool.has_effects
 
     @staticmethod
     async def _recorded(call: ToolPartLifecycle, running: Written) -> bool:

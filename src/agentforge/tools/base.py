@@ -95,6 +95,10 @@ class Tool(Generic[P]):
     id: str
     description: str
     parameters: ClassVar[type[BaseModel]]
+    # Whether a call may change anything (files, processes, the world): such a call runs only once
+    # the store knows it runs (write-ahead, session/tool_calls.py). A tool says False only when its
+    # calls just read; any other tool (custom, MCP) is taken to have effects.
+    has_effects: bool = True
 
     async def execute(self, args: P, ctx: ToolContext) -> ToolResult:
         raise NotImplementedError

@@ -40,6 +40,7 @@ class GlobParams(ToolParams):
 
 class GlobTool(Tool[GlobParams]):
     id = "glob"
+    has_effects = False  # it only reads: no write-ahead needed
     description = DESCRIPTION
     parameters = GlobParams
 

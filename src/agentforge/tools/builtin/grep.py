@@ -69,6 +69,7 @@ class SearchResult:
 
 class GrepTool(Tool[GrepParams]):
     id = "grep"
+    has_effects = False  # it only reads: no write-ahead needed
     description = DESCRIPTION
     parameters = GrepParams
 

@@ -55,6 +55,7 @@ class _Node:
 
 class ListTool(Tool[ListParams]):
     id = "list"
+    has_effects = False  # it only reads: no write-ahead needed
     description = DESCRIPTION
     parameters = ListParams
 

@@ -70,6 +70,7 @@ class _Window:
 
 class ReadTool(Tool[ReadParams]):
     id = "read"
+    has_effects = False  # it only reads: no write-ahead needed
     description = DESCRIPTION
     parameters = ReadParams
 
