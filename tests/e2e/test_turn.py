@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from tests.e2e.harness import EventCollector, LiveServer
-from tests.fakes.openai_server import Script, call
+from tests.fakes.openai_server import Script, call, reply
 
 
 async def _run_write_read_answer(live: LiveServer) -> tuple[str, EventCollector, Any, float]:
@@ -200,3 +200,17 @@ async def test_what_is_reused_across_turns_follows_rule_and_instruction_changes(
     assert allowed["tools"] == first["tools"]  # as before the deny, although the rules differ
     system = "\n".join(str(m["content"]) for m in _system(allowed))
     assert "Answer in German." in system and "Answer in French." not in system
+
+
+async def test_an_instruction_file_a_tool_writes_is_in_the_next_steps_system_prompt(live: LiveServer) -> None:
+    """The next step's file system look-up starts once the step's tools are done (while its last
+    write commits, loop `_read_after`): what they changed is seen by the very next model call."""
+    sid = (await live.create_session())["id"]
+    live.fake.enqueue(
+        call("write", {"filePath": "AGENTS.md", "content": "Answer in Latin.\n"}), reply("Done.")
+    )
+    response = await live.prompt(sid, "leave yourself an instruction")
+    assert response.status_code == 200, response.text
+    first, second = live.fake.requests[-2:]
+    assert "Answer in Latin." not in str(_system(first))
+    assert "Answer in Latin." in str(_system(second))

@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from agentforge.tools.base import Tool, ToolContext, ToolResult
 from agentforge.tools.builtin import builtin_tools
+from agentforge.tools.builtin.read import ReadTool
 from agentforge.tools.params import ToolParams
 from agentforge.tools.registry import ToolRegistry, specs
 
@@ -128,3 +129,8 @@ def test_only_the_tools_that_just_read_skip_the_write_ahead() -> None:
     effect_free = {tool.id for tool in tools if tool is not None and not tool.has_effects}
     assert effect_free == {"read", "glob", "grep", "list"}
     assert make_tool("custom").has_effects
+
+    class ReadAndTell(ReadTool):  # a subclass says so itself: what it adds may have effects
+        pass
+
+    assert ReadAndTell().has_effects and not ReadTool().has_effects

@@ -228,7 +228,8 @@ class TurnLoop:
 
     def _read_after(self, processor: Processor) -> None:
         """A step whose tool calls all ran is followed by another (their results go back to the
-        model): its history is read right behind the step's last write."""
+        model): its history is read right behind the step's last write, and the system prompt's
+        file system look-up starts while that write commits (the step's tools are done)."""
         if not processor.made_tool_calls or processor.aborted or processor.blocked:
             return
         if processor.message.error is not None or processor.needs_compaction:
@@ -236,6 +237,8 @@ class TurnLoop:
         with contextlib.suppress(StoreWriteError):  # closing: the next read fails as it would have
             history = self.services.store.history_after_writes(self.tenant_id, self.session.id)
             self._read_ahead = (history, self.handle.noted)
+        if self._ahead is None:
+            self._ahead = StepAhead(look_around=surroundings.LookAhead(self._system_context()))
 
     async def _history(self) -> list[WithParts]:
         """The step's history: the one read ahead for it, unless a message was noted on the run's

@@ -21,6 +21,7 @@ from agentforge.session.turn_tools import INVALID_TOOL, TurnTools, is_doom_loop
 from agentforge.tools.base import (
     PermissionDeniedError,
     PermissionRequest,
+    Tool,
     ToolContext,
     ToolError,
     ToolResult,
@@ -29,6 +30,9 @@ from agentforge.tools.truncation import TruncationLimits
 
 # How long cleanup waits for cancelled tools to finish killing what they started.
 ABANDON_GRACE_SECONDS = 5.0
+# Plugin hooks that run code around a call (or its permission ask): with any of them, every call is
+# written ahead, since what a plugin does there may have effects.
+_HOOKS_AROUND_A_CALL = ("tool_execute_before", "tool_execute_after", "permission_ask")
 
 
 def refused_by(error: PermissionDeniedError) -> str:
@@ -117,8 +121,9 @@ class ToolCallRunner:
                 # process killed mid-call leaves the call in the history (recovered as interrupted).
                 # A call without effects has nothing to protect: it runs while its start commits
                 # (its result is written after it: the writer keeps order).
-                if not self._has_effects(part.tool) or await self._recorded(call, running):
-                    refused = await self._run(call, tool_input)
+                tool = self._tools.tools.get(part.tool)
+                if not self._writes_ahead(tool) or await self._recorded(call, running):
+                    refused = await self._run(call, tool, tool_input)
                 else:
                     refused = None
             except asyncio.CancelledError:
@@ -128,9 +133,13 @@ class ToolCallRunner:
             error = state.error if isinstance(state, ToolStateError) else None
             observed.finish(state.status, refused_by=refused, error=error)
 
-    def _has_effects(self, name: str) -> bool:
-        tool = self._tools.tools.get(name)
-        return tool is None or tool.has_effects
+    def _writes_ahead(self, tool: Tool[Any] | None) -> bool:
+        """Whether the call must wait for its start to be stored: it may have effects, or a plugin
+        runs code around it (its hooks may have effects of their own)."""
+        if tool is None or tool.has_effects:
+            return True
+        plugins = self._tools.plugins
+        return any(plugins.implements(hook) for hook in _HOOKS_AROUND_A_CALL)
 
     @staticmethod
     async def _recorded(call: ToolPartLifecycle, running: Written) -> bool:
@@ -142,10 +151,11 @@ class ToolCallRunner:
             return False
         return True
 
-    async def _run(self, call: ToolPartLifecycle, tool_input: dict[str, Any]) -> str | None:
+    async def _run(
+        self, call: ToolPartLifecycle, tool: Tool[Any] | None, tool_input: dict[str, Any]
+    ) -> str | None:
         """Run the call to its final state; returns who refused it, if it was refused."""
         part = call.part
-        tool = self._tools.tools.get(part.tool)
         ctx = self._context(call)
         try:
             if tool is None:

@@ -97,8 +97,13 @@ class Tool(Generic[P]):
     parameters: ClassVar[type[BaseModel]]
     # Whether a call may change anything (files, processes, the world): such a call runs only once
     # the store knows it runs (write-ahead, session/tool_calls.py). A tool says False only when its
-    # calls just read; any other tool (custom, MCP) is taken to have effects.
+    # calls just read; any other tool (custom, MCP, a subclass that does not say) has effects.
     has_effects: bool = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "has_effects" not in cls.__dict__:
+            cls.has_effects = True  # not inherited: what a subclass adds may have effects
 
     async def execute(self, args: P, ctx: ToolContext) -> ToolResult:
         raise NotImplementedError
