@@ -156,6 +156,9 @@ class TurnLoop:
         if history is not None and ahead is not None:
             self._read_ahead = (history, ahead.noted)
         self._stored: list[WithParts] = []  # the last history read
+        # The next step's file system look-up, started behind a tool step's last write, with the
+        # handle's count of noted inputs then (a message noted since may follow a change it missed).
+        self._look_ahead: tuple[surroundings.LookAhead, int] | None = None
 
     async def run(self) -> WithParts | None:
         """Run until the turn is over; returns the last assistant message as written (None when the
@@ -180,6 +183,7 @@ class TurnLoop:
             self._drop_surroundings()
             if self._ahead is not None:
                 self._ahead.drop()
+            surroundings.unused(self._take_look_ahead())
             pending, self._read_ahead = self._read_ahead, None
             if pending is not None:
                 _drop_read(pending[0])
@@ -194,7 +198,11 @@ class TurnLoop:
             # that makes no model call drops it. The first may have been started by the prompt.
             self._drop_surroundings()
             ahead, self._ahead = self._ahead, None
-            self._surroundings = (None if ahead is None else ahead.take_look_around()) or self._look_around()
+            self._surroundings = (
+                (None if ahead is None else ahead.take_look_around())
+                or self._take_look_ahead()
+                or self._look_around()
+            )
             # Read from the last compaction boundary on: turn cost does not grow with session length.
             stored = await self._history()
             self._stored = stored
@@ -237,8 +245,20 @@ class TurnLoop:
         with contextlib.suppress(StoreWriteError):  # closing: the next read fails as it would have
             history = self.services.store.history_after_writes(self.tenant_id, self.session.id)
             self._read_ahead = (history, self.handle.noted)
-        if self._ahead is None:
-            self._ahead = StepAhead(look_around=surroundings.LookAhead(self._system_context()))
+        surroundings.unused(self._take_look_ahead())  # none is left: each step takes its own
+        self._look_ahead = (surroundings.LookAhead(self._system_context()), self.handle.noted)
+
+    def _take_look_ahead(self) -> asyncio.Future[Surroundings] | None:
+        """The look-up started behind the last step's write, unless a message was noted since (its
+        sender may have changed an instruction file first: looked at again); dropped otherwise."""
+        pending, self._look_ahead = self._look_ahead, None
+        if pending is None:
+            return None
+        look, noted = pending
+        if noted != self.handle.noted:
+            look.drop()
+            return None
+        return look.take()
 
     async def _history(self) -> list[WithParts]:
         """The step's history: the one read ahead for it, unless a message was noted on the run's
