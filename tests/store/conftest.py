@@ -6,6 +6,7 @@ security), with the owner's URL for migrations, grants and cross-tenant maintena
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -33,20 +34,30 @@ async def store(database_url: str, published: list[Event]) -> AsyncIterator[Stor
         await opened.close()
 
 
-@pytest.fixture
-async def writer_connection(store: Store, database_url: str) -> AsyncIterator[AsyncConnection]:
-    """Postgres: a connection as the store's writer holds one (AUTOCOMMIT: the writer opens its own
-    transactions on the driver), to the store's database. SQLite has one writer, whose numbers are
-    cached, never checked: skipped there."""
+@contextlib.asynccontextmanager
+async def autocommit_connection(database_url: str, why_not_sqlite: str) -> AsyncIterator[AsyncConnection]:
+    """Postgres: a fresh engine's connection to `database_url` in autocommit, as the store's writer
+    holds one (the caller's statements say where transactions begin); skipped on SQLite, saying
+    `why_not_sqlite`."""
     target = parse_database_url(database_url)
     if target.dialect != "postgresql":
-        pytest.skip("SQLite has one writer: its numbers are cached, never checked")
+        pytest.skip(why_not_sqlite)
     engine = postgres_engine(target, pool_size=1)
     try:
         async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
             yield conn
     finally:
         await engine.dispose()
+
+
+@pytest.fixture
+async def writer_connection(store: Store, database_url: str) -> AsyncIterator[AsyncConnection]:
+    """A connection like the store's writer's, to the store's database (Postgres: SQLite has one
+    writer, whose numbers are cached, never checked)."""
+    async with autocommit_connection(
+        database_url, "SQLite has one writer: its numbers are cached, never checked"
+    ) as conn:
+        yield conn
 
 
 async def driver_of(conn: AsyncConnection) -> Any:

@@ -69,6 +69,21 @@ def test_the_check_refuses_ids_it_cannot_write_as_literals() -> None:
         check("default' OR '1", {}, 0)
 
 
+async def _checked(driver: Any, statement: str, session_id: str | None = None) -> tuple[bool, Any]:
+    """Run the check `statement` in a tenant transaction, rolled back after: whether it held (a
+    failure must be the check's own), and with `session_id` that session's revision after it."""
+    await begin_in_tenant(driver, TENANT)
+    try:
+        await driver.execute(statement)
+        found = None if session_id is None else await driver.fetchval(_REVISION, session_id)
+    except Exception as exc:
+        assert stale(exc), exc
+        return False, None
+    finally:
+        await driver.execute("ROLLBACK")
+    return True, found
+
+
 async def test_the_check_holds_only_for_the_stored_numbers(
     store: Store, writer_connection: AsyncConnection
 ) -> None:
@@ -81,15 +96,8 @@ async def test_the_check_holds_only_for_the_stored_numbers(
     driver = await driver_of(writer_connection)
 
     async def holds(seqs: dict[str, int], position: int) -> bool:
-        await begin_in_tenant(driver, TENANT)
-        try:
-            await driver.execute(check(TENANT, seqs, position))
-        except Exception as exc:
-            assert stale(exc), exc
-            return False
-        finally:
-            await driver.execute("ROLLBACK")
-        return True
+        held, _ = await _checked(driver, check(TENANT, seqs, position))
+        return held
 
     assert await holds({session.id: last_seq}, last_position)
     assert await holds({session.id: last_seq, "ses_never": 0}, last_position)
@@ -114,16 +122,8 @@ async def test_the_check_bumps_expected_revisions_and_holds_only_for_the_chain_h
 
     async def holds(bumps: dict[str, int], chain_head: tuple[int, str] | None) -> int | None:
         """The session's revision after the check in its transaction, None: it failed."""
-        await begin_in_tenant(driver, TENANT)
-        try:
-            await driver.execute(check(TENANT, seqs, position, bumps, chain_head))
-            found: int = await driver.fetchval(_REVISION, session.id)
-        except Exception as exc:
-            assert stale(exc), exc
-            return None
-        finally:
-            await driver.execute("ROLLBACK")
-        return found
+        held, found = await _checked(driver, check(TENANT, seqs, position, bumps, chain_head), session.id)
+        return int(found) if held else None
 
     assert await holds({session.id: revision}, head) == revision + 1
     assert await holds({}, head) == revision

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Connection, text
 
 from agentforge.store import parse_database_url
-from agentforge.store.engine import postgres_engine
 from agentforge.store.migrate import run_with_connection
 from agentforge.store.tenancy import TENANT_SETTING, begin_in_tenant, execute_in_tenant, set_tenant
+from tests.store.conftest import autocommit_connection, driver_of
 
 _CURRENT = text(f"SELECT current_setting('{TENANT_SETTING}', true)")
 _CURRENT_DRIVER = f"SELECT current_setting('{TENANT_SETTING}', true)"
@@ -106,14 +106,7 @@ async def test_execute_in_tenant_refuses_an_empty_tenant_before_any_statement() 
 async def _driver(database_url: str) -> AsyncIterator[Any]:
     """The asyncpg connection of a fresh engine on `database_url` (autocommit: the test's own
     statements say where transactions begin); Postgres only."""
-    target = parse_database_url(database_url)
-    if target.dialect != "postgresql":
-        pytest.skip("SQLite has no settings: its queries filter by tenant")
-    engine = postgres_engine(target, pool_size=1)
-    try:
-        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
-            driver = (await conn.get_raw_connection()).driver_connection
-            assert driver is not None
-            yield driver
-    finally:
-        await engine.dispose()
+    async with autocommit_connection(
+        database_url, "SQLite has no settings: its queries filter by tenant"
+    ) as conn:
+        yield await driver_of(conn)

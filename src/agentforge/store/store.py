@@ -298,7 +298,7 @@ class Store:
         return await self.mutate(tenant_id, "audit throttle", admit)
 
     async def finish_prompts(self, tenant_id: str, session_id: str, through: str) -> None:
-        await asyncio.shield(self._writer.submit_mutation(finishing_prompts(tenant_id, session_id, through)))
+        await self._mutated(finishing_prompts(tenant_id, session_id, through))
 
     async def queued_prompts(self, created_before: int, limit: int = 100) -> list[tuple[str, str, str]]:
         """Maintenance, across tenants: accepted prompts queued before `created_before` (ms)."""
@@ -369,16 +369,16 @@ class Store:
         # Shielded: a cancelled caller does not un-submit an event the writer may already be committing.
         return await asyncio.shield(self._writer.submit(event))
 
-    async def mutate(
-        self, tenant_id: str, label: str, apply: Callable[[Connection], T], *, may_audit: bool = True
-    ) -> T:
+    async def mutate(self, tenant_id: str, label: str, apply: Callable[[Connection], T]) -> T:
         """Run `apply(conn)` in the writer's next transaction, ordered with the events, for `tenant_id`;
         return its result once committed. For changes that are not session events (API keys, audit
-        entries of their own). `apply` is sync code that runs off the event loop on SQLite.
-        `may_audit=False` where it surely appends nothing to the tenant's audit chain (`Mutation`)."""
-        future = self._writer.submit_mutation(Mutation(tenant_id, label, apply, may_audit=may_audit))
-        result: T = await asyncio.shield(future)
+        entries of their own). `apply` is sync code that runs off the event loop on SQLite."""
+        result: T = await self._mutated(Mutation(tenant_id, label, apply))
         return result
+
+    async def _mutated(self, mutation: Mutation) -> Any:
+        # Shielded: a cancelled caller does not un-submit a mutation the writer may be committing.
+        return await asyncio.shield(self._writer.submit_mutation(mutation))
 
     def submit_checkpoint(self, tenant_id: str, part: dict[str, Any]) -> asyncio.Future[Any]:
         """Queue a streaming part's content so far (its wire shape) for the writer's next
