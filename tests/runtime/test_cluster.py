@@ -44,13 +44,27 @@ async def _pair(
     tmp_path: Path, url: str, fake: FakeOpenAI, **config_extra: Any
 ) -> AsyncIterator[tuple[LiveServer, LiveServer]]:
     config = {**fake_provider_config(fake), **config_extra}
-    for name in ("a", "b"):
-        (tmp_path / name).mkdir()
     async with (
-        start_live_server(tmp_path / "a", fake, config, database_url=url) as a,
-        start_live_server(tmp_path / "b", fake, config, database_url=url, directory=a.workspace) as b,
+        _replica(tmp_path, "a", url, fake, config=config) as a,
+        _replica(tmp_path, "b", url, fake, directory=a.workspace, config=config) as b,
     ):
         yield a, b
+
+
+@contextlib.asynccontextmanager
+async def _replica(
+    tmp_path: Path,
+    name: str,
+    url: str,
+    fake: FakeOpenAI,
+    directory: Path | None = None,
+    config: dict[str, Any] | None = None,
+) -> AsyncIterator[LiveServer]:
+    (tmp_path / name).mkdir()
+    async with start_live_server(
+        tmp_path / name, fake, config or fake_provider_config(fake), database_url=url, directory=directory
+    ) as server:
+        yield server
 
 
 @contextlib.asynccontextmanager
@@ -227,6 +241,17 @@ async def test_a_replica_that_falls_behind_drops_the_oldest_events_and_its_subsc
         await other.wait_for(lambda f: f.type == "session.idle")
         await slow.stop()
         await other.stop()
+
+
+async def _turn_heard(a: LiveServer, b: LiveServer, fake: FakeOpenAI) -> None:
+    """A turn run on A in a new session reaches a subscriber of that session on B."""
+    session_id = (await a.create_session())["id"]
+    on_b = EventCollector()
+    await on_b.start(b.client, f"/event?sessionID={session_id}")
+    fake.enqueue(reply("heard on b"))
+    assert (await a.prompt(session_id, "hello")).status_code == 200
+    await on_b.wait_for(lambda f: f.type == "session.idle")
+    await on_b.stop()
 
 
 async def _terminate(raw: Any, pids: list[int]) -> None:
@@ -720,13 +745,7 @@ async def test_a_notify_connection_that_stops_answering_is_ended_and_opened_agai
 
             await _until(ended, "A's watch ended its silent notify connection")
         # The next notification opens it again: B's subscribers hear A's turn.
-        session_id = (await a.create_session())["id"]
-        on_b = EventCollector()
-        await on_b.start(b.client, f"/event?sessionID={session_id}")
-        fake_openai.enqueue(reply("heard on b"))
-        assert (await a.prompt(session_id, "hello")).status_code == 200
-        await on_b.wait_for(lambda f: f.type == "session.idle")
-        await on_b.stop()
+        await _turn_heard(a, b, fake_openai)
         assert link.backend_pids()["notify"] != stuck
 
 
@@ -861,3 +880,105 @@ async def test_a_question_reply_taken_after_the_wait_is_reported_unknown_not_fai
         _cluster(b).question_timeout = 60.0
         unknown = await b.client.post("/question/que_unknown/reply", json={"answers": [["x"]]})
         assert unknown.status_code == 404
+
+
+async def _end_and_hold_down(raw: Any, cluster: Cluster, role: str) -> asyncio.Event:
+    """End the replica's `role` connection; it is opened again once the returned gate is set."""
+    link = cluster.link
+    reopen, gate = link._open_again, asyncio.Event()
+
+    async def held_down(reopening: str) -> None:
+        if reopening == role:
+            await gate.wait()
+        await reopen(reopening)
+
+    link._open_again = held_down  # type: ignore[method-assign,assignment]
+    await _terminate(raw, [link.backend_pids()[role]])
+    return gate
+
+
+async def test_a_replica_alone_announces_nothing_until_another_joins_and_again_once_it_left(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    channel = _channel(postgres_url)
+    async with _replica(tmp_path, "a", postgres_url, fake_openai) as a, _superuser() as raw:
+        heard: list[str] = []
+        await raw.add_listener(channel, lambda _c, _pid, _ch, payload: heard.append(payload))
+        cluster = _cluster(a)
+        cluster.roster_interval = 0.05
+        assert cluster.alone
+        session_id = (await a.create_session())["id"]
+        fake_openai.enqueue(reply("nobody else is here"))
+        assert (await a.prompt(session_id, "hello")).status_code == 200
+        assert cluster.quiet > 0  # the turn's events were not announced
+
+        async with _replica(tmp_path, "b", postgres_url, fake_openai, directory=a.workspace) as b:
+            # B said hello and A answered before B served: A announces from then on.
+            assert not cluster.alone and not _cluster(b).alone
+
+            async def greeted() -> bool:
+                return len(heard) >= 2
+
+            await _until(greeted, "the outsider heard B's hello and A's welcome")
+            # Delivered in commit order: nothing of A's turn came before them.
+            assert len(heard) == 2
+            on_b = EventCollector()
+            await on_b.start(b.client, f"/event?sessionID={session_id}")
+            quiet = cluster.quiet
+            fake_openai.enqueue(reply("now B hears it"))
+            assert (await a.prompt(session_id, "again")).status_code == 200
+            idle = await on_b.wait_for(lambda f: f.type == "session.idle")
+            assert idle.properties["sessionID"] == session_id
+            assert not [f for f in on_b.frames if f.type == "stream.lagged"]
+            await on_b.stop()
+            assert cluster.quiet == quiet
+
+        async def alone_again() -> bool:
+            return cluster.alone
+
+        await _until(alone_again, "A counted itself alone once B stopped")
+
+
+async def test_a_replica_counted_again_after_losing_its_lease_connection_resyncs_what_it_missed(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        _cluster(a).roster_interval = 0.05
+        session_id = (await a.create_session())["id"]
+        on_b = EventCollector()
+        await on_b.start(b.client, f"/event?sessionID={session_id}")
+        gate = await _end_and_hold_down(raw, _cluster(b), "leases")
+
+        async def a_alone() -> bool:
+            return _cluster(a).alone
+
+        # B is no longer counted (its roster lock ended with the connection): A stops announcing.
+        await _until(a_alone, "A counted itself alone")
+        fake_openai.enqueue(reply("said while B was not counted"))
+        assert (await a.prompt(session_id, "hello")).status_code == 200
+        gate.set()
+        # Counted again, B says hello; A's welcome says it left events unannounced: B's subscriber
+        # is cut off and resumes from the log, which has the turn.
+        await on_b.wait_for(lambda f: f.type == "stream.lagged")
+        await on_b.stop()
+        assert not _cluster(a).alone
+        messages = (await b.client.get(f"/session/{session_id}/message")).json()
+        texts = [p.get("text") for m in messages for p in m["parts"]]
+        assert "said while B was not counted" in texts
+
+
+async def test_a_replica_that_missed_a_hello_finds_the_newcomer_by_counting(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _replica(tmp_path, "a", postgres_url, fake_openai) as a, _superuser() as raw:
+        cluster = _cluster(a)
+        cluster.roster_interval = 0.05
+        assert cluster.alone
+        gate = await _end_and_hold_down(raw, cluster, "listen")
+        try:
+            # A does not hear B's hello; it counts B within its roster interval and welcomes it.
+            async with _replica(tmp_path, "b", postgres_url, fake_openai, directory=a.workspace) as b:
+                assert not cluster.alone
+                await _turn_heard(a, b, fake_openai)
+        finally:
+            gate.set()

@@ -12,6 +12,12 @@
   permission requests; then runs the accepted `prompt_async` requests that nobody runs (their
   replica died after answering 204).
 - Questions live in memory where their turn runs: replies and listings go over the channel.
+- Alone, a replica announces nothing: nobody would hear it (a NOTIFY costs Postgres a transaction
+  and its own listener a wake-up: ~1.2 ms of a turn). It counts the live replicas every second; one
+  that joins (or is counted again after losing its lease connection) says `hello`, and every other
+  answers `welcome` and announces from then on. A `hello` or `welcome` from a replica that left
+  events unannounced meanwhile says so, and its hearers resync their subscribers; a starting
+  replica waits (a bounded time) for every live one's `welcome` before it serves.
 - Bounded and fail-closed: what other replicas say waits in a bounded inbox (a replica that falls
   behind drops the oldest events of the tenant holding most of it and cuts off the SSE subscribers
   that would have had them as lagging: they resume from the log; every piece of a split payload
@@ -79,6 +85,11 @@ FORWARD_TIMEOUT: Final = 10.0
 QUESTION_FORWARD_TIMEOUT: Final = 3.0
 # How long `GET /question` waits for the other live replicas to list theirs.
 QUESTION_LIST_TIMEOUT: Final = 3.0
+# How often a replica counts the live replicas (alone, it stops announcing; finding others it missed
+# the `hello` of, it starts again). A `hello` is answered at once: this bounds only a missed one.
+ROSTER_INTERVAL: Final = 1.0
+# How long a starting replica waits for every other live replica's `welcome`.
+HELLO_WAIT: Final = 2.0
 # Notifications heard and not yet handled; beyond this the oldest events are dropped (at ~6 KB each).
 INBOX_LIMIT: Final = 2000
 # Events published here and not yet announced (the notify connection is slow or stuck); beyond
@@ -106,6 +117,8 @@ _RANKS: Final = {
     "question-missing": ANSWERED,
     "questions": ASKED,
     "questions-listed": ASKED,
+    "hello": ANSWERED,
+    "welcome": ANSWERED,
 }
 
 
@@ -132,15 +145,24 @@ class Cluster:
         self._answered: dict[str, _Forwarded] = {}  # forwarded question replies, by ticket
         self._listings: dict[str, _Listing] = {}  # `GET /question` asked of the others, by ticket
         self._resuming: set[str] = set()  # sessions whose queued prompts this replica runs
+        # No other live replica: events are not announced. Not until counted: unsure, it announces.
+        self._alone = False
+        self._unannounced = False  # events went unannounced while alone since the others were told
+        self._hellos = 0  # `hello`s heard: a count of the replicas begun before one is out of date
+        self._welcomed: set[str] = set()  # replicas that said `welcome` since this one's `hello`
+        self._welcome_heard = asyncio.Event()
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
         self.unsent = 0  # events of this replica never announced (outbox full, or too large)
         self.purged = 0  # `run_lease` rows of replicas that no longer hold them, removed
+        self.quiet = 0  # events not announced: no other replica was counted, for tests
         # Bounds and waits, as attributes so that tests can shorten them.
         self.outbox_limit = OUTBOX_LIMIT
         self.question_timeout = QUESTION_FORWARD_TIMEOUT
         self.lease_expiry_ms = LEASE_ROW_EXPIRY_MS
         self.sweep_interval = LEASE_SWEEP_INTERVAL
+        self.roster_interval = ROSTER_INTERVAL
+        self.hello_wait = HELLO_WAIT
 
     @property
     def link(self) -> ClusterLink:
@@ -154,12 +176,15 @@ class Cluster:
             raise RuntimeError("replicas need Postgres")
         self._link.on_leases_lost = self._leases_lost
         self._link.on_gap = self._bus.missed
+        self._link.on_rejoined = self._rejoined
         await self._link.join(self.replica)
         self._bus.listen(self._announce)
         self._runners.leases = self
         self._runners.before_release = self._store.barrier
         self._spawn(self._send_loop(), "cluster-send")
         self._spawn(self._receive_loop(), "cluster-receive")
+        await self._greet(self.hello_wait)
+        self._spawn(self._roster_loop(), "cluster-roster")
 
     def start_failover(self, services: SessionServices) -> None:
         self._permissions = services.permissions
@@ -335,13 +360,106 @@ class Cluster:
         await self.link.notify([_dumps({"r": self.replica, "k": kind, "q": message["q"]})])
 
     async def _tell(self, kind: str, session_id: str) -> None:
+        if kind == "ended" and self._alone:
+            return  # nobody waits for it (a waiter polls the lease too)
         await self.link.notify([_dumps({"r": self.replica, "k": kind, "s": session_id})])
+
+    # --- the roster: who hears the announcements ----------------------------------------------------
+
+    @property
+    def alone(self) -> bool:
+        """No other live replica was counted: events are not announced."""
+        return self._alone
+
+    async def _greet(self, wait: float) -> None:
+        """Count the live replicas. Alone: announce nothing from now on. Not alone: say `hello`
+        (the others announce to this replica from their `welcome` on) and wait up to `wait` seconds
+        for each of them to say it."""
+        hellos = self._hellos
+        others = await self.link.replica_count() - 1
+        if others < 1:
+            if hellos == self._hellos:  # nobody said hello while we counted
+                self._alone = True
+            return
+        self._welcomed.clear()
+        await self._say("hello", q=self._announcing())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while len(self._welcomed) < others and loop.time() < deadline:
+            self._welcome_heard.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._welcome_heard.wait(), deadline - loop.time())
+        if len(self._welcomed) < others and wait > 0:
+            log.warning(
+                "cluster: %d of %d replica(s) did not answer within %.1f s; they announce to this one"
+                " once they count it",
+                others - len(self._welcomed),
+                others,
+                wait,
+            )
+
+    def _announcing(self) -> bool:
+        """Announce from now on; whether events went unannounced before (the others must resync)."""
+        self._alone = False
+        unannounced, self._unannounced = self._unannounced, False
+        return unannounced
+
+    async def _say(self, kind: str, *, q: bool) -> None:
+        await self.link.notify([_dumps({"r": self.replica, "k": kind, "q": q})])
+
+    def _rejoined(self) -> None:
+        """The lease connection came back: counted again, this replica greets the others (they may
+        have stopped announcing while it was not counted)."""
+        self._spawn(self._greet_again(), "cluster-greet")
+
+    async def _greet_again(self) -> None:
+        try:
+            await self._greet(0.0)
+        except Exception:
+            log.exception("cluster: greeting the other replicas again failed")
+
+    async def _roster_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.roster_interval)
+            try:
+                await self.count_roster()
+            except ClusterUnavailableError:
+                pass  # the lease connection is down: the mode stays as it was until counted
+            except Exception:
+                log.exception("cluster: counting the live replicas failed")
+
+    async def count_roster(self) -> None:
+        """Count the live replicas: alone, stop announcing; not alone but silent (a `hello` was
+        missed), announce again and say `welcome`, so a replica that missed events resyncs."""
+        hellos = self._hellos
+        others = await self.link.replica_count() - 1
+        if others >= 1:
+            if self._alone:
+                await self._say("welcome", q=self._announcing())
+        elif hellos == self._hellos:
+            self._alone = True
+
+    async def _greeted(self, message: dict[str, Any]) -> None:
+        """A `hello` or `welcome`: its sender announces, and, when it left events unannounced, every
+        subscriber here resyncs from the log. A `hello` is answered with a `welcome`."""
+        if message.get("q"):
+            self._bus.missed()
+        if message.get("k") == "welcome":
+            self._welcomed.add(str(message.get("r")))
+            self._welcome_heard.set()
+            return
+        self._hellos += 1
+        await self._say("welcome", q=self._announcing())
 
     # --- events out ------------------------------------------------------------------------------
 
     def _announce(self, event: Event) -> None:
         """Bus listener: every event published on this replica (remote ones are not re-published)."""
         if event.type in _LOCAL_ONLY:
+            return
+        if self._alone:
+            self.quiet += 1
+            self._unannounced = True  # nobody hears it; whoever is counted later resyncs
             return
         if len(self._outbox) >= self.outbox_limit:
             self._outbox.popleft()
@@ -444,6 +562,8 @@ class Cluster:
             self._bus.missed(lost)
         elif kind == "piece":  # a part of something: its sender's payload is lost
             self._bus.missed(_whom(message.get("w")))
+        elif kind in ("hello", "welcome") and message.get("q"):  # its sender left events unannounced
+            self._bus.missed()
         else:
             log.error("cluster: dropped a %r notification, the inbox is full", kind)
 
@@ -494,6 +614,8 @@ class Cluster:
         elif kind == "ended":
             for ended in self._ended.get(message["s"], ()):
                 ended.set()
+        elif kind in ("hello", "welcome"):
+            await self._greeted(message)
 
     def _assemble(self, message: dict[str, Any]) -> str | None:
         """The whole payload once its last piece is here. A payload that cannot be completed cuts off

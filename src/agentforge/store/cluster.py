@@ -194,6 +194,9 @@ class ClusterLink:
         self._down: set[str] = set()  # roles being opened again
         self._closed = False
         self.on_leases_lost: Callable[[set[str]], None] | None = None
+        # Counted among the live replicas again (the lease connection came back): the others may
+        # have stopped announcing to this replica meanwhile (runtime/cluster.py).
+        self.on_rejoined: Callable[[], None] | None = None
         self.on_gap: Callable[[], None] | None = None
         self.reconnects = 0  # connections opened again after a loss, for tests and logs
         self.heard_own = 0  # our own notifications dropped unopened, for tests
@@ -304,6 +307,8 @@ class ClusterLink:
             self._leases = conn
             self._down.discard(role)
             self._leases_ready.set()
+            if self._replica is not None and self.on_rejoined is not None:
+                _call_back("rejoined", self.on_rejoined)
         else:
             self._listener = await self._listen()
             self._down.discard(role)
