@@ -982,3 +982,55 @@ async def test_a_replica_that_missed_a_hello_finds_the_newcomer_by_counting(
                 await _turn_heard(a, b, fake_openai)
         finally:
             gate.set()
+
+
+async def test_a_prompt_takes_its_run_lease_while_its_message_is_written(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    schema = parse_database_url(postgres_url).schema
+    async with _replica(tmp_path, "a", postgres_url, fake_openai) as a, _superuser() as raw:
+        link = _cluster(a).link
+        session_id = (await a.create_session())["id"]
+        # The writer's transaction for this session waits on its lock (batch.py), held here.
+        await raw.execute("BEGIN")
+        await raw.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('agentforge.seq'), hashtext($1 || ':' || $2))",
+            schema,
+            session_id,
+        )
+        fake_openai.enqueue(reply("written once the lock was free"))
+        turn = asyncio.create_task(a.prompt(session_id, "hello"))
+        try:
+
+            async def leased() -> bool:
+                return link.holds == {session_id}
+
+            await _until(leased, "A took the session's lease")
+            assert (await a.client.get(f"/session/{session_id}/message")).json() == []
+        finally:
+            await raw.execute("ROLLBACK")
+        answer = (await turn).json()
+        assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == [
+            "written once the lock was free"
+        ]
+
+
+async def test_a_refused_prompt_gives_back_the_lease_it_took_ahead(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _replica(tmp_path, "a", postgres_url, fake_openai) as a:
+        link = _cluster(a).link
+        session_id = (await a.create_session())["id"]
+        body = {"agent": "no-such-agent", "parts": [{"type": "text", "text": "hello"}]}
+        for route in ("message", "prompt_async"):
+            refused = await a.client.post(f"/session/{session_id}/{route}", json=body)
+            assert refused.status_code == 400, refused.text
+        # A turn after them: its lease is taken behind theirs (one connection, in order).
+        fake_openai.enqueue(reply("still runs"))
+        assert (await a.prompt(session_id, "hello")).status_code == 200
+
+        async def given_back() -> bool:
+            return link.holds == set() and await _status(a) == {}
+
+        await _until(given_back, "A gave every hold back")
+        assert await a.runtime.store.leased_sessions("default") == {}

@@ -35,7 +35,7 @@ from agentforge.session.events import MessageIdTakenError, PartIdTakenError, now
 from agentforge.session.inputs import PromptInput
 from agentforge.session.loop import StepAhead, TurnLoop
 from agentforge.session.reverted import discard_reverted
-from agentforge.session.runner import RunHandle
+from agentforge.session.runner import LeaseAhead, RunHandle
 from agentforge.session.scope import TenantScope
 from agentforge.session.service import SessionService
 from agentforge.session.structured import schema_problem
@@ -67,28 +67,31 @@ class SessionPrompt:
         `noReply`)."""
         self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
+        lease = None if body.no_reply else self.services.runners.lease_ahead(session.id, self.tenant_id)
         ahead = None if body.no_reply else await self._look_ahead(session)
         try:
-            accepted = await self.create_user_message(session, body, ahead=ahead)
+            accepted = await self.create_user_message(session, body, ahead=ahead, lease=lease)
             user = accepted.message
             if body.no_reply:
                 return user
             if not accepted.new:
                 return await self._answer_again(session, user.info.id)
-            return await self.run(session, user.info.id, ahead=ahead)
+            return await self.run(session, user.info.id, ahead=ahead, lease=lease)
         finally:
-            if ahead is not None:
-                ahead.drop()
+            _drop(ahead, lease)
 
     async def prompt_async(self, session_id: str, body: PromptInput) -> None:
         """Persist the message now (so bad input still gets a 4xx) and run the loop in the background."""
         self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
+        lease = None if body.no_reply else self.services.runners.lease_ahead(session.id, self.tenant_id)
         ahead = None if body.no_reply else await self._look_ahead(session)
         try:
             # Queued durably with the message, before the 204: should this process die, another
             # replica runs it.
-            accepted = await self.create_user_message(session, body, ahead=ahead, queue=not body.no_reply)
+            accepted = await self.create_user_message(
+                session, body, ahead=ahead, queue=not body.no_reply, lease=lease
+            )
             user = accepted.message
             if body.no_reply:
                 return
@@ -98,23 +101,29 @@ class SessionPrompt:
                 if await self._needs_running(session, user.info.id):
                     self.services.spawn(self.run_queued(session, user.info.id))
                 return
-            queued, ahead = self.run_queued(session, user.info.id, ahead=ahead), None
+            queued = self.run_queued(session, user.info.id, ahead=ahead, lease=lease)
+            ahead, lease = None, None
             self.services.spawn(queued)
         finally:
-            if ahead is not None:
-                ahead.drop()
+            _drop(ahead, lease)
 
-    async def run_queued(self, session: Session, user_id: str, *, ahead: StepAhead | None = None) -> None:
+    async def run_queued(
+        self,
+        session: Session,
+        user_id: str,
+        *,
+        ahead: StepAhead | None = None,
+        lease: LeaseAhead | None = None,
+    ) -> None:
         """Run an accepted `prompt_async` to its end, then take it off the queue (a cancelled run,
         at shutdown, stays queued for another replica)."""
         try:
-            await self.run(session, user_id, ahead=ahead)
+            await self.run(session, user_id, ahead=ahead, lease=lease)
         except Exception as exc:  # failed here: it would fail elsewhere too, so it leaves the queue
             log.exception("prompt_async on %s failed", session.id)
             await self._report_crash(session.id, exc)
         finally:
-            if ahead is not None:
-                ahead.drop()
+            _drop(ahead, lease)
         await self.services.store.finish_prompts(self.tenant_id, session.id, user_id)
 
     async def _look_ahead(self, session: Session) -> StepAhead:
@@ -125,14 +134,21 @@ class SessionPrompt:
         return StepAhead(look_around=LookAhead(scope.system_context(session.directory)))
 
     async def create_user_message(
-        self, session: Session, body: PromptInput, *, ahead: StepAhead | None = None, queue: bool = False
+        self,
+        session: Session,
+        body: PromptInput,
+        *,
+        ahead: StepAhead | None = None,
+        queue: bool = False,
+        lease: LeaseAhead | None = None,
     ) -> Accepted:
         """Validate the agent and model, then persist the user message and its parts (KERNEL 4.2).
         Nothing is written when any of it is refused. A client's `messageID` this session already
         holds, for the same content, is a retry: the stored message, not written again. With
         `ahead`, and no run going on in this session (one starts next), the history as the write
-        leaves it is read right behind it, for that run's first step. `queue`: a new message goes
-        in the prompt queue in the same commit (`prompt_async`)."""
+        leaves it is read right behind it, for that run's first step (with replicas, once `lease`,
+        the session's lease taken meanwhile, is held). `queue`: a new message goes in the prompt
+        queue in the same commit (`prompt_async`)."""
         scope = await self.sessions.scope()
         try:
             agent = scope.agents.get(body.agent or scope.agents.default_name)
@@ -183,7 +199,7 @@ class SessionPrompt:
                 parts,
                 chosen_id=body.message_id is not None,
                 then=[self.sessions.session_event(SESSION_UPDATED, touched)],
-                submitted=lambda written: self._submitted(session, written, ahead),
+                submitted=lambda written: self._submitted(session, written, ahead, lease),
                 queue_prompt=queue,
             )
         except PartIdTakenError as exc:
@@ -200,18 +216,35 @@ class SessionPrompt:
         session.time.updated, session.model = touched.time.updated, touched.model
         return Accepted(WithParts(info=info, parts=parts))
 
-    def _submitted(self, session: Session, written: asyncio.Future[Any], ahead: StepAhead | None) -> None:
+    def _submitted(
+        self,
+        session: Session,
+        written: asyncio.Future[Any],
+        ahead: StepAhead | None,
+        lease: LeaseAhead | None,
+    ) -> None:
         """A user message was queued for writing: the session's loop is told (the running one, or
         the one that starts next), and when none runs, the history is read right behind the message
         for the run about to start."""
         runners = self.services.runners
         noted = runners.note_input(session.id, written)
-        # Not with replicas: the run may start only once another replica's run of this session has
-        # ended, and a read from before that would miss its last writes (the run's handle notes only
-        # this replica's messages).
-        if ahead is not None and not runners.is_busy(session.id) and not runners.leases.shared:
+        if ahead is None or runners.is_busy(session.id):
+            return
+        if not runners.leases.shared:
             ahead.history = self.services.store.history_after_writes(self.tenant_id, session.id)
-            ahead.noted = noted
+        elif lease is not None:
+            ahead.history = asyncio.ensure_future(self._history_once_held(session.id, lease))
+        else:
+            return
+        ahead.noted = noted
+
+    async def _history_once_held(self, session_id: str, lease: LeaseAhead) -> list[WithParts]:
+        """With replicas, the history is read once this replica holds the session's lease: another
+        replica's run of the session has ended by then, its writes durable (a read from before would
+        miss them: the run's handle notes only this replica's messages)."""
+        if not await lease.held():
+            raise LeaseHeldElsewhereError(session_id)
+        return await self.services.store.history_after_writes(self.tenant_id, session_id)
 
     async def _stored(self, session: Session, message_id: str) -> WithParts | None:
         return await self.services.store.get_message(self.tenant_id, session.id, message_id)
@@ -265,9 +298,17 @@ class SessionPrompt:
             limits=scope.limits,
         )
 
-    async def run(self, session: Session, user_id: str, *, ahead: StepAhead | None = None) -> WithParts:
+    async def run(
+        self,
+        session: Session,
+        user_id: str,
+        *,
+        ahead: StepAhead | None = None,
+        lease: LeaseAhead | None = None,
+    ) -> WithParts:
         """Run (or join) the session's loop until the user message `user_id` has been handled.
-        `ahead`: the first model call's system prompt look-up, if the run starts here."""
+        `ahead`: the first model call's system prompt look-up, if the run starts here; `lease`: its
+        hold on the session's lease, taken ahead (the caller drops what the run did not keep)."""
         # A second time also when the run was on another replica that ended without seeing it;
         # that run starts with nothing read ahead: a run ended since what `ahead` read.
         for attempt in range(2):
@@ -277,6 +318,7 @@ class SessionPrompt:
                 on_idle=lambda: self.services.status.set(self.tenant_id, session.id, StatusIdle()),
                 on_crash=lambda exc: self._report_crash(session.id, exc),
                 tenant_id=self.tenant_id,
+                lease=lease if attempt == 0 else None,
             )
             if reply is None:
                 reply = await self.sessions.latest_reply(session.id)
@@ -298,6 +340,21 @@ class SessionPrompt:
 
     async def _report_crash(self, session_id: str, exc: BaseException) -> None:
         self.events.session_error(session_id, unknown_error(f"{type(exc).__name__}: {exc}").wire())
+
+
+class LeaseHeldElsewhereError(Exception):
+    """A history read ahead for a run that will not start here: another replica holds the lease."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"the lease of session {session_id} is held by another replica")
+
+
+def _drop(ahead: StepAhead | None, lease: LeaseAhead | None) -> None:
+    """End what a prompt started for a run that did not take it."""
+    if ahead is not None:
+        ahead.drop()
+    if lease is not None:
+        lease.drop()
 
 
 def _answers(reply: WithParts, user_id: str) -> bool:

@@ -13,6 +13,8 @@ Across replicas (several servers on one Postgres) a run or shell also holds the 
 (`RunLeases`, runtime/cluster.py): a prompt arriving where the lease is held elsewhere tells the
 owner about its message and waits for that run to end, like a prompt joining a local run; abort is
 forwarded to the owner; a shell is refused as busy. In one process the leases are always granted.
+A prompt to an idle session starts taking the lease while its user message is written
+(`LeaseAhead`): the run it starts keeps that hold instead of taking the lease after the write.
 """
 
 from __future__ import annotations
@@ -150,6 +152,57 @@ class _Shell:
     abort: asyncio.Event
 
 
+class LeaseAhead:
+    """A hold on a session's run lease, taken while a prompt's user message is written (leases
+    shared by replicas: taking one is a Postgres round trip the run would otherwise wait for after
+    the write). The run started with it keeps the hold (`RunnerRegistry.ensure_running`); else
+    `drop` gives it back once got."""
+
+    def __init__(self, registry: RunnerRegistry, session_id: str, tenant_id: str | None) -> None:
+        self._registry = registry
+        self._session_id = session_id
+        self._taking = asyncio.ensure_future(registry.leases.acquire(session_id, tenant_id))
+        self._taking.add_done_callback(_retrieve)
+        self._settled = False  # kept by a run, or given back
+
+    async def held(self) -> bool:
+        """Whether the hold was got (False also when taking it failed)."""
+        try:
+            return await asyncio.shield(self._taking)
+        except Exception:
+            return False
+
+    async def keep(self) -> bool | None:
+        """For the run about to start: True when got (the run keeps the hold), False when another
+        replica holds the lease, None when taking it failed (take it the usual way)."""
+        try:
+            taken = await asyncio.shield(self._taking)
+        except asyncio.CancelledError:
+            self.drop()
+            raise
+        except Exception:
+            taken = None
+        self._settled = True
+        return taken
+
+    def drop(self) -> None:
+        """Give the hold back once got, unless a run kept it."""
+        if self._settled:
+            return
+        self._settled = True
+        self._taking.add_done_callback(self._give_back)
+
+    def _give_back(self, taking: asyncio.Future[bool]) -> None:
+        if not taking.cancelled() and taking.exception() is None and taking.result():
+            self._registry._give_back(self._session_id)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """A failure nobody asks about is no error (the usual way takes the lease again and sees it)."""
+    if not future.cancelled():
+        future.exception()
+
+
 class RunnerRegistry:
     def __init__(self, leases: RunLeases | None = None, *, unstarted: int = UNSTARTED_HANDLES) -> None:
         self._runs: dict[str, _Run] = {}
@@ -196,6 +249,13 @@ class RunnerRegistry:
     def is_busy(self, session_id: str) -> bool:
         return session_id in self._runs or session_id in self._shells
 
+    def lease_ahead(self, session_id: str, tenant_id: str | None = None) -> LeaseAhead | None:
+        """Start taking the lease of an idle session whose prompt's message is being written, for the
+        run that follows (None: no replicas, where the lease is no round trip, or a run is on)."""
+        if not self.leases.shared or self.is_busy(session_id):
+            return None
+        return LeaseAhead(self, session_id, tenant_id)
+
     def assert_not_busy(self, session_id: str) -> None:
         if self.is_busy(session_id):
             raise SessionBusyError(session_id)
@@ -208,8 +268,10 @@ class RunnerRegistry:
         on_idle: OnIdle,
         on_crash: OnCrash,
         tenant_id: str | None = None,
+        lease: LeaseAhead | None = None,
     ) -> WithParts | None:
         """Start the loop unless one is running; either way wait for the running one to end.
+        `lease`: a hold taken ahead, which a loop started here keeps (else the caller drops it).
 
         Returns the loop's final assistant message (None when it was cancelled or failed, or when
         it ran on another replica: the caller then reads the reply from the store)."""
@@ -227,7 +289,8 @@ class RunnerRegistry:
                     continue
                 run = self._start(session_id, _after(shell.task, start), on_idle, on_crash, leased=True)
                 return await asyncio.shield(run.done)
-            taken = await self._take_lease(session_id, tenant_id)
+            taken = await self._take_lease(session_id, tenant_id, lease)
+            lease = None
             if taken is None:
                 continue  # another local caller took it: join what it started
             if taken:
@@ -238,8 +301,11 @@ class RunnerRegistry:
             await self.leases.wait_released(session_id)
             return None
 
-    async def _take_lease(self, session_id: str, tenant_id: str | None = None) -> bool | None:
-        """True: taken; False: held by another replica; None: a local caller was taking it."""
+    async def _take_lease(
+        self, session_id: str, tenant_id: str | None = None, ahead: LeaseAhead | None = None
+    ) -> bool | None:
+        """True: taken (or kept from `ahead`); False: held by another replica; None: a local caller
+        was taking it (`ahead` is then left to its caller)."""
         pending = self._acquiring.get(session_id)
         if pending is not None:
             await asyncio.shield(pending)
@@ -248,7 +314,8 @@ class RunnerRegistry:
         self._acquiring[session_id] = future
         taken = False
         try:
-            taken = await self.leases.acquire(session_id, tenant_id)
+            kept = None if ahead is None else await ahead.keep()
+            taken = kept if kept is not None else await self.leases.acquire(session_id, tenant_id)
         finally:
             del self._acquiring[session_id]
             future.set_result(taken)
