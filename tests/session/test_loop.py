@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
+
 from agentforge.llm.messages import TextContent, ToolResultContent, UserModelMessage
 from agentforge.model import ids
+from agentforge.model.events import Event
 from agentforge.model.message import AssistantMessage, UserMessage, WithParts
 from agentforge.model.part import (
     ReasoningPart,
@@ -16,10 +19,13 @@ from agentforge.model.part import (
     ToolStateCompleted,
     ToolStateError,
 )
+from agentforge.session import loop as loop_module
 from agentforge.session.inputs import PromptInput
 from agentforge.session.loop import StepAhead, TurnLoop
 from agentforge.session.runner import RunHandle
 from agentforge.testing import Turn
+from tests.e2e.harness import LiveServer
+from tests.fakes.openai_server import reply
 from tests.session.conftest import Forge, MakeForge, texts
 
 
@@ -272,3 +278,32 @@ async def _second_prompt_while_the_first_is_paused(
 
 def _body(text: str) -> PromptInput:
     return PromptInput.model_validate({"parts": [{"type": "text", "text": text}]})
+
+
+async def test_a_steps_message_commits_with_its_first_part(
+    live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # However long the model takes here: the message waits for the part (a longer linger than any
+    # machine's delay between them, so that the test does not depend on timing).
+    store = live.runtime.store
+    if store.dialect != "postgresql":
+        pytest.skip("only the Postgres writer lingers (store/writer.py ThreadWriter.lingers)")
+    monkeypatch.setattr(loop_module, "STEP_LINGER", 60.0)
+    published: list[tuple[Event, int]] = []  # each event, with the commits done when it was published
+    live.runtime.bus.listen(lambda event: published.append((event, store.committed_batches)))
+    live.fake.enqueue(reply("at once"))
+    session = await live.create_session()
+
+    answer = (await live.prompt(session["id"], "hi")).json()
+
+    reply_id = answer["info"]["id"]
+    message = next(n for e, n in published if e.type == "message.updated" and _message_id(e) == reply_id)
+    part = next(n for e, n in published if e.type == "message.part.updated" and _message_id(e) == reply_id)
+    assert message == part
+
+
+def _message_id(event: Event) -> object:
+    """The message a `message.updated` or `message.part.updated` event is about."""
+    if "info" in event.properties:
+        return event.properties["info"]["id"]
+    return event.properties["part"]["messageID"]

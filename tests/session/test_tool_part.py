@@ -21,7 +21,7 @@ class RecordingSink:
     def __init__(self) -> None:
         self.submitted: list[Event] = []
 
-    def submit(self, event: Event) -> asyncio.Future[Event]:
+    def submit(self, event: Event, *, linger: float = 0.0) -> asyncio.Future[Event]:
         self.submitted.append(event)
         written: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
         written.set_result(event)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import asyncpg
 import pytest
@@ -617,3 +618,60 @@ async def test_who_waited_on_a_commit_goes_on_before_the_subscribers_hear_of_it(
     finally:
         await store.close()
     assert woken == ["writer", "subscriber"]
+
+
+_LINGERS_ON_POSTGRES = "only the Postgres writer lingers (writer.py ThreadWriter.lingers)"
+
+
+async def test_a_lingering_event_waits_for_the_next_write_and_commits_with_it(store: Store) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip(_LINGERS_ON_POSTGRES)
+    session = new_session()
+    message = user_message(session.id)
+    await store.write(session_created(session))
+    before = store.committed_batches
+
+    lingering = store.submit(message_updated(message), linger=60.0)
+    await _taken_off_the_queue(store)
+    assert not lingering.done()
+    part = part_updated(text_part(message, "company"))
+    await store.submit(part)
+
+    assert (await lingering).seq == 2 and part.seq == 3
+    assert store.committed_batches == before + 1
+
+
+async def test_a_lingering_event_alone_commits_once_its_linger_is_over(store: Store) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip(_LINGERS_ON_POSTGRES)
+    session = new_session()
+    await store.write(session_created(session))
+    event = await store.submit(message_updated(user_message(session.id)), linger=0.01)
+    assert event.seq == 2
+    assert [e.seq for e in await store.events_after(TENANT, session.id, 0)] == [1, 2]
+
+
+async def test_sqlite_commits_an_event_asked_to_linger_at_once(store: Store) -> None:
+    if store.dialect == "postgresql":
+        pytest.skip("Postgres' writer lingers")
+    session = new_session()
+    await store.write(session_created(session))
+    event = await asyncio.wait_for(store.submit(message_updated(user_message(session.id)), linger=60.0), 30)
+    assert event.seq == 2
+
+
+async def test_close_writes_a_lingering_event_at_once(store: Store) -> None:
+    session = new_session()
+    await store.write(session_created(session))
+    lingering = store.submit(message_updated(user_message(session.id)), linger=60.0)
+    await _taken_off_the_queue(store)
+    await asyncio.wait_for(store.close(), 30)
+    assert lingering.done() and lingering.result().seq == 2
+
+
+async def _taken_off_the_queue(store: Store) -> None:
+    """Until the writer has taken what was queued (its thread or task runs meanwhile)."""
+    writer: Any = store._writer
+    # SQLite's writer takes it in a thread of its own: there is no event to await.
+    while not writer._queue.empty():  # noqa: ASYNC110
+        await asyncio.sleep(0)

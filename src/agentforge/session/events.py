@@ -30,7 +30,7 @@ from agentforge.store.batch import GroupWriteError, StoreWriteError
 class EventSink(Protocol):
     """The store's writer, as the session layer sees it."""
 
-    def submit(self, event: Event) -> asyncio.Future[Event]: ...
+    def submit(self, event: Event, *, linger: float = 0.0) -> asyncio.Future[Event]: ...
 
     def submit_group(
         self, events: Sequence[Event], *, queue_prompt: str | None = None
@@ -67,8 +67,11 @@ class SessionEvents:
         self._bus = bus
         self.tenant_id = tenant_id
 
-    def submit_message(self, info: UserMessage | AssistantMessage) -> asyncio.Future[Event]:
-        return self._sink.submit(self._message_event(info))
+    def submit_message(
+        self, info: UserMessage | AssistantMessage, *, linger: float = 0.0
+    ) -> asyncio.Future[Event]:
+        """`linger`: the write may wait that long (seconds) for the next one, to commit with it."""
+        return self._sink.submit(self._message_event(info), linger=linger)
 
     async def update_message(self, info: UserMessage | AssistantMessage) -> None:
         await self.submit_message(info)

@@ -12,6 +12,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from agentforge.agents.registry import Agent, UnknownAgentError
 from agentforge.config import deep_merge
@@ -66,6 +67,15 @@ from agentforge.tools.services import ToolServices
 log = logging.getLogger(__name__)
 
 OUTPUT_TOKEN_MAX = 32_000
+
+
+# A step's new assistant message waits this long at most for the step's first part (or any other
+# write) to commit with it, where the writer lingers (Postgres): a model that answers within it
+# costs the step one transaction less (bench/README.md, eleventh round); one that takes longer
+# finds the message written meanwhile, this much later. A process killed within it leaves no open
+# message, as one killed before the message's commit always did (recovery has nothing to close;
+# the prompt was not answered).
+STEP_LINGER: Final = 0.005
 
 
 class LoopError(Exception):
@@ -309,8 +319,8 @@ class TurnLoop:
         is_last_step = agent.steps is not None and self.step >= agent.steps
         message = self._skeleton(agent, model, found.last_user)
         # Not awaited: the writer keeps order, and the processor awaits its final message write
-        # before the loop reads history again.
-        self.events.submit_message(message)
+        # before the loop reads history again. It lingers for the step's first part (STEP_LINGER).
+        self.events.submit_message(message, linger=STEP_LINGER)
         history = unanswered_last(history, found)
         tools = self._tools(agent, model, found.last_user, history, is_last_step)
         structured_turn = structured.attach(tools, found.last_user, history)

@@ -254,9 +254,10 @@ class Store:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def submit(self, event: Event) -> asyncio.Future[Event]:
-        """Queue a durable event without waiting. The future fails with StoreWriteError if dropped."""
-        return self._writer.submit(event)
+    def submit(self, event: Event, *, linger: float = 0.0) -> asyncio.Future[Event]:
+        """Queue a durable event without waiting. The future fails with StoreWriteError if dropped.
+        `linger`: it may wait that long (seconds) for the next submission, to commit with it."""
+        return self._writer.submit(event, linger=linger)
 
     def submit_group(
         self, events: Sequence[Event], *, queue_prompt: str | None = None

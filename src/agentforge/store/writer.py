@@ -3,7 +3,9 @@
 `submit()` enqueues without blocking and returns a future. The writer takes everything queued (up to
 `batch_cap`) into one transaction (see `batch.py`), commits, and then, on the event loop and in order,
 sets each event's `seq`, resolves the futures and calls `publish(events)`. So an event is published
-only after it is durable, and published events keep submission order.
+only after it is durable, and published events keep submission order. On Postgres an event submitted
+with a `linger` that finds nothing else queued waits up to that long for the next submission, to
+commit with it in one transaction (a step's new assistant message and its first part).
 
 SQLite: a dedicated thread owning one pysqlite connection; ARCHITECTURE ("The main chain") measured
 this an order of magnitude cheaper per commit than an async SQLite driver, and bench/store_write.py
@@ -79,6 +81,7 @@ class _Pending:
     event: Item | _Barrier | _Read
     future: asyncio.Future[Any]
     origin: object = None
+    linger_until: float = 0.0  # time.monotonic() until which it may wait for company; 0: none
 
 
 # Marks the end of the queue: everything submitted before close() is written, then the writer stops.
@@ -97,6 +100,8 @@ class OrderedWriter(ABC):
     # Whether it commits in a thread of its own, which shares the interpreter with the event loop:
     # it runs while the loop waits, so a submitter that waits for a commit lets it (SQLite's).
     commits_off_loop: ClassVar[bool]
+    # Whether `submit(linger=)` is heeded: a transaction saved is worth the wait (Postgres's).
+    lingers: ClassVar[bool]
 
     def __init__(self, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         if batch_cap < 1:
@@ -120,12 +125,15 @@ class OrderedWriter(ABC):
         """Items submitted and not yet delivered."""
         return self._submitted - self._delivered
 
-    def submit(self, event: Event) -> asyncio.Future[Event]:
-        """Queue a durable event; the future resolves with it (seq set) once it has committed."""
+    def submit(self, event: Event, *, linger: float = 0.0) -> asyncio.Future[Event]:
+        """Queue a durable event; the future resolves with it (seq set) once it has committed.
+        `linger` (seconds; where the writer `lingers`): when nothing else is queued, wait that long
+        at most for the next submission, which then commits in the same transaction."""
         if self._closing:
             raise StoreWriteError("the store is closed")
         _check_durable(event)
-        return self._queue_item(event)
+        lingering = linger > 0 and self.lingers
+        return self._queue_item(event, time.monotonic() + linger if lingering else 0.0)
 
     def submit_group(
         self, events: Sequence[Event], queued: QueuedPrompt | None = None
@@ -168,9 +176,9 @@ class OrderedWriter(ABC):
             raise NotImplementedError("this writer does not read")
         return self._queue_item(_Read(query))
 
-    def _queue_item(self, item: Item | _Barrier | _Read) -> asyncio.Future[Any]:
+    def _queue_item(self, item: Item | _Barrier | _Read, linger_until: float = 0.0) -> asyncio.Future[Any]:
         origin = None if self.observer is None else self.observer.capture()
-        pending = _Pending(item, self._loop.create_future(), origin)
+        pending = _Pending(item, self._loop.create_future(), origin, linger_until)
         self._submitted += 1
         self._enqueue(pending)
         return pending.future
@@ -214,6 +222,13 @@ class OrderedWriter(ABC):
             except (queue.Empty, asyncio.QueueEmpty):
                 return batch, False
         return batch, True
+
+    def _linger_left(self, batch: Sequence[_Pending], stop: bool) -> float | None:
+        """How long the batch may still wait for company (seconds), when all of it lingers."""
+        if stop or len(batch) >= self._batch_cap or not all(pending.linger_until for pending in batch):
+            return None
+        left = min(pending.linger_until for pending in batch) - time.monotonic()
+        return left if left > 0 else None
 
     def _write(self, conn: Connection, batch: Sequence[_Pending]) -> list[Outcome]:
         items = [pending.event for pending in batch if not isinstance(pending.event, _Barrier | _Read)]
@@ -316,6 +331,9 @@ class ThreadWriter(OrderedWriter):
     scoped_by_tenant = False
     reads_in_order = True
     commits_off_loop = True
+    # A commit here is cheap and runs while the loop waits for the model: lingering would move a
+    # step's message onto its first part's commit, which the first delta waits for (+0.2 ms).
+    lingers = False
 
     def __init__(self, engine: Engine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
@@ -379,6 +397,7 @@ class TaskWriter(OrderedWriter):
     scoped_by_tenant = True
     reads_in_order = False  # a read there is round trips the writes behind it would wait for
     commits_off_loop = False  # a task on the loop: it runs at the loop's next turn anyway
+    lingers = True  # a transaction is ~1 ms of Postgres' time (bench/README.md, eleventh round)
 
     def __init__(self, engine: AsyncEngine, publish: Publish, *, batch_cap: int = DEFAULT_BATCH_CAP) -> None:
         super().__init__(publish, batch_cap=batch_cap)
@@ -395,6 +414,14 @@ class TaskWriter(OrderedWriter):
             stop = False
             while not stop:
                 batch, stop = self._take_batch(await self._queue.get(), self._queue.get_nowait)
+                while (left := self._linger_left(batch, stop)) is not None:
+                    try:
+                        async with asyncio.timeout(left):
+                            first = await self._queue.get()
+                    except TimeoutError:
+                        break
+                    more, stop = self._take_batch(first, self._queue.get_nowait)
+                    batch += more
                 if batch:
                     started = time.time_ns()
                     conn, outcomes, committed = await self._write_on(conn, batch)
