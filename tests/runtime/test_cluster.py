@@ -911,10 +911,12 @@ async def test_a_replica_alone_announces_nothing_until_another_joins_and_again_o
         fake_openai.enqueue(reply("nobody else is here"))
         assert (await a.prompt(session_id, "hello")).status_code == 200
         assert cluster.quiet > 0  # the turn's events were not announced
+        assert not cluster.link.sealing_loaded  # nor was cryptography loaded to seal them
 
         async with _replica(tmp_path, "b", postgres_url, fake_openai, directory=a.workspace) as b:
             # B said hello and A answered before B served: A announces from then on.
             assert not cluster.alone and not _cluster(b).alone
+            assert cluster.link.sealing_loaded
 
             async def greeted() -> bool:
                 return len(heard) >= 2

@@ -61,3 +61,15 @@ async def test_a_link_drops_its_own_notifications_unopened_and_hears_the_others(
         await heard_b.until(3)  # after B's own, sent before it
         assert heard_b.payloads[-1] == "from a 3"
         assert b.heard_own == 1
+
+
+async def test_what_a_link_hears_before_its_cipher_is_built_is_opened_in_order() -> None:
+    async with _links() as ((a, heard_a), (b, heard_b)):
+        assert not a.sealing_loaded and not b.sealing_loaded  # neither spoke nor heard yet
+        sent = [f"from b {n}" for n in range(20)]
+        for payload in sent:  # one notification each: A hears them while it builds its cipher
+            await b.notify([payload])
+        await heard_a.until(len(sent))
+        assert heard_a.payloads == sent
+        assert a.sealing_loaded and b.sealing_loaded
+        assert heard_b.payloads == []

@@ -194,6 +194,8 @@ class ClusterLink:
         self._down: set[str] = set()  # roles being opened again
         self._closed = False
         self.on_leases_lost: Callable[[set[str]], None] | None = None
+        self._unopened: list[str] = []  # heard while the seal's cipher is built, in order
+        self._loading: asyncio.Task[None] | None = None
         # Counted among the live replicas again (the lease connection came back): the others may
         # have stopped announcing to this replica meanwhile (runtime/cluster.py).
         self.on_rejoined: Callable[[], None] | None = None
@@ -449,6 +451,12 @@ class ClusterLink:
         }
 
     @property
+    def sealing_loaded(self) -> bool:
+        """Whether the seal's cipher is built (a replica that never heard or spoke to another has
+        not: cryptography is ~7 MB), for tests."""
+        return self._seal.loaded
+
+    @property
     def refused(self) -> int:
         """Notifications dropped unread: not sealed by a replica, replayed, or stale."""
         return self._seal.refused
@@ -490,6 +498,8 @@ class ClusterLink:
         if not payloads:
             return
         async with self._notify_lock:
+            if not self._seal.loaded:
+                await asyncio.to_thread(self._seal.load)
             sealed = [self._seal.seal(payload) for payload in payloads]
             for attempt in range(2):
                 conn = self._notifier
@@ -517,7 +527,23 @@ class ClusterLink:
         if notifier is not None and not notifier.is_closed() and backend == notifier.get_server_pid():
             self.heard_own += 1
             return
-        self._heard(sealed)
+        if self._seal.loaded and not self._unopened:
+            self._heard(sealed)
+            return
+        # The first words of another replica: the cipher is built off the loop, and what arrives
+        # meanwhile waits for it, in order.
+        self._unopened.append(sealed)
+        if len(self._unopened) == 1:
+            loop = asyncio.get_running_loop()
+            self._loading = loop.create_task(self._open_when_loaded(), name="cluster-seal")
+
+    async def _open_when_loaded(self) -> None:
+        try:
+            await asyncio.to_thread(self._seal.load)
+        finally:
+            unopened, self._unopened = self._unopened, []
+            for sealed in unopened:
+                self._heard(sealed)
 
     def _heard(self, sealed: str) -> None:
         gaps = self._seal.gaps
@@ -538,7 +564,7 @@ class ClusterLink:
 
     async def close(self) -> None:
         self._closed = True
-        for task in [*self._reopening, *([self._watcher] if self._watcher else [])]:
+        for task in [*self._reopening, *(t for t in (self._watcher, self._loading) if t is not None)]:
             task.cancel()
         for conn in (self._listener, self._notifier, self._leases):
             if conn is not None:

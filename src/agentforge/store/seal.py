@@ -22,7 +22,10 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 _NONCE: Final = 12
 _TAG: Final = 16
@@ -44,11 +47,8 @@ class Seal:
     """One replica's sealing and opening of payloads on one channel."""
 
     def __init__(self, secret: str, channel: str, *, now_ms: Callable[[], int] | None = None) -> None:
-        # Here: only replicas need cryptography; a server that never joins a cluster never loads it.
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        key = hashlib.sha256(f"agentforge.cluster:{channel}:{secret}".encode()).digest()
-        self._aead = AESGCM(key)
+        self._key = hashlib.sha256(f"agentforge.cluster:{channel}:{secret}".encode()).digest()
+        self._cipher: AESGCM | None = None  # built on first use (`load`)
         self._aad = channel.encode()
         self._now = now_ms or _now_ms  # wall-clock ms: compared across replicas
         self.sender = uuid.uuid4().hex[:16]
@@ -60,11 +60,29 @@ class Seal:
         self.refused = 0  # payloads dropped: not sealed with the key, replayed, or stale
         self.gaps = 0  # payloads of others this replica should have heard and did not take
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the cipher is built: a replica that never speaks to another never builds it."""
+        return self._cipher is not None
+
+    def load(self) -> None:
+        """Build the cipher. It imports cryptography (~7 MB, tens of ms): call it in a worker
+        thread before sealing or opening on the event loop (either builds it itself otherwise)."""
+        if self._cipher is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            self._cipher = AESGCM(self._key)
+
+    def _aead(self) -> AESGCM:
+        self.load()
+        assert self._cipher is not None
+        return self._cipher
+
     def seal(self, payload: str) -> str:
         self._count += 1
         plain = f"{self.sender} {self._count} {self._now()}\n{payload}".encode()
         nonce = os.urandom(_NONCE)
-        return base64.b64encode(nonce + self._aead.encrypt(nonce, plain, self._aad)).decode()
+        return base64.b64encode(nonce + self._aead().encrypt(nonce, plain, self._aad)).decode()
 
     def skip(self) -> None:
         """Use a counter for a payload that will never be sealed: receivers see the gap."""
@@ -77,7 +95,7 @@ class Seal:
 
         try:
             raw = base64.b64decode(sealed, validate=True)
-            plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], self._aad)
+            plain = self._aead().decrypt(raw[:_NONCE], raw[_NONCE:], self._aad)
             header, _, body = plain.partition(b"\n")
             sender_bytes, count_text, sent_text = header.split(b" ")
             sender, count, sent = sender_bytes.decode(), int(count_text), int(sent_text)
