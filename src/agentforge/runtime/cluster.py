@@ -382,13 +382,16 @@ class Cluster:
                 self._alone = True
             return
         self._welcomed.clear()
-        await self._say("hello", q=self._announcing())
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        while len(self._welcomed) < others and loop.time() < deadline:
-            self._welcome_heard.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._welcome_heard.wait(), deadline - loop.time())
+        try:
+            await self._say("hello", q=self._announcing())
+        except Exception:  # announcing anyway: the others find this replica when they count
+            log.exception("cluster: could not say hello to the other replicas")
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                while len(self._welcomed) < others:
+                    self._welcome_heard.clear()
+                    await self._welcome_heard.wait()
         if len(self._welcomed) < others and wait > 0:
             log.warning(
                 "cluster: %d of %d replica(s) did not answer within %.1f s; they announce to this one"

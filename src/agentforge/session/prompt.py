@@ -243,7 +243,7 @@ class SessionPrompt:
         replica's run of the session has ended by then, its writes durable (a read from before would
         miss them: the run's handle notes only this replica's messages)."""
         if not await lease.held():
-            raise LeaseHeldElsewhereError(session_id)
+            raise LeaseNotHeldError(session_id)
         return await self.services.store.history_after_writes(self.tenant_id, session_id)
 
     async def _stored(self, session: Session, message_id: str) -> WithParts | None:
@@ -342,11 +342,12 @@ class SessionPrompt:
         self.events.session_error(session_id, unknown_error(f"{type(exc).__name__}: {exc}").wire())
 
 
-class LeaseHeldElsewhereError(Exception):
-    """A history read ahead for a run that will not start here: another replica holds the lease."""
+class LeaseNotHeldError(Exception):
+    """A history read ahead for a run that does not start with this hold (another replica holds
+    the lease, or taking it failed: the run takes it the usual way and reads its history then)."""
 
     def __init__(self, session_id: str) -> None:
-        super().__init__(f"the lease of session {session_id} is held by another replica")
+        super().__init__(f"the lease of session {session_id} was not taken ahead")
 
 
 def _drop(ahead: StepAhead | None, lease: LeaseAhead | None) -> None:
