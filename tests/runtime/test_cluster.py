@@ -1036,3 +1036,40 @@ async def test_a_refused_prompt_gives_back_the_lease_it_took_ahead(
 
         await _until(given_back, "A gave every hold back")
         assert await a.runtime.store.leased_sessions("default") == {}
+
+
+async def test_a_lease_taken_ahead_that_ended_with_its_connection_is_taken_again_for_the_run(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    schema = parse_database_url(postgres_url).schema
+    async with _replica(tmp_path, "a", postgres_url, fake_openai) as a, _superuser() as raw:
+        link = _cluster(a).link
+        session_id = (await a.create_session())["id"]
+        await raw.execute("BEGIN")  # the user message's write waits on this (batch.py's lock)
+        await raw.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('agentforge.seq'), hashtext($1 || ':' || $2))",
+            schema,
+            session_id,
+        )
+        gate = asyncio.Event()
+        fake_openai.enqueue(Script().text("under a lease").pause(gate).finish())
+        calls = len(fake_openai.requests)
+        turn = asyncio.create_task(a.prompt(session_id, "hello"))
+        try:
+
+            async def leased() -> bool:
+                return link.holds == {session_id}
+
+            await _until(leased, "A took the session's lease ahead")
+            await _terminate(raw, [link.backend_pids()["leases"]])  # the hold ends with it
+        finally:
+            await raw.execute("ROLLBACK")
+
+        async def called() -> bool:
+            return len(fake_openai.requests) > calls
+
+        await _until(called, "A's loop called the model")
+        assert link.holds == {session_id}  # the run holds the lease, taken again
+        gate.set()
+        answer = (await turn).json()
+        assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == ["under a lease"]

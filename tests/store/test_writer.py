@@ -651,6 +651,22 @@ async def test_a_lingering_event_alone_commits_once_its_linger_is_over(store: St
     assert [e.seq for e in await store.events_after(TENANT, session.id, 0)] == [1, 2]
 
 
+async def test_a_broadcast_event_behind_a_lingering_write_ends_its_wait(
+    store: Store, published: list[Event]
+) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip(_LINGERS_ON_POSTGRES)
+    session = new_session()
+    await store.write(session_created(session))
+    published.clear()
+    lingering = store.submit(message_updated(user_message(session.id)), linger=60.0)
+    await _taken_off_the_queue(store)
+    delta = _delta(session.id, "from another stream")
+    store.publish_after_writes(delta)  # waits for the write before it, which no longer waits
+    await asyncio.wait_for(lingering, 30)
+    assert [e.id for e in published] == [lingering.result().id, delta.id]
+
+
 async def test_sqlite_commits_an_event_asked_to_linger_at_once(store: Store) -> None:
     if store.dialect == "postgresql":
         pytest.skip("Postgres' writer lingers")

@@ -148,7 +148,7 @@ class Cluster:
         # No other live replica: events are not announced. Not until counted: unsure, it announces.
         self._alone = False
         self._unannounced = False  # events went unannounced while alone since the others were told
-        self._hellos = 0  # `hello`s heard: a count of the replicas begun before one is out of date
+        self._hellos = 0  # `hello`s heard: a count of the replicas begun before the last is stale
         self._welcomed: set[str] = set()  # replicas that said `welcome` since this one's `hello`
         self._welcome_heard = asyncio.Event()
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
@@ -196,6 +196,8 @@ class Cluster:
         self._spawn(self._failover_loop(services), "cluster-failover")
 
     async def close(self) -> None:
+        if self._link is not None:
+            self._link.on_rejoined = None  # nothing more to greet: this replica is going
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -208,6 +210,9 @@ class Cluster:
         task.add_done_callback(self._tasks.discard)
 
     # --- RunLeases -------------------------------------------------------------------------------
+
+    def holds(self, session_id: str) -> bool:
+        return self.link.holding(session_id)
 
     async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
         return await self.link.try_lease(session_id, tenant_id)
@@ -383,7 +388,7 @@ class Cluster:
             return
         self._welcomed.clear()
         try:
-            await self._say("hello", q=self._announcing())
+            await self._say("hello", self._announcing())
         except Exception:  # announcing anyway: the others find this replica when they count
             log.exception("cluster: could not say hello to the other replicas")
             return
@@ -407,8 +412,14 @@ class Cluster:
         unannounced, self._unannounced = self._unannounced, False
         return unannounced
 
-    async def _say(self, kind: str, *, q: bool) -> None:
-        await self.link.notify([_dumps({"r": self.replica, "k": kind, "q": q})])
+    async def _say(self, kind: str, unannounced: bool) -> None:
+        """Say `kind` to the others, with whether events went unannounced (kept for the next word
+        should this one not go out)."""
+        try:
+            await self.link.notify([_dumps({"r": self.replica, "k": kind, "q": unannounced})])
+        except BaseException:
+            self._unannounced = self._unannounced or unannounced
+            raise
 
     def _rejoined(self) -> None:
         """The lease connection came back: counted again, this replica greets the others (they may
@@ -438,11 +449,11 @@ class Cluster:
         others = await self.link.replica_count() - 1
         if others >= 1:
             if self._alone:
-                await self._say("welcome", q=self._announcing())
+                await self._say("welcome", self._announcing())
         elif hellos == self._hellos:
             self._alone = True
 
-    async def _greeted(self, message: dict[str, Any]) -> None:
+    def _greeted(self, message: dict[str, Any]) -> None:
         """A `hello` or `welcome`: its sender announces, and, when it left events unannounced, every
         subscriber here resyncs from the log. A `hello` is answered with a `welcome`."""
         if message.get("q"):
@@ -452,7 +463,14 @@ class Cluster:
             self._welcome_heard.set()
             return
         self._hellos += 1
-        await self._say("welcome", q=self._announcing())
+        # Announcing from now on; the answer goes beside the receiving loop, which it must not hold up.
+        self._spawn(self._welcome(self._announcing()), "cluster-welcome")
+
+    async def _welcome(self, unannounced: bool) -> None:
+        try:
+            await self._say("welcome", unannounced)
+        except Exception:
+            log.exception("cluster: could not answer a hello")
 
     # --- events out ------------------------------------------------------------------------------
 
@@ -578,6 +596,10 @@ class Cluster:
             log.error("cluster: the run leases ended with their connection; stopping %d run(s)", len(running))
         for session_id in running:
             self._spawn(self._abort_here(session_id), f"lease-lost:{session_id}")
+        for session_id in sessions.difference(running):
+            # Taken ahead for a run about to start: what was read under it may miss what another
+            # replica writes before it is taken again, so that run's first read is made again.
+            self._runners.note_input(session_id)
 
     async def _receive_loop(self) -> None:
         while True:
@@ -618,7 +640,7 @@ class Cluster:
             for ended in self._ended.get(message["s"], ()):
                 ended.set()
         elif kind in ("hello", "welcome"):
-            await self._greeted(message)
+            self._greeted(message)
 
     def _assemble(self, message: dict[str, Any]) -> str | None:
         """The whole payload once its last piece is here. A payload that cannot be completed cuts off

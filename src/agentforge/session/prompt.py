@@ -67,8 +67,9 @@ class SessionPrompt:
         `noReply`)."""
         self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
-        lease = None if body.no_reply else self.services.runners.lease_ahead(session.id, self.tenant_id)
         ahead = None if body.no_reply else await self._look_ahead(session)
+        # Taken right before the `try` that gives it back: no await between.
+        lease = None if body.no_reply else self.services.runners.lease_ahead(session.id, self.tenant_id)
         try:
             accepted = await self.create_user_message(session, body, ahead=ahead, lease=lease)
             user = accepted.message
@@ -84,8 +85,9 @@ class SessionPrompt:
         """Persist the message now (so bad input still gets a 4xx) and run the loop in the background."""
         self.services.runners.admit()  # before anything is stored
         session = await self.sessions.get(session_id)
-        lease = None if body.no_reply else self.services.runners.lease_ahead(session.id, self.tenant_id)
         ahead = None if body.no_reply else await self._look_ahead(session)
+        # Taken right before the `try` that gives it back: no await between.
+        lease = None if body.no_reply else self.services.runners.lease_ahead(session.id, self.tenant_id)
         try:
             # Queued durably with the message, before the 204: should this process die, another
             # replica runs it.

@@ -51,6 +51,11 @@ class RunLeases(Protocol):
 
     shared: bool
 
+    def holds(self, session_id: str) -> bool:
+        """Whether this process holds the session's lease now (a lease connection that ended took
+        every hold with it)."""
+        ...
+
     async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
         """Take the session's lease unless another replica holds it (`tenant_id`: known as the
         session's runner on every replica)."""
@@ -77,6 +82,9 @@ class LocalLeases:
     """One process: the registry alone decides."""
 
     shared = False
+
+    def holds(self, session_id: str) -> bool:
+        return True
 
     async def acquire(self, session_id: str, tenant_id: str | None = None) -> bool:
         return True
@@ -166,15 +174,17 @@ class LeaseAhead:
         self._settled = False  # kept by a run, or given back
 
     async def held(self) -> bool:
-        """Whether the hold was got (False also when taking it failed)."""
+        """Whether the hold was got and is held now (False also when taking it failed)."""
         try:
-            return await asyncio.shield(self._taking)
+            taken = await asyncio.shield(self._taking)
         except Exception:
             return False
+        return taken and self._registry.leases.holds(self._session_id)
 
     async def keep(self) -> bool | None:
-        """For the run about to start: True when got (the run keeps the hold), False when another
-        replica holds the lease, None when taking it failed (take it the usual way)."""
+        """For the run about to start: True when got and still held (the run keeps the hold), False
+        when another replica holds the lease, None when taking it failed or the hold ended with its
+        connection meanwhile (take it the usual way)."""
         try:
             taken = await asyncio.shield(self._taking)
         except asyncio.CancelledError:
@@ -183,6 +193,9 @@ class LeaseAhead:
         except Exception:
             taken = None
         self._settled = True
+        if taken and not self._registry.leases.holds(self._session_id):
+            self._registry._give_back(self._session_id)  # the ended hold, counted off (a no-op there)
+            return None
         return taken
 
     def drop(self) -> None:
@@ -479,6 +492,7 @@ def _after(shell: asyncio.Task[Any], start: LoopFactory) -> LoopFactory:
 
     async def queued(handle: RunHandle) -> WithParts | None:
         await asyncio.wait({shell})
+        handle.note_input()  # the shell wrote its messages meanwhile: a history read before is stale
         return await start(handle)
 
     return queued

@@ -471,6 +471,10 @@ class ClusterLink:
         """The sessions whose lease this replica holds now."""
         return set(self._holds)
 
+    def holding(self, session_id: str) -> bool:
+        """Whether this replica holds the session's lease now."""
+        return self._holds[session_id] > 0
+
     async def join(self, replica: str) -> None:
         """Be counted among the live replicas until this connection ends (again after a reconnect)."""
         self._replica = replica
@@ -540,10 +544,18 @@ class ClusterLink:
     async def _open_when_loaded(self) -> None:
         try:
             await asyncio.to_thread(self._seal.load)
-        finally:
-            unopened, self._unopened = self._unopened, []
-            for sealed in unopened:
-                self._heard(sealed)
+        except asyncio.CancelledError:  # closing
+            self._unopened = []
+            raise
+        except Exception:
+            log.exception("cluster: the seal's cipher could not be built; what was heard is lost")
+            self._unopened = []
+            if self.on_gap is not None:
+                _call_back("gap", self.on_gap)
+            return
+        unopened, self._unopened = self._unopened, []
+        for sealed in unopened:
+            self._heard(sealed)
 
     def _heard(self, sealed: str) -> None:
         gaps = self._seal.gaps

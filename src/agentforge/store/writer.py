@@ -118,6 +118,7 @@ class OrderedWriter(ABC):
         self._submitted = 0
         self._delivered = 0
         self._trailing: deque[tuple[int, Event]] = deque()
+        self._lingering = False  # a batch waits for company (`submit(linger=)`)
         self.observer: WriterObserver | None = None
 
     @property
@@ -196,8 +197,10 @@ class OrderedWriter(ABC):
         """
         if self._delivered == self._submitted and not self._trailing:
             self._publish([event])
-        else:
-            self._trailing.append((self._submitted, event))
+            return
+        self._trailing.append((self._submitted, event))
+        if self._lingering:  # a write waiting for company would hold this up: write it now
+            self._queue_item(_BARRIER)
 
     async def close(self) -> None:
         """Write everything already submitted, then stop."""
@@ -209,13 +212,15 @@ class OrderedWriter(ABC):
     @abstractmethod
     def _enqueue(self, item: _Item) -> None: ...
 
-    def _take_batch(self, first: _Item, next_item: Callable[[], _Item]) -> tuple[list[_Pending], bool]:
+    def _take_batch(
+        self, first: _Item, next_item: Callable[[], _Item], cap: int | None = None
+    ) -> tuple[list[_Pending], bool]:
         """The first item plus whatever else is already queued (up to the cap); True when told to stop."""
         batch: list[_Pending] = []
         item = first
         while item is not _STOP:
             batch.append(item)
-            if len(batch) >= self._batch_cap:
+            if len(batch) >= (cap or self._batch_cap):
                 return batch, False
             try:
                 item = next_item()
@@ -224,8 +229,11 @@ class OrderedWriter(ABC):
         return batch, True
 
     def _linger_left(self, batch: Sequence[_Pending], stop: bool) -> float | None:
-        """How long the batch may still wait for company (seconds), when all of it lingers."""
-        if stop or len(batch) >= self._batch_cap or not all(pending.linger_until for pending in batch):
+        """How long the batch may still wait for company (seconds), when all of it lingers and no
+        broadcast event waits behind it."""
+        if stop or self._trailing or len(batch) >= self._batch_cap:
+            return None
+        if not all(pending.linger_until for pending in batch):
             return None
         left = min(pending.linger_until for pending in batch) - time.monotonic()
         return left if left > 0 else None
@@ -415,12 +423,16 @@ class TaskWriter(OrderedWriter):
             while not stop:
                 batch, stop = self._take_batch(await self._queue.get(), self._queue.get_nowait)
                 while (left := self._linger_left(batch, stop)) is not None:
+                    self._lingering = True
                     try:
                         async with asyncio.timeout(left):
                             first = await self._queue.get()
                     except TimeoutError:
                         break
-                    more, stop = self._take_batch(first, self._queue.get_nowait)
+                    finally:
+                        self._lingering = False
+                    room = self._batch_cap - len(batch)
+                    more, stop = self._take_batch(first, self._queue.get_nowait, room)
                     batch += more
                 if batch:
                     started = time.time_ns()
