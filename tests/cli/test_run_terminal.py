@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -33,7 +34,14 @@ def spawn(cli: Cli, *args: str) -> pexpect.spawn[str]:
         encoding="utf-8",
         timeout=EXPECT_SECONDS,
         dimensions=(50, 200),
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    """As a terminal's shell starts a command: a suite run as a background job (`.ci/run &`)
+    inherits an ignored SIGINT, which the child would keep, and Ctrl-C would then do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 async def off_loop(work: Callable[[], T]) -> T:
