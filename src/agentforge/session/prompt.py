@@ -255,7 +255,9 @@ class SessionPrompt:
         """A retried prompt's answer, as its first attempt got (or will get) it, without a second turn."""
         if not await self.services.runners.is_busy_anywhere(session.id):
             reply = await self._written_reply(session, user_id)
-            if reply is not None:
+            # Finished only: a run that started since the check may have just written its reply's
+            # first state (joined below, it gives the whole reply).
+            if reply is not None and _finished(reply):
                 return reply
         answer = await self.run(session, user_id)  # joins the run answering it, or runs it
         if isinstance(answer.info, AssistantMessage) and answer.info.parent_id == user_id:
@@ -358,6 +360,11 @@ def _drop(ahead: StepAhead | None, lease: LeaseAhead | None) -> None:
         ahead.drop()
     if lease is not None:
         lease.drop()
+
+
+def _finished(reply: WithParts) -> bool:
+    info = reply.info
+    return isinstance(info, AssistantMessage) and info.time.completed is not None
 
 
 def _answers(reply: WithParts, user_id: str) -> bool:
