@@ -893,7 +893,13 @@ async def _end_and_hold_down(raw: Any, cluster: Cluster, role: str) -> asyncio.E
         await reopen(reopening)
 
     link._open_again = held_down  # type: ignore[method-assign,assignment]
-    await _terminate(raw, [link.backend_pids()[role]])
+    pid = link.backend_pids()[role]
+    await _terminate(raw, [pid])
+
+    async def exited() -> bool:  # its locks end with it, not with the signal
+        return not await raw.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
+
+    await _until(exited, f"the {role} connection's backend exited")
     return gate
 
 
@@ -941,7 +947,20 @@ async def test_a_replica_alone_announces_nothing_until_another_joins_and_again_o
         await _until(alone_again, "A counted itself alone once B stopped")
 
 
-async def test_a_replica_counted_again_after_losing_its_lease_connection_resyncs_what_it_missed(
+async def test_a_replica_that_lost_its_lease_connection_still_hears_the_others_live(
+    tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
+) -> None:
+    async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
+        gate = await _end_and_hold_down(raw, _cluster(b), "leases")
+        try:
+            await _cluster(a).count_roster()  # B still listens: A goes on announcing to it
+            assert not _cluster(a).alone
+            await _turn_heard(a, b, fake_openai)
+        finally:
+            gate.set()
+
+
+async def test_a_replica_listening_again_resyncs_and_is_announced_to_again(
     tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
 ) -> None:
     async with _pair(tmp_path, postgres_url, fake_openai) as (a, b), _superuser() as raw:
@@ -949,27 +968,31 @@ async def test_a_replica_counted_again_after_losing_its_lease_connection_resyncs
         session_id = (await a.create_session())["id"]
         on_b = EventCollector()
         await on_b.start(b.client, f"/event?sessionID={session_id}")
-        gate = await _end_and_hold_down(raw, _cluster(b), "leases")
+        gate = await _end_and_hold_down(raw, _cluster(b), "listen")
 
         async def a_alone() -> bool:
             return _cluster(a).alone
 
-        # B is no longer counted (its roster lock ended with the connection): A stops announcing.
+        # Nobody else listens now: A stops announcing.
         await _until(a_alone, "A counted itself alone")
-        fake_openai.enqueue(reply("said while B was not counted"))
+        fake_openai.enqueue(reply("said while B did not listen"))
         assert (await a.prompt(session_id, "hello")).status_code == 200
         gate.set()
-        # Counted again, B says hello; A's welcome says it left events unannounced: B's subscriber
-        # is cut off and resumes from the log, which has the turn.
+        # Listening again, B cuts its subscribers off (they resume from the log, which has the
+        # turn) and says hello; A announces to it again.
         await on_b.wait_for(lambda f: f.type == "stream.lagged")
         await on_b.stop()
-        assert not _cluster(a).alone
         messages = (await b.client.get(f"/session/{session_id}/message")).json()
-        texts = [p.get("text") for m in messages for p in m["parts"]]
-        assert "said while B was not counted" in texts
+        assert "said while B did not listen" in [p.get("text") for m in messages for p in m["parts"]]
+
+        async def a_announcing() -> bool:
+            return not _cluster(a).alone
+
+        await _until(a_announcing, "A announces again")
+        await _turn_heard(a, b, fake_openai)
 
 
-async def test_a_replica_that_missed_a_hello_finds_the_newcomer_by_counting(
+async def test_a_replica_not_listening_finds_a_newcomer_by_counting(
     tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
 ) -> None:
     async with _replica(tmp_path, "a", postgres_url, fake_openai) as a, _superuser() as raw:
@@ -978,9 +1001,14 @@ async def test_a_replica_that_missed_a_hello_finds_the_newcomer_by_counting(
         assert cluster.alone
         gate = await _end_and_hold_down(raw, cluster, "listen")
         try:
-            # A does not hear B's hello; it counts B within its roster interval and welcomes it.
+            # A, not listening, is not greeted by B (nor announced to); A counts B, which listens,
+            # within its roster interval and announces to it.
             async with _replica(tmp_path, "b", postgres_url, fake_openai, directory=a.workspace) as b:
-                assert not cluster.alone
+
+                async def announcing() -> bool:
+                    return not cluster.alone
+
+                await _until(announcing, "A counted B")
                 await _turn_heard(a, b, fake_openai)
         finally:
             gate.set()

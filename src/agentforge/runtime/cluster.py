@@ -13,11 +13,12 @@
   replica died after answering 204).
 - Questions live in memory where their turn runs: replies and listings go over the channel.
 - Alone, a replica announces nothing: nobody would hear it (a NOTIFY costs Postgres a transaction
-  and its own listener a wake-up: ~1.2 ms of a turn). It counts the live replicas every second; one
-  that joins (or is counted again after losing its lease connection) says `hello`, and every other
-  answers `welcome` and announces from then on. A `hello` or `welcome` from a replica that left
-  events unannounced meanwhile says so, and its hearers resync their subscribers; a starting
-  replica waits (a bounded time) for every live one's `welcome` before it serves.
+  and its own listener a wake-up: ~1.2 ms of a turn). It counts the other listening replicas every
+  second (each holds a lock on its listening connection); one that joins (or listens again after
+  losing that connection) says `hello`, and every other answers `welcome` and announces from then
+  on. A `hello` or `welcome` from a replica that left events unannounced meanwhile says so, and its
+  hearers resync their subscribers; a starting replica waits (a bounded time) for every listening
+  one's `welcome` before it serves.
 - Bounded and fail-closed: what other replicas say waits in a bounded inbox (a replica that falls
   behind drops the oldest events of the tenant holding most of it and cuts off the SSE subscribers
   that would have had them as lagging: they resume from the log; every piece of a split payload
@@ -85,10 +86,11 @@ FORWARD_TIMEOUT: Final = 10.0
 QUESTION_FORWARD_TIMEOUT: Final = 3.0
 # How long `GET /question` waits for the other live replicas to list theirs.
 QUESTION_LIST_TIMEOUT: Final = 3.0
-# How often a replica counts the live replicas (alone, it stops announcing; finding others it missed
-# the `hello` of, it starts again). A `hello` is answered at once: this bounds only a missed one.
+# How often a replica counts the other listening replicas (alone, it stops announcing; finding
+# others it missed the `hello` of, it starts again). A `hello` is answered at once: this bounds only
+# a missed one.
 ROSTER_INTERVAL: Final = 1.0
-# How long a starting replica waits for every other live replica's `welcome`.
+# How long a starting replica waits for every other listening replica's `welcome`.
 HELLO_WAIT: Final = 2.0
 # Notifications heard and not yet handled; beyond this the oldest events are dropped (at ~6 KB each).
 INBOX_LIMIT: Final = 2000
@@ -377,11 +379,11 @@ class Cluster:
         return self._alone
 
     async def _greet(self, wait: float) -> None:
-        """Count the live replicas. Alone: announce nothing from now on. Not alone: say `hello`
+        """Count the other listeners. Alone: announce nothing from now on. Not alone: say `hello`
         (the others announce to this replica from their `welcome` on) and wait up to `wait` seconds
         for each of them to say it."""
         hellos = self._hellos
-        others = await self.link.replica_count() - 1
+        others = await self.link.others_listening()
         if others < 1:
             if hellos == self._hellos:  # nobody said hello while we counted
                 self._alone = True
@@ -422,8 +424,8 @@ class Cluster:
             raise
 
     def _rejoined(self) -> None:
-        """The lease connection came back: counted again, this replica greets the others (they may
-        have stopped announcing while it was not counted)."""
+        """The listening connection came back: counted again, this replica greets the others (they
+        may have stopped announcing while it was not counted)."""
         self._spawn(self._greet_again(), "cluster-greet")
 
     async def _greet_again(self) -> None:
@@ -440,13 +442,13 @@ class Cluster:
             except ClusterUnavailableError:
                 pass  # the lease connection is down: the mode stays as it was until counted
             except Exception:
-                log.exception("cluster: counting the live replicas failed")
+                log.exception("cluster: counting the listening replicas failed")
 
     async def count_roster(self) -> None:
-        """Count the live replicas: alone, stop announcing; not alone but silent (a `hello` was
+        """Count the other listeners: alone, stop announcing; not alone but silent (a `hello` was
         missed), announce again and say `welcome`, so a replica that missed events resyncs."""
         hellos = self._hellos
-        others = await self.link.replica_count() - 1
+        others = await self.link.others_listening()
         if others >= 1:
             if self._alone:
                 await self._say("welcome", self._announcing())

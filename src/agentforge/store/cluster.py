@@ -64,10 +64,15 @@ _RECORDED_LEASE_KEYS = "hashtext('agentforge.run'), hashtext(current_schema() ||
 # Every live replica of the schema holds this lock (keyed by its id) on its lease connection.
 _ROSTER = "hashtext('agentforge.replica:' || current_schema())"
 _JOIN: Final = f"SELECT pg_advisory_lock({_ROSTER}, hashtext($1))"
+# Every replica that listens on the channel holds this lock (keyed by its id) on its listening
+# connection: whom announcements reach (runtime/cluster.py stops announcing when nobody else does).
+_LISTENING: Final = "hashtext('agentforge.listener:' || current_schema())"
+_LISTEN_JOIN: Final = f"SELECT pg_advisory_lock({_LISTENING}, hashtext($1))"
 _THIS_DATABASE = "(SELECT oid FROM pg_database WHERE datname = current_database())"
 _COUNT: Final = f"""SELECT count(*) FROM pg_locks
 WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = {_ROSTER}::oid
 AND database = {_THIS_DATABASE}"""
+_OTHERS_LISTENING: Final = _COUNT.replace(_ROSTER, _LISTENING) + " AND objid <> hashtext($1)::oid"
 _RELEASE: Final = f"SELECT pg_advisory_unlock({_LEASE_KEYS})"
 # Several payloads in one statement: delivered at its commit, in array order.
 _NOTIFY: Final = "SELECT count(pg_notify($1, p)) FROM unnest(CAST($2 AS text[])) AS p"
@@ -185,6 +190,7 @@ class ClusterLink:
         self._leases_ready = asyncio.Event()
         self._lease_lock = asyncio.Lock()
         self._notify_lock = asyncio.Lock()
+        self._listen_lock = asyncio.Lock()  # the ping and the listening lock's statement
         self._holds: Counter[str] = Counter()  # this replica's holds on each lease (re-entrant)
         self._lost_holds: Counter[str] = Counter()  # holds that ended with a lost connection
         self._tenants: dict[str, str] = {}  # the tenant of each held lease with a `run_lease` row
@@ -196,7 +202,7 @@ class ClusterLink:
         self.on_leases_lost: Callable[[set[str]], None] | None = None
         self._unopened: list[str] = []  # heard while the seal's cipher is built, in order
         self._loading: asyncio.Task[None] | None = None
-        # Counted among the live replicas again (the lease connection came back): the others may
+        # Counted among the listeners again (the listening connection came back): the others may
         # have stopped announcing to this replica meanwhile (runtime/cluster.py).
         self.on_rejoined: Callable[[], None] | None = None
         self.on_gap: Callable[[], None] | None = None
@@ -246,6 +252,8 @@ class ClusterLink:
         conn = await self._connect("listen")
         try:
             await conn.add_listener(self.channel, self._heard_from)
+            if self._replica is not None:  # counted among the listeners again (`join`)
+                await conn.fetchval(_LISTEN_JOIN, self._replica)
         except BaseException:
             await _close_quietly(conn)
             raise
@@ -309,12 +317,12 @@ class ClusterLink:
             self._leases = conn
             self._down.discard(role)
             self._leases_ready.set()
-            if self._replica is not None and self.on_rejoined is not None:
-                _call_back("rejoined", self.on_rejoined)
         else:
             self._listener = await self._listen()
             self._down.discard(role)
             self._seal.listening_again()
+            if self._replica is not None and self.on_rejoined is not None:
+                _call_back("rejoined", self.on_rejoined)
 
     async def _watch(self) -> None:
         """Ping the cluster connections; a ping that fails unexpectedly is logged and the watch goes
@@ -336,8 +344,8 @@ class ClusterLink:
         """Ping `role`'s connection once it is free (only the ping is timed: whoever holds the
         connection is timed on its own); one that does not answer is ended, and its termination
         callback opens it again (leases: stops the runs first; notify: on the next notification)."""
-        lock = {"leases": self._lease_lock, "notify": self._notify_lock}.get(role)
-        async with lock or contextlib.nullcontext():
+        lock = {"leases": self._lease_lock, "notify": self._notify_lock, "listen": self._listen_lock}[role]
+        async with lock:
             conn = self._current(role)
             if conn is None or conn.is_closed() or role in self._down:
                 return
@@ -476,19 +484,34 @@ class ClusterLink:
         return self._holds[session_id] > 0
 
     async def join(self, replica: str) -> None:
-        """Be counted among the live replicas until this connection ends (again after a reconnect)."""
+        """Be counted among the live replicas until the lease connection ends, and among the
+        listeners until the listening one does (again after each reconnect)."""
         self._replica = replica
 
         async def join(conn: Any) -> None:
             await conn.fetchval(_JOIN, replica)
 
         await self._on_leases(join)
+        async with self._listen_lock:
+            listener = self._listener
+            if listener is not None and not listener.is_closed():
+                await listener.fetchval(_LISTEN_JOIN, replica)
 
     async def replica_count(self) -> int:
         """How many replicas of this schema are alive (this one included)."""
 
         async def count(conn: Any) -> int:
             return int(await conn.fetchval(_COUNT))
+
+        return await self._on_leases(count)
+
+    async def others_listening(self) -> int:
+        """How many other replicas of this schema listen on the channel now: whom an announcement
+        reaches."""
+        replica = self._replica or ""
+
+        async def count(conn: Any) -> int:
+            return int(await conn.fetchval(_OTHERS_LISTENING, replica))
 
         return await self._on_leases(count)
 
