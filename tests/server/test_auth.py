@@ -302,10 +302,11 @@ async def test_an_open_event_stream_ends_once_its_jwt_expires(
 async def test_an_event_stream_through_the_gateway_lives_while_its_signature_is_fresh(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    short = {"gateway": {**GATEWAY["gateway"], "max_skew_seconds": 1}}
+    short = {"gateway": {**GATEWAY["gateway"], "max_skew_seconds": 2}}
     async with serve(tmp_path, fake_openai, short) as forge:
-        # Signed a second ahead (within the skew), so it is fresh for a while at least.
-        headers = gateway_headers("GET", "/event", timestamp=int(time.time()) + 1)
+        # Signed two seconds ahead (within the skew): fresh for 3-4 s, ample for the first heartbeats
+        # (every 0.1 s) on a loaded machine (CI once took over a second with one second of skew).
+        headers = gateway_headers("GET", "/event", timestamp=int(time.time()) + 2)
         _assert_ended_unauthorized(await _stream_types(forge, headers))
 
 
