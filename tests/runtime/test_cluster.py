@@ -243,6 +243,42 @@ async def test_a_replica_that_falls_behind_drops_the_oldest_events_and_its_subsc
         await other.stop()
 
 
+async def _until_counted(cluster: Cluster, *, alone: bool) -> None:
+    """Until the replica has counted itself alone (or not)."""
+
+    async def counted() -> bool:
+        return cluster.alone == alone
+
+    await _until(counted, f"the replica counted itself {'alone' if alone else 'among others'}")
+
+
+@contextlib.asynccontextmanager
+async def _writes_held(raw: Any, url: str, session_id: str) -> AsyncIterator[None]:
+    """While inside, the session's writes wait: this holds the lock each writer's transaction takes
+    first for the session (store/batch.py)."""
+    schema = parse_database_url(url).schema
+    await raw.execute("BEGIN")
+    try:
+        await raw.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('agentforge.seq'), hashtext($1 || ':' || $2))",
+            schema,
+            session_id,
+        )
+        yield
+    finally:
+        await raw.execute("ROLLBACK")
+
+
+async def _leased_ahead(server: LiveServer, session_id: str) -> None:
+    """Until the replica holds the session's lease (taken while its prompt's message waits)."""
+    link = _cluster(server).link
+
+    async def leased() -> bool:
+        return link.holds == {session_id}
+
+    await _until(leased, "the replica took the session's lease")
+
+
 async def _turn_heard(a: LiveServer, b: LiveServer, fake: FakeOpenAI) -> None:
     """A turn run on A in a new session reaches a subscriber of that session on B."""
     session_id = (await a.create_session())["id"]
@@ -941,10 +977,7 @@ async def test_a_replica_alone_announces_nothing_until_another_joins_and_again_o
             await on_b.stop()
             assert cluster.quiet == quiet
 
-        async def alone_again() -> bool:
-            return cluster.alone
-
-        await _until(alone_again, "A counted itself alone once B stopped")
+        await _until_counted(cluster, alone=True)
 
 
 async def test_a_replica_that_lost_its_lease_connection_still_hears_the_others_live(
@@ -970,11 +1003,7 @@ async def test_a_replica_listening_again_resyncs_and_is_announced_to_again(
         await on_b.start(b.client, f"/event?sessionID={session_id}")
         gate = await _end_and_hold_down(raw, _cluster(b), "listen")
 
-        async def a_alone() -> bool:
-            return _cluster(a).alone
-
-        # Nobody else listens now: A stops announcing.
-        await _until(a_alone, "A counted itself alone")
+        await _until_counted(_cluster(a), alone=True)  # nobody else listens now: A stops announcing
         fake_openai.enqueue(reply("said while B did not listen"))
         assert (await a.prompt(session_id, "hello")).status_code == 200
         gate.set()
@@ -985,10 +1014,7 @@ async def test_a_replica_listening_again_resyncs_and_is_announced_to_again(
         messages = (await b.client.get(f"/session/{session_id}/message")).json()
         assert "said while B did not listen" in [p.get("text") for m in messages for p in m["parts"]]
 
-        async def a_announcing() -> bool:
-            return not _cluster(a).alone
-
-        await _until(a_announcing, "A announces again")
+        await _until_counted(_cluster(a), alone=False)
         await _turn_heard(a, b, fake_openai)
 
 
@@ -1004,11 +1030,7 @@ async def test_a_replica_not_listening_finds_a_newcomer_by_counting(
             # A, not listening, is not greeted by B (nor announced to); A counts B, which listens,
             # within its roster interval and announces to it.
             async with _replica(tmp_path, "b", postgres_url, fake_openai, directory=a.workspace) as b:
-
-                async def announcing() -> bool:
-                    return not cluster.alone
-
-                await _until(announcing, "A counted B")
+                await _until_counted(cluster, alone=False)
                 await _turn_heard(a, b, fake_openai)
         finally:
             gate.set()
@@ -1017,28 +1039,13 @@ async def test_a_replica_not_listening_finds_a_newcomer_by_counting(
 async def test_a_prompt_takes_its_run_lease_while_its_message_is_written(
     tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
 ) -> None:
-    schema = parse_database_url(postgres_url).schema
     async with _replica(tmp_path, "a", postgres_url, fake_openai) as a, _superuser() as raw:
-        link = _cluster(a).link
         session_id = (await a.create_session())["id"]
-        # The writer's transaction for this session waits on its lock (batch.py), held here.
-        await raw.execute("BEGIN")
-        await raw.execute(
-            "SELECT pg_advisory_xact_lock(hashtext('agentforge.seq'), hashtext($1 || ':' || $2))",
-            schema,
-            session_id,
-        )
         fake_openai.enqueue(reply("written once the lock was free"))
-        turn = asyncio.create_task(a.prompt(session_id, "hello"))
-        try:
-
-            async def leased() -> bool:
-                return link.holds == {session_id}
-
-            await _until(leased, "A took the session's lease")
+        async with _writes_held(raw, postgres_url, session_id):
+            turn = asyncio.create_task(a.prompt(session_id, "hello"))
+            await _leased_ahead(a, session_id)
             assert (await a.client.get(f"/session/{session_id}/message")).json() == []
-        finally:
-            await raw.execute("ROLLBACK")
         answer = (await turn).json()
         assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == [
             "written once the lock was free"
@@ -1069,29 +1076,21 @@ async def test_a_refused_prompt_gives_back_the_lease_it_took_ahead(
 async def test_a_lease_taken_ahead_that_ended_with_its_connection_is_taken_again_for_the_run(
     tmp_path: Path, postgres_url: str, fake_openai: FakeOpenAI
 ) -> None:
-    schema = parse_database_url(postgres_url).schema
     async with _replica(tmp_path, "a", postgres_url, fake_openai) as a, _superuser() as raw:
         link = _cluster(a).link
         session_id = (await a.create_session())["id"]
-        await raw.execute("BEGIN")  # the user message's write waits on this (batch.py's lock)
-        await raw.execute(
-            "SELECT pg_advisory_xact_lock(hashtext('agentforge.seq'), hashtext($1 || ':' || $2))",
-            schema,
-            session_id,
-        )
         gate = asyncio.Event()
         fake_openai.enqueue(Script().text("under a lease").pause(gate).finish())
         calls = len(fake_openai.requests)
-        turn = asyncio.create_task(a.prompt(session_id, "hello"))
-        try:
+        async with _writes_held(raw, postgres_url, session_id):
+            turn = asyncio.create_task(a.prompt(session_id, "hello"))
+            await _leased_ahead(a, session_id)
+            await _terminate(raw, [link.backend_pids()["leases"]])
 
-            async def leased() -> bool:
-                return link.holds == {session_id}
+            async def hold_ended() -> bool:  # noticed before the write goes on
+                return link.holds == set()
 
-            await _until(leased, "A took the session's lease ahead")
-            await _terminate(raw, [link.backend_pids()["leases"]])  # the hold ends with it
-        finally:
-            await raw.execute("ROLLBACK")
+            await _until(hold_ended, "A's hold ended with its connection")
 
         async def called() -> bool:
             return len(fake_openai.requests) > calls

@@ -151,7 +151,9 @@ class Cluster:
         self._alone = False
         self._unannounced = False  # events went unannounced while alone since the others were told
         self._hellos = 0  # `hello`s heard: a count of the replicas begun before the last is stale
-        self._welcomed: set[str] = set()  # replicas that said `welcome` since this one's `hello`
+        # Replicas that said `welcome` since this one's `hello`, while it waits for them (bounded:
+        # kept only then, by a starting replica).
+        self._welcomed: set[str] | None = None
         self._welcome_heard = asyncio.Event()
         self.recovered = 0  # turns closed for dead replicas, for tests and logs
         self.dropped = 0  # notifications dropped for falling behind, for tests and logs
@@ -388,22 +390,26 @@ class Cluster:
             if hellos == self._hellos:  # nobody said hello while we counted
                 self._alone = True
             return
-        self._welcomed.clear()
+        welcomed: set[str] = set()
+        if wait > 0:
+            self._welcomed = welcomed
         try:
             await self._say("hello", self._announcing())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    while len(welcomed) < others:
+                        self._welcome_heard.clear()
+                        await self._welcome_heard.wait()
         except Exception:  # announcing anyway: the others find this replica when they count
             log.exception("cluster: could not say hello to the other replicas")
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait):
-                while len(self._welcomed) < others:
-                    self._welcome_heard.clear()
-                    await self._welcome_heard.wait()
-        if len(self._welcomed) < others and wait > 0:
+        finally:
+            self._welcomed = None
+        if len(welcomed) < others and wait > 0:
             log.warning(
                 "cluster: %d of %d replica(s) did not answer within %.1f s; they announce to this one"
                 " once they count it",
-                others - len(self._welcomed),
+                others - len(welcomed),
                 others,
                 wait,
             )
@@ -461,8 +467,9 @@ class Cluster:
         if message.get("q"):
             self._bus.missed()
         if message.get("k") == "welcome":
-            self._welcomed.add(str(message.get("r")))
-            self._welcome_heard.set()
+            if self._welcomed is not None:
+                self._welcomed.add(str(message.get("r")))
+                self._welcome_heard.set()
             return
         self._hellos += 1
         # Announcing from now on; the answer goes beside the receiving loop, which it must not hold up.
