@@ -9,6 +9,8 @@ import io
 import json
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -289,3 +291,25 @@ def test_a_lines_time_is_its_records_in_utc(created: float) -> None:
     line = json.loads(formatter("json").format(record))
     expected = datetime.datetime.fromtimestamp(created, datetime.UTC).isoformat().replace("+00:00", "Z")
     assert line["time"] == expected
+
+
+SERVER_IMPORTS_PROBE = (
+    "import sys, json, logging\n"
+    "import agentforge.cli.main, agentforge.cli.serve, agentforge.server.app\n"
+    "from agentforge.telemetry.logs import configure_logging\n"
+    "configure_logging('text', 'info')\n"
+    "try:\n    raise ValueError('boom')\n"
+    "except ValueError:\n    logging.getLogger('probe').exception('failed')\n"
+    "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'pygments', 'attr'})))"
+)
+
+
+def test_the_server_renders_tracebacks_without_loading_rich() -> None:
+    """structlog would import rich (~4 MB resident in every server) for tracebacks the server never
+    renders with it: the serve stack loads none of it, and a traceback is still written whole."""
+    probe = subprocess.run(
+        [sys.executable, "-c", SERVER_IMPORTS_PROBE], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(probe.stdout.splitlines()[-1]) == []
+    assert "Traceback (most recent call last)" in probe.stderr
+    assert "ValueError: boom" in probe.stderr
