@@ -13,15 +13,25 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from agentforge.store import Store, parse_database_url
+from agentforge.store import Store, StoreWriteError, parse_database_url
+from agentforge.store.batch import BatchApplier, Committed, Item, Mutation, Outcome
 from agentforge.store.direct import Run, execute_rows, execute_runs
 from agentforge.store.engine import DatabaseTarget, postgres_engine
+from agentforge.store.last_numbers import PAUSE_AFTER_MISS, STALE
 from agentforge.store.schema import message as message_table
 from agentforge.store.schema import metadata
 from agentforge.store.schema import part as part_table
 from agentforge.store.schema import session as session_table
 from agentforge.store.tenancy import begin_in_tenant
-from tests.store.builders import new_session, session_created
+from tests.store.builders import (
+    message_updated,
+    new_session,
+    part_updated,
+    session_created,
+    text_part,
+    user_message,
+)
+from tests.store.conftest import driver_of
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -305,3 +315,139 @@ async def test_postgres_runs_into_one_table_go_together_when_their_rows_differ_a
         assert [query.startswith("WITH ") for query in await _writes(driver, statements)] == [True, True]
         found = await conn.execute(sa.select(part_table.c.id, part_table.c.data).order_by(part_table.c.id))
         assert [tuple(row) for row in found] == [("prt_a", "new"), ("prt_b", "b"), ("prt_c", "c2")]
+
+
+# --- the held message (Postgres: the writer's batches) -------------------------------------------
+
+
+class _Writer:
+    """A BatchApplier on a connection like the store's writer's, and what its driver sent."""
+
+    def __init__(self, conn: AsyncConnection, driver: Any) -> None:
+        self.conn, self.driver = conn, driver
+        self.applier = BatchApplier(scoped_by_tenant=True)
+        self.sent: list[str] = []
+        driver.add_query_logger(lambda record: self.sent.append(record.query))
+
+    async def write(self, *items: Item) -> list[Outcome]:
+        outcomes = await self.conn.run_sync(lambda sync: self.applier.write_batch(sync, items))
+        await _writes(self.driver, self.sent)  # its query log up to date
+        return outcomes
+
+    async def sending(self, *items: Item, prepares: bool = False) -> tuple[list[Outcome], list[str]]:
+        """The batch's outcomes and the messages it sent (with `prepares`, its PREPAREs too)."""
+        await _writes(self.driver, self.sent)
+        self.sent.clear()
+        outcomes = await self.write(*items)
+        skipped = ("'marker'",) if prepares else ("'marker'", "PREPARE ")
+        return outcomes, [query for query in self.sent if not any(mark in query[:40] for mark in skipped)]
+
+
+async def _writer(writer_connection: AsyncConnection) -> _Writer:
+    return _Writer(writer_connection, await driver_of(writer_connection))
+
+
+async def test_postgres_a_batch_whose_numbers_the_writer_expects_is_one_message_with_its_commit(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    """Its opening, its rows (a statement prepared once per connection) and its COMMIT in one
+    round trip, written as they would be one statement after the other."""
+    session = new_session()
+    await store.write(session_created(session))
+    writer = await _writer(writer_connection)
+    message = user_message(session.id)
+    await writer.write(message_updated(message))  # learns the numbers
+    parts = [text_part(message, f"part {n} with 'quotes', \\ and {{braces}}") for n in range(3)]
+    outcomes, sent = await writer.sending(*(part_updated(part) for part in parts[:2]), prepares=True)
+    assert all(isinstance(outcome, Committed) for outcome in outcomes)
+    assert [query.split(" ", 1)[0] for query in sent] == ["PREPARE", "BEGIN;"], sent
+    assert sent[1].endswith("; COMMIT") and "EXECUTE agentforge_held_" in sent[1]
+    outcomes, sent = await writer.sending(part_updated(parts[2]), prepares=True)
+    assert len(sent) == 1 and sent[0].startswith("BEGIN;") and sent[0].endswith("; COMMIT"), sent
+    history = await store.history(TENANT, session.id)
+    assert [[getattr(part, "text", None) for part in item.parts] for item in history] == [
+        [part.text for part in parts]
+    ]
+    logged = await store.events_after(TENANT, session.id, 0)
+    assert [event.seq for event in logged] == list(range(1, len(logged) + 1))
+
+
+async def test_postgres_a_statement_through_sqlalchemy_in_a_held_batch_runs_after_what_is_held(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    """A mutation's statement goes after the held opening and rows, in their transaction: it sees the
+    tenant the opening set and the rows the batch wrote before it."""
+    session = new_session()
+    await store.write(session_created(session))
+    writer = await _writer(writer_connection)
+    message = user_message(session.id)
+    await writer.write(message_updated(message))
+    seen: list[tuple[Any, ...]] = []
+
+    def look(sync: sa.Connection) -> None:
+        found = sync.execute(
+            sa.text(
+                "SELECT current_setting('app.tenant_id', true),"
+                " (SELECT count(*) FROM part WHERE session_id = :session)"
+            ),
+            {"session": session.id},
+        )
+        seen.append(tuple(found.one()))
+
+    look_around = Mutation(TENANT, "look", look, may_audit=False)
+    outcomes, sent = await writer.sending(part_updated(text_part(message, "before")), look_around)
+    assert not [outcome for outcome in outcomes if isinstance(outcome, StoreWriteError)]
+    assert seen == [(TENANT, 1)]
+    assert sent[0].startswith("BEGIN;") and "EXECUTE" in sent[0] and not sent[0].endswith("COMMIT"), sent
+    assert sent[-1] == "COMMIT"
+
+
+async def test_postgres_a_held_batch_another_writer_got_ahead_of_is_written_again_whole(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    """The store's own writer moves the tenant's position: the held batch's check fails, nothing of
+    it was written, and it is written again with the numbers as they are (then no longer held:
+    another writer is about)."""
+    session, other = new_session(), new_session()
+    await store.write(session_created(session))
+    await store.write(session_created(other))
+    writer = await _writer(writer_connection)
+    message = user_message(session.id)
+    await writer.write(message_updated(message))
+    await store.write(message_updated(user_message(other.id)))  # another writer, the same tenant
+    outcomes, sent = await writer.sending(part_updated(text_part(message, "after the other")))
+    assert [type(outcome) for outcome in outcomes] == [Committed]
+    assert sent[0].startswith("BEGIN;") and sent[0].endswith("; COMMIT") and sent[1] == "ROLLBACK", sent
+    assert not [query for query in sent[2:] if "EXECUTE" in query], "written again as it goes"
+    logged = await store.events_after(TENANT, None, 0)
+    positions = [event.position or 0 for event in logged]
+    assert positions == sorted(set(positions)) and 0 not in positions
+    history = await store.history(TENANT, session.id)
+    assert [len(item.parts) for item in history] == [1]
+    _, sent = await writer.sending(part_updated(text_part(message, "next")))
+    assert not [query for query in sent if "EXECUTE" in query], "not held while another writer is about"
+    for _ in range(PAUSE_AFTER_MISS):
+        await writer.write(part_updated(text_part(message, "more")))
+    _, sent = await writer.sending(part_updated(text_part(message, "checked again")))
+    assert STALE in sent[0] and not [query for query in sent if "EXECUTE" in query], "checked, not yet held"
+
+
+async def test_postgres_a_held_batch_failing_before_anything_was_sent_sends_no_rollback(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    session = new_session()
+    await store.write(session_created(session))
+    writer = await _writer(writer_connection)
+    message = user_message(session.id)
+    await writer.write(message_updated(message))
+
+    def refuse(_: sa.Connection) -> None:
+        raise ValueError("refused")
+
+    outcomes, sent = await writer.sending(
+        part_updated(text_part(message, "kept")), Mutation(TENANT, "refuse", refuse, may_audit=False)
+    )
+    assert [type(outcome) for outcome in outcomes] == [Committed, StoreWriteError]
+    assert not [query for query in sent if "EXECUTE" in query or query == "ROLLBACK"], sent
+    history = await store.history(TENANT, session.id)
+    assert [len(item.parts) for item in history] == [1]

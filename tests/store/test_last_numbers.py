@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentforge.store import Store, StoreWriteError
 from agentforge.store.batch import BatchApplier, Item, Outcome
-from agentforge.store.last_numbers import PAUSE_AFTER_MISS, ExpectedNumbers, check, stale
+from agentforge.store.last_numbers import PAUSE_AFTER_MISS, SETTLED_AFTER_MISS, ExpectedNumbers, check, stale
 from agentforge.store.store import checkpointing, finishing_prompts
 from agentforge.store.tenancy import begin_in_tenant
 from tests.store.audit_helpers import audit_rows, run_sql
@@ -39,6 +39,16 @@ def test_after_a_miss_nothing_is_guessed_for_a_while() -> None:
         expected.record({"s1": 5}, {"t": 10})
         assert expected.guess("t", ["s1"]) is None
     assert expected.guess("t", ["s1"]) == ({"s1": 5}, 10)
+
+
+def test_a_writer_is_settled_only_long_after_its_last_miss() -> None:
+    expected = ExpectedNumbers()
+    assert expected.settled  # no miss yet
+    expected.missed()
+    for _ in range(SETTLED_AFTER_MISS):
+        assert not expected.settled
+        expected.record({"s1": 5}, {"t": 10})
+    assert expected.settled
 
 
 def test_the_oldest_are_forgotten_beyond_the_capacity() -> None:

@@ -31,7 +31,7 @@ from sqlalchemy import Connection, Insert, bindparam, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
-from agentforge.store import prompt_queue
+from agentforge.store import direct, prompt_queue
 from agentforge.store.audit import CHAIN_LOCK, ChainBuffer, lock_chains
 from agentforge.store.audit_events import may_audit, record_event
 from agentforge.store.last_numbers import (
@@ -41,6 +41,7 @@ from agentforge.store.last_numbers import (
     own_sessions,
     read_last_numbers,
     stale,
+    stale_error,
 )
 from agentforge.store.projector import (
     KnownRevisions,
@@ -298,10 +299,17 @@ class BatchApplier:
         Raises only when the transaction itself cannot be committed (then nothing was written).
         """
         try:
-            committed: list[Outcome] = list(self._write_together(conn, events))
-            return committed
+            return self._write_together(conn, events)
         except Exception as exc:
-            log.debug("batch of %d failed as a whole (%s); retrying event by event", len(events), exc)
+            failed = exc
+        if stale_error(failed) or isinstance(failed, direct.HeldReplaceError):
+            # Its held message wrote nothing: another writer moved the numbers its opening expected
+            # (read now), or a row it expected to be new was there. Written again, sent as it goes.
+            try:
+                return self._write_together(conn, events, hold=False)
+            except Exception as exc:
+                failed = exc
+        log.debug("batch of %d failed as a whole (%s); retrying event by event", len(events), _short(failed))
         # The cached seqs of these sessions may be what failed (another process wrote): reload them.
         for item in events:
             for event in events_of(item):
@@ -312,12 +320,14 @@ class BatchApplier:
                 self._last_revision.forget((item.tenant_id, item.session_id))
         return self._write_one_by_one(conn, events)
 
-    def _write_together(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
+    def _write_together(
+        self, conn: Connection, events: Sequence[Item], *, hold: bool = True
+    ) -> list[Outcome]:
         draft: dict[str, int] = {}
         positions: dict[str, int] = {}
         outcomes: list[Outcome] = []
         opening = Opening()
-        with self._transaction(conn, events, draft, positions, opening) as scoped_to:
+        with self._transaction(conn, events, draft, positions, opening, hold=hold) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(
                 conn, scoped=self._scoped, tenant_id=scoped_to, known=self._last_revision, opening=opening
@@ -472,6 +482,7 @@ class BatchApplier:
         opening: Opening,
         *,
         bump: bool = True,
+        hold: bool = False,
     ) -> Iterator[str | None]:
         """The batch's transaction; yields the tenant it is already scoped to (or None).
 
@@ -504,12 +515,11 @@ class BatchApplier:
                     read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
                 yield scoped_to
             return
-        driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
         opened = _opening(tenant_id, sessions, tenants, audits)
         own = own_sessions(events, tenant_id) if opened and sessions and tenant_id else []
         stamped = _stamped(tenant_id, events) if bump and own else []
         try:
-            checked = self._open(driver, opened, tenant_id, own, stamped, bool(audits))
+            checked = self._open(conn, opened, tenant_id, own, stamped, bool(audits), hold=hold)
             with conn.begin():
                 scoped_to = tenant_id if opened else self._lock(conn, locks)
                 opening.audit_locked = tuple(audits)
@@ -521,27 +531,38 @@ class BatchApplier:
                 elif scoped_to is not None and events:  # numbers only for events to number
                     read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
                 yield scoped_to
-        except BaseException:
-            self._expected.forget()
+            direct.commit(conn)  # with what is held: a failure there ends the transaction below
+        except BaseException as exc:
+            if stale_error(exc):
+                self._expected.missed()
+            else:
+                self._expected.forget()
             with suppress(Exception):  # a connection that fails here is discarded by the writer
-                driver.run_async(lambda pg: pg.execute("ROLLBACK"))
+                direct.rollback(conn)
             raise
-        driver.run_async(lambda pg: pg.execute("COMMIT"))
         self._expected.record(draft, positions, opening.left_revisions, opening.left_heads)
 
     def _open(
         self,
-        driver: Any,
+        conn: Connection,
         opening: str | None,
         tenant_id: str | None,
         own: list[str],
         stamped: list[str],
         audited: bool,
+        *,
+        hold: bool,
     ) -> Checked | None:
         """BEGIN (with the locks when `opening`); with the numbers this writer expects for the
         sessions `own` and `tenant_id`, checked in the same message (last_numbers.py), which also
         bumps the expected revisions of the sessions `stamped` and checks the chain head when
-        `audited`: what was checked when it held, None when the batch must read them."""
+        `audited`: what is checked, None when the batch must read them.
+
+        With `hold`, the checked opening is held, and the batch's statements with it, for one
+        message with its COMMIT (direct.py `hold`): the batch is written with the numbers
+        expected, and should the check fail there, nothing was written and the batch is written
+        again (`write_batch`). Without, it is sent now, and after a failed check opened again."""
+        driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
         guess = self._expected.guess(tenant_id, own) if own and tenant_id else None
         if guess is None or not tenant_id or not opening:
             driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
@@ -549,6 +570,9 @@ class BatchApplier:
         revisions = self._expected.revisions(stamped)
         head = self._expected.head(tenant_id) if audited else None
         checked = f"{opening}; {check(tenant_id, *guess, revisions, head)}"
+        if hold and self._expected.settled:
+            direct.hold(conn, checked)
+            return Checked(guess[0], guess[1], revisions, head)
         try:
             driver.run_async(lambda pg: pg.execute(checked))
         except Exception as exc:

@@ -31,12 +31,14 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sqlalchemy import Connection, Executable, Insert, Update
+from sqlalchemy import Connection, Executable, Insert, Update, event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
+
+from agentforge.store.literals import array_literal, text_literal
 
 # (statement, bound names) -> the SQL and its positional names, or None: SQLAlchemy's path.
 _Plan = tuple[str, tuple[str, ...]] | None
@@ -63,6 +65,9 @@ class Run:
     # A run of one row into a table with `id`, `tenant_id` and `data` (Postgres, `reads_rows`):
     # called with the data of the row it replaces, as its statement found it (None: none).
     replaced: Callable[[str | None], None] | None = None
+    # With `replaced`: the row is expected to be new (the replaced one is rare), so a held statement
+    # checks that instead of reading it (`HeldReplaceError` when it was there).
+    rarely_replaces: bool = False
 
 
 def reads_rows(conn: Connection) -> bool:
@@ -73,7 +78,7 @@ def reads_rows(conn: Connection) -> bool:
 def execute_runs(conn: Connection, runs: Sequence[Run]) -> None:
     """Execute each run's statement once per row, run after run (see the module's docstring)."""
     dialect = conn.dialect.name
-    if dialect != "postgresql" or not _direct(conn, dialect) or len(runs) < 2:
+    if dialect != "postgresql" or not _direct(conn, dialect) or (len(runs) < 2 and _holding(conn) is None):
         for run in runs:
             _alone(conn, run)
         return
@@ -253,11 +258,12 @@ def _update_unnest(statement: Update, sql: str, order: tuple[str, ...]) -> _Unne
 def _send_merged(conn: Connection, merged: list[_Merged]) -> None:
     """One run as it is; several as one statement, each in a WITH, returning the counts of those
     counted and the replaced rows' data of those reading them (its snapshot is from before any
-    of them ran, and no other run meets their rows)."""
+    of them ran, and no other run meets their rows). Held for the writer's message where it is
+    being held (`hold`)."""
+    if not merged or _hold_merged(conn, merged):
+        return
     if len(merged) == 1 and merged[0][0].replaced is None:
         _alone(conn, merged[0][0])
-        return
-    if not merged:
         return
     key = tuple((unnest, run.counted is not None, run.replaced is not None) for run, unnest, _ in merged)
     sql = _merged_sql.get(key)
@@ -313,6 +319,7 @@ def _sqlite(conn: Connection, sql: str, params: list[list[Any]]) -> int:
 
 def _asyncpg_row(conn: Connection, sql: str, params: list[Any]) -> list[Any]:
     """The one row `sql` returns, as a list."""
+    send_held(conn)
     driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
     try:
         return list(driver.run_async(lambda pg: pg.fetchrow(sql, *params)))
@@ -331,6 +338,7 @@ def _raise_translated(conn: Connection, driver: Any, exc: Exception, sql: str, p
 
 
 def _asyncpg(conn: Connection, sql: str, params: list[list[Any]]) -> int:
+    send_held(conn)
     driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
     try:
         if len(params) == 1:
@@ -361,3 +369,204 @@ def _plan(conn: Connection, statement: Executable, names: tuple[str, ...]) -> _P
     ):
         return None
     return str(compiled.string), tuple(order)
+
+
+# --- the held message (Postgres: the writer's transaction) -------------------------------------------
+
+_HELD: Final = "agentforge.held"
+# What a held run's check casts to an integer when the run changed no row: Postgres then fails the
+# message with invalid_text_representation naming the text and the run's number in the message.
+_UNCHANGED: Final = "agentforge unchanged "
+_UNCHANGED_NUMBER: Final = re.compile(r'"agentforge unchanged (\d+) ')
+_REPLACED: Final = "agentforge replaced "
+_BAD_INTEGER: Final = "22P02"
+
+
+class HeldReplaceError(Exception):
+    """A held statement's row expected to be new (`Run.rarely_replaces`) was there: nothing of the
+    held message was written; write the batch again, sending its statements as it goes."""
+
+
+@dataclass(slots=True)
+class Held:
+    """Statements held for one simple-protocol message: the transaction's opening (its BEGIN) and
+    row-writing statements, with their values written as literals (literals.py). `counted`: the
+    held runs that count the rows they change, by the number their check fails with; `replaced`:
+    those told their row was new once it is sent. `begun`: whether a message with the BEGIN went
+    out (the transaction must then be ended)."""
+
+    sql: list[str]
+    counted: list[Callable[[int], None]]
+    replaced: list[Callable[[str | None], None]] = field(default_factory=list)
+    begun: bool = False
+
+
+def hold(conn: Connection, opening: str) -> None:
+    """Hold `opening` (BEGIN and what goes with it), then the row-writing statements after it, for
+    one message sent with the COMMIT (`commit`): one round trip for a batch where its opening, each
+    statement and its COMMIT took one each. Whatever needs an answer first sends what is held:
+    statements through SQLAlchemy on this connection (a listener before each), the driver calls
+    here, a statement reading the row it replaces. Not inside a savepoint (see `_holding`)."""
+    if not event.contains(conn, "before_cursor_execute", _send_before):
+        event.listen(conn, "before_cursor_execute", _send_before)
+    conn.info[_HELD] = Held([opening], [])
+
+
+def send_held(conn: Connection) -> None:
+    """Send what is held, if anything (the statements after it are held again)."""
+    held = conn.info.get(_HELD)
+    if held is not None and held.sql:
+        _send(conn, held, None)
+
+
+def commit(conn: Connection) -> None:
+    """COMMIT the writer's transaction, with what is held in the same message."""
+    held = conn.info.pop(_HELD, None)
+    if held is None:
+        held = Held([], [], begun=True)
+    _send(conn, held, "COMMIT")
+
+
+def rollback(conn: Connection) -> None:
+    """End the writer's transaction without writing: a ROLLBACK, unless its BEGIN never went out."""
+    held = conn.info.pop(_HELD, None)
+    if held is not None and not held.begun:
+        return
+    driver: Any = conn.connection.dbapi_connection
+    driver.run_async(lambda pg: pg.execute("ROLLBACK"))
+
+
+def _holding(conn: Connection) -> Held | None:
+    # In a savepoint a failure must surface inside it (where it is rolled back to): never held.
+    held: Held | None = conn.info.get(_HELD)
+    if held is not None and conn.in_nested_transaction():
+        send_held(conn)
+        return None
+    return held
+
+
+def _send_before(conn: Connection, *_: Any) -> None:
+    send_held(conn)
+
+
+def _send(conn: Connection, held: Held, then: str | None) -> None:
+    """Send `held`'s statements (and `then`) as one message; a held run that changed no row fails
+    as it would have alone (its `counted` told 0), others as SQLAlchemy's errors."""
+    statements = [*held.sql, then] if then else held.sql
+    sql = "; ".join(statements)
+    counted, replaced = held.counted, held.replaced
+    held.sql, held.counted, held.replaced = [], [], []
+    held.begun = True
+    driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
+    try:
+        driver.run_async(lambda pg: pg.execute(sql))
+    except Exception as exc:
+        number = _UNCHANGED_NUMBER.search(str(exc))
+        if getattr(exc, "sqlstate", None) == _BAD_INTEGER:
+            if number is not None:
+                counted[int(number[1])](0)
+            if f'"{_REPLACED}' in str(exc):
+                raise HeldReplaceError("a row a held statement expected to be new was there") from exc
+        # Named, not quoted: the statements hold the rows' values.
+        _raise_translated(conn, driver, exc, f"/* {len(statements)} held statements */", [])
+        raise
+    for told in counted:
+        told(1)  # held runs are of one row: it changed it
+    for new in replaced:
+        new(None)
+
+
+def _hold_merged(conn: Connection, merged: list[_Merged]) -> bool:
+    """Hold `merged` as the EXECUTE of one statement prepared on this connection, its values
+    written as literals; False when it is not being held or cannot be (a run reading the row it
+    replaces needs the answer; a value no literal writes)."""
+    held = _holding(conn)
+    if held is None or any(run.replaced is not None and not run.rarely_replaces for run, _, _ in merged):
+        return False
+    values: list[str] = []
+    for _, unnest, rows in merged:
+        for column, cast in zip(unnest.order, unnest.casts, strict=True):
+            literal = array_literal([row[column] for row in rows], cast)
+            if literal is None:
+                return False
+            values.append(literal)
+    for run, _, rows in merged:
+        if run.replaced is not None:
+            row_id, tenant = text_literal(rows[0]["id"]), text_literal(rows[0]["tenant_id"])
+            if row_id is None or tenant is None:
+                return False
+            values += [row_id, tenant]
+    counted = [run.counted for run, _, _ in merged if run.counted is not None]
+    if counted:
+        values.append(str(len(held.counted)))  # the number its first counted run's check fails with
+    key = tuple((unnest, run.counted is not None, run.replaced is not None) for run, unnest, _ in merged)
+    name = _prepared(conn, key)
+    if name is None:
+        return False
+    held.sql.append(f"EXECUTE {name}({', '.join(values)})")
+    held.counted.extend(counted)
+    held.replaced.extend(run.replaced for run, _, _ in merged if run.replaced is not None)
+    return True
+
+
+_PREPARED: Final = "agentforge.prepared"
+_Key = tuple[tuple[_Unnest, bool, bool], ...]
+_held_templates: dict[_Key, tuple[str, tuple[str, ...]]] = {}
+
+
+def _prepared(conn: Connection, key: _Key) -> str | None:
+    """The name of the statement for runs of `key` prepared on this connection: prepared now the
+    first time (a prepared statement outlives a rolled back transaction), None past the bound."""
+    names: dict[_Key, str] = conn.info.setdefault(_PREPARED, {})
+    name = names.get(key)
+    if name is not None:
+        return name
+    if len(names) >= _MAX_PLANS:
+        return None
+    sql, types = _held_template(key)
+    name = f"agentforge_held_{len(names)}"
+    driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
+    prepare = f"PREPARE {name} ({', '.join(types)}) AS {sql}"
+    try:
+        driver.run_async(lambda pg: pg.execute(prepare))
+    except Exception as exc:
+        _raise_translated(conn, driver, exc, prepare, [])
+        raise
+    names[key] = name
+    return name
+
+
+def _held_template(key: _Key) -> tuple[str, tuple[str, ...]]:
+    """The statement for runs of `key` and its parameters' types: each run in a WITH taking its
+    arrays; then the id and tenant of each run's row expected to be new; then, when any run is
+    counted, the number the first one's check fails with. It selects 0, or fails naming the
+    counted run that changed no row or that a row expected new was there."""
+    found = _held_templates.get(key)
+    if found is not None:
+        return found
+    parts, checks, types, first = [], [], [], 1
+    for index, (unnest, counted, _) in enumerate(key):
+        parts.append(f"w{index} AS ({unnest.sql(first, counted)})")
+        types += [f"{cast}[]" for cast in unnest.casts]
+        first += len(unnest.casts)
+    for unnest, _, reads in key:
+        if reads:  # as the statement finds the table: before any of its runs ran
+            checks.append(
+                f"WHEN EXISTS (SELECT 1 FROM {unnest.table} WHERE id = ${first} AND tenant_id = ${first + 1})"
+                f" THEN '{_REPLACED}' || pg_backend_pid()"
+            )
+            types += ["VARCHAR", "VARCHAR"]
+            first += 2
+    counted_runs = [index for index, (_, counted, _) in enumerate(key) if counted]
+    for number, index in enumerate(counted_runs):
+        checks.append(
+            f"WHEN (SELECT count(*) FROM w{index}) = 0"
+            f" THEN '{_UNCHANGED}' || (${first} + {number}) || ' ' || pg_backend_pid()"
+        )
+    if counted_runs:
+        types.append("INTEGER")
+    result = f"CAST(CASE {' '.join(checks)} ELSE '0' END AS integer)" if checks else "0"
+    found = (f"WITH {', '.join(parts)} SELECT {result}", tuple(types))
+    if len(_held_templates) < _MAX_PLANS:
+        _held_templates[key] = found
+    return found

@@ -9,7 +9,9 @@ with its opening as a check instead (`check`): a statement in the same simple-pr
 after the locks, that fails naming `STALE` unless every number is as expected. A batch whose check
 fails is rolled back before it wrote anything and opened again the long way; after a miss the
 check is not tried for a while (another writer is active), so a busy cluster does not pay for
-failed checks on every batch.
+failed checks on every batch. While no check failed for long (`settled`), the batch's statements
+are held with its opening and sent in one message with its COMMIT (direct.py `hold`): should the
+check fail there after all, nothing was written and the batch is written again.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ STALE: Final = "last numbers changed "
 _BAD_INTEGER: Final = "22P02"
 # Batches that read their numbers after a failed check before checking again.
 PAUSE_AFTER_MISS: Final = 64
+# Batches checked since the last miss before a batch's statements are held with its check (direct.py
+# `hold`): a held batch whose check fails is written again whole, so only where no other writer is.
+SETTLED_AFTER_MISS: Final = 1024
 EXPECTED_SIZE: Final = 10_000
 
 # Under the batch's locks: the last seq of each of a tenant's sessions, then its last position.
@@ -68,6 +73,7 @@ class ExpectedNumbers:
         self._revisions: OrderedDict[str, int] = OrderedDict()
         self._heads: OrderedDict[str, AuditHead] = OrderedDict()
         self._pause = 0
+        self._since_miss = SETTLED_AFTER_MISS  # none yet
 
     def guess(self, tenant_id: str, sessions: list[str]) -> tuple[dict[str, int], int] | None:
         """The expected last seqs of `sessions` and position of `tenant_id`, or None: not all known,
@@ -89,6 +95,11 @@ class ExpectedNumbers:
     def head(self, tenant_id: str) -> AuditHead | None:
         return self._heads.get(tenant_id)
 
+    @property
+    def settled(self) -> bool:
+        """Whether no check failed lately (`SETTLED_AFTER_MISS`): no other writer seems active."""
+        return self._since_miss >= SETTLED_AFTER_MISS
+
     def record(
         self,
         seqs: dict[str, int],
@@ -98,6 +109,7 @@ class ExpectedNumbers:
     ) -> None:
         """After a commit: the last numbers it left (what this writer read or wrote under its locks).
         In `revisions` and `heads`, None: it changed to a value this writer does not know."""
+        self._since_miss += 1
         _remember(self._seqs, seqs, self._capacity)
         _remember(self._positions, positions, self._capacity)
         _remember(self._revisions, revisions or {}, self._capacity)
@@ -107,6 +119,7 @@ class ExpectedNumbers:
         """A check failed: another writer is active; read the numbers for a while."""
         self.forget()
         self._pause = PAUSE_AFTER_MISS
+        self._since_miss = 0
 
     def forget(self) -> None:
         self._seqs.clear()
@@ -186,3 +199,16 @@ def check(
 def stale(exc: BaseException) -> bool:
     """Whether `exc` is the check's failure."""
     return getattr(exc, "sqlstate", None) == _BAD_INTEGER and f'"{STALE}' in str(exc)
+
+
+def stale_error(exc: BaseException) -> bool:
+    """Whether `exc` is the check's failure, raised as it is or as SQLAlchemy's error (the check
+    held and sent with the batch's statements: direct.py `hold`)."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # SQLAlchemy's error, the adapter's, the driver's
+        if seen is None:
+            return False
+        if stale(seen):
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False

@@ -217,10 +217,13 @@ class Writes:
 
         self._runs.append(Run(statement, [row], counted=counted))
 
-    def defer_replacing(self, statement: Executable, row: dict[str, Any], replaced: Replaced) -> None:
+    def defer_replacing(
+        self, statement: Executable, row: dict[str, Any], replaced: Replaced, *, rarely: bool = False
+    ) -> None:
         """Execute later, in order, handing `replaced` the data of the row it replaces (None: a new
-        row) once it has run; only where `direct.reads_rows` says so."""
-        self._runs.append(Run(statement, [row], replaced=replaced))
+        row) once it has run; only where `direct.reads_rows` says so. `rarely`: a replaced row is
+        rare (`direct.Run.rarely_replaces`)."""
+        self._runs.append(Run(statement, [row], replaced=replaced, rarely_replaces=rarely))
 
     def insert(self, statement: Executable, row: dict[str, Any]) -> None:
         """A strict INSERT: sent at once, or deferred (`at_once`)."""
@@ -552,7 +555,7 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
             if data is not None:
                 _add_to_totals(writes, tenant_id, session_id, -usage_of(orjson.loads(data)))
 
-        writes.defer_replacing(_upsert(writes, part), row, take_back)
+        writes.defer_replacing(_upsert(writes, part), row, take_back, rarely=True)
         _add_to_totals(writes, tenant_id, session_id, usage_of(new))
         return
     if replaced is not None and not counts and reads_rows(writes.conn):
