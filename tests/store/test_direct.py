@@ -13,15 +13,19 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from agentforge.store import Store, StoreWriteError, parse_database_url
-from agentforge.store.batch import BatchApplier, Committed, Item, Mutation, Outcome
+from agentforge.model.message import UserMessage
+from agentforge.model.session import Session
+from agentforge.store import Store, StoreWriteError, held, parse_database_url
+from agentforge.store.batch import Applied, BatchApplier, Committed, Item, Mutation, Outcome
 from agentforge.store.direct import Run, execute_rows, execute_runs
 from agentforge.store.engine import DatabaseTarget, postgres_engine
+from agentforge.store.held import MAX_HELD_CHARS
 from agentforge.store.last_numbers import PAUSE_AFTER_MISS, STALE
 from agentforge.store.schema import message as message_table
 from agentforge.store.schema import metadata
 from agentforge.store.schema import part as part_table
 from agentforge.store.schema import session as session_table
+from agentforge.store.store import finishing_prompts
 from agentforge.store.tenancy import begin_in_tenant
 from tests.store.builders import (
     message_updated,
@@ -347,6 +351,16 @@ async def _writer(writer_connection: AsyncConnection) -> _Writer:
     return _Writer(writer_connection, await driver_of(writer_connection))
 
 
+async def _started(store: Store, writer_connection: AsyncConnection) -> tuple[Session, _Writer, UserMessage]:
+    """A session with a user message, written by a `_Writer` (which so learns its numbers)."""
+    session = new_session()
+    await store.write(session_created(session))
+    writer = await _writer(writer_connection)
+    message = user_message(session.id)
+    await writer.write(message_updated(message))
+    return session, writer, message
+
+
 async def test_postgres_a_batch_whose_numbers_the_writer_expects_is_one_message_with_its_commit(
     store: Store, writer_connection: AsyncConnection
 ) -> None:
@@ -377,11 +391,7 @@ async def test_postgres_a_statement_through_sqlalchemy_in_a_held_batch_runs_afte
 ) -> None:
     """A mutation's statement goes after the held opening and rows, in their transaction: it sees the
     tenant the opening set and the rows the batch wrote before it."""
-    session = new_session()
-    await store.write(session_created(session))
-    writer = await _writer(writer_connection)
-    message = user_message(session.id)
-    await writer.write(message_updated(message))
+    session, writer, message = await _started(store, writer_connection)
     seen: list[tuple[Any, ...]] = []
 
     def look(sync: sa.Connection) -> None:
@@ -435,11 +445,7 @@ async def test_postgres_a_held_batch_another_writer_got_ahead_of_is_written_agai
 async def test_postgres_a_held_batch_failing_before_anything_was_sent_sends_no_rollback(
     store: Store, writer_connection: AsyncConnection
 ) -> None:
-    session = new_session()
-    await store.write(session_created(session))
-    writer = await _writer(writer_connection)
-    message = user_message(session.id)
-    await writer.write(message_updated(message))
+    session, writer, message = await _started(store, writer_connection)
 
     def refuse(_: sa.Connection) -> None:
         raise ValueError("refused")
@@ -451,3 +457,53 @@ async def test_postgres_a_held_batch_failing_before_anything_was_sent_sends_no_r
     assert not [query for query in sent if "EXECUTE" in query or query == "ROLLBACK"], sent
     history = await store.history(TENANT, session.id)
     assert [len(item.parts) for item in history] == [1]
+
+
+async def test_postgres_a_batch_of_mutations_alone_is_one_message_and_finishes_prompts_in_it(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    """Nothing to number, nothing to check: a finished prompt's removal is held with the opening and
+    goes with its COMMIT, and the queue entry is gone."""
+    session = new_session()
+    await store.write(session_created(session))
+    message = user_message(session.id)
+    await store.submit_group([message_updated(message)], queue_prompt=message.id)
+    writer = await _writer(writer_connection)
+    outcomes, sent = await writer.sending(finishing_prompts(TENANT, session.id, message.id))
+    assert [type(outcome) for outcome in outcomes] == [Applied]
+    assert len(sent) == 1 and sent[0].startswith("BEGIN;") and sent[0].endswith("; COMMIT"), sent
+    assert "EXECUTE agentforge_held_" in sent[0]
+    assert await store.queued_prompts(2**62) == []
+
+
+async def test_postgres_a_batch_past_the_held_bound_goes_with_parameters(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    session, writer, message = await _started(store, writer_connection)
+    large = text_part(message, "x" * MAX_HELD_CHARS)
+    outcomes, sent = await writer.sending(part_updated(large))
+    assert [type(outcome) for outcome in outcomes] == [Committed]
+    assert not [query for query in sent if "EXECUTE" in query] and sent[-1] == "COMMIT", [
+        q[:80] for q in sent
+    ]
+    history = await store.history(TENANT, session.id)
+    assert [getattr(part, "text", None) for part in history[0].parts] == [large.text]
+
+
+async def test_postgres_a_commit_of_a_transaction_that_failed_meanwhile_raises(
+    writer_connection: AsyncConnection,
+) -> None:
+    """A statement's error caught by whoever sent it leaves the transaction aborted: its COMMIT
+    ends it as a ROLLBACK without an error from Postgres, and must not pass for a commit."""
+
+    def write(sync: sa.Connection) -> None:
+        held.hold(sync, f"BEGIN; SELECT set_config('app.tenant_id', '{TENANT}', true)")
+        with contextlib.suppress(sa.exc.DBAPIError):
+            sync.exec_driver_sql("SELECT 1 / 0")  # sends what is held, then fails
+        try:
+            with pytest.raises(sa.exc.DBAPIError, match="rolled back"):
+                held.commit(sync)
+        finally:
+            held.rollback(sync)
+
+    await writer_connection.run_sync(write)

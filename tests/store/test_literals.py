@@ -93,5 +93,6 @@ def test_values_no_literal_writes_exactly_are_refused() -> None:
     assert array_literal(["1"], "BIGINT") is None
     assert array_literal([math.inf], "FLOAT") is None
     assert array_literal([math.nan], "FLOAT") is None
+    assert array_literal([10**400], "FLOAT") is None  # beyond a float
     assert array_literal([1], "NUMERIC") is None  # a cast it does not know
     assert array_literal([None, 2], "BIGINT") == "E'{NULL,2}'"

@@ -2,9 +2,11 @@
 
 Sync code over a SQLAlchemy `Connection`, shared by the SQLite writer thread and the Postgres writer
 task (through `run_sync`). A batch first runs optimistically as one transaction with a single
-multi-row insert into the event log. If anything in it fails (a late write after a delete, a stale
+multi-row insert into the event log (on Postgres, where its writer expects its numbers, held for
+one message with its COMMIT: held.py). If anything in it fails (a late write after a delete, a stale
 seq cache), the transaction is rolled back and the batch is redone with one savepoint per event, so
-that a bad event is dropped alone and the rest still commit.
+that a bad event is dropped alone and the rest still commit; a held batch whose check failed, or
+whose row expected new was there, is first written again whole, unheld.
 
 Several writers (replicas on one Postgres database) may write to one session at once. On Postgres
 each transaction therefore first takes a transaction-level advisory lock per session it writes, all
@@ -31,7 +33,7 @@ from sqlalchemy import Connection, Insert, bindparam, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from agentforge.model.events import Event
-from agentforge.store import direct, prompt_queue
+from agentforge.store import held, prompt_queue
 from agentforge.store.audit import CHAIN_LOCK, ChainBuffer, lock_chains
 from agentforge.store.audit_events import may_audit, record_event
 from agentforge.store.last_numbers import (
@@ -302,7 +304,7 @@ class BatchApplier:
             return self._write_together(conn, events)
         except Exception as exc:
             failed = exc
-        if stale_error(failed) or isinstance(failed, direct.HeldReplaceError):
+        if stale_error(failed) or _caused_by(failed, held.HeldReplaceError):
             # Its held message wrote nothing: another writer moved the numbers its opening expected
             # (read now), or a row it expected to be new was there. Written again, sent as it goes.
             try:
@@ -519,7 +521,9 @@ class BatchApplier:
         own = own_sessions(events, tenant_id) if opened and sessions and tenant_id else []
         stamped = _stamped(tenant_id, events) if bump and own else []
         try:
-            checked = self._open(conn, opened, tenant_id, own, stamped, bool(audits), hold=hold)
+            checked = self._open(
+                conn, opened, tenant_id, own, stamped, bool(audits), hold=hold, numbered=bool(events)
+            )
             with conn.begin():
                 scoped_to = tenant_id if opened else self._lock(conn, locks)
                 opening.audit_locked = tuple(audits)
@@ -531,14 +535,14 @@ class BatchApplier:
                 elif scoped_to is not None and events:  # numbers only for events to number
                     read_last_numbers(conn, scoped_to, own_sessions(events, scoped_to), draft, positions)
                 yield scoped_to
-            direct.commit(conn)  # with what is held: a failure there ends the transaction below
+            held.commit(conn)  # with what is held: a failure there ends the transaction below
         except BaseException as exc:
             if stale_error(exc):
                 self._expected.missed()
             else:
                 self._expected.forget()
             with suppress(Exception):  # a connection that fails here is discarded by the writer
-                direct.rollback(conn)
+                held.rollback(conn)
             raise
         self._expected.record(draft, positions, opening.left_revisions, opening.left_heads)
 
@@ -552,6 +556,7 @@ class BatchApplier:
         audited: bool,
         *,
         hold: bool,
+        numbered: bool,
     ) -> Checked | None:
         """BEGIN (with the locks when `opening`); with the numbers this writer expects for the
         sessions `own` and `tenant_id`, checked in the same message (last_numbers.py), which also
@@ -559,10 +564,15 @@ class BatchApplier:
         `audited`: what is checked, None when the batch must read them.
 
         With `hold`, the checked opening is held, and the batch's statements with it, for one
-        message with its COMMIT (direct.py `hold`): the batch is written with the numbers
+        message with its COMMIT (held.py): the batch is written with the numbers
         expected, and should the check fail there, nothing was written and the batch is written
-        again (`write_batch`). Without, it is sent now, and after a failed check opened again."""
+        again (`write_batch`). Without, it is sent now, and after a failed check opened again. A
+        batch with no events to number (mutations alone) has nothing to check: with `hold`, its
+        opening is held all the same."""
         driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
+        if hold and not numbered and opening and self._expected.settled:
+            held.hold(conn, opening)  # no numbers to read: nothing needs an answer yet
+            return None
         guess = self._expected.guess(tenant_id, own) if own and tenant_id else None
         if guess is None or not tenant_id or not opening:
             driver.run_async(lambda pg: pg.execute(opening or "BEGIN"))
@@ -571,7 +581,7 @@ class BatchApplier:
         head = self._expected.head(tenant_id) if audited else None
         checked = f"{opening}; {check(tenant_id, *guess, revisions, head)}"
         if hold and self._expected.settled:
-            direct.hold(conn, checked)
+            held.hold(conn, checked)
             return Checked(guess[0], guess[1], revisions, head)
         try:
             driver.run_async(lambda pg: pg.execute(checked))
@@ -718,6 +728,18 @@ def event_row(item: Event, seq: int, position: int) -> dict[str, Any]:
         "data": dumps(item.properties),
         "time_created": int(time.time() * 1000),
     }
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` is a `kind`, or raised from one (a group's failure names its event's)."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 def _short(exc: BaseException) -> str:

@@ -24,6 +24,12 @@ opened itself (the store's writer, batch.py), which SQLAlchemy's adapter then ha
 Anything else goes through `Connection.execute` as before. Driver errors are raised as SQLAlchemy's,
 as that path raises them (`IntegrityError` for a violated constraint), so callers cannot tell the
 paths apart. The statements run inside the connection's current transaction (or savepoint).
+
+Where the writer holds its message (Postgres, held.py), a merged statement that needs no answer is
+held instead: the EXECUTE of the statement prepared once per connection (`_prepared`), its arrays
+written as literals (literals.py), its counted runs and rows expected new checked in it
+(`_held_template`); `execute_or_hold` does the same for a single statement. Its errors then surface
+where the held message is sent (held.py).
 """
 
 from __future__ import annotations
@@ -31,13 +37,14 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Connection, Executable, Insert, Update, event
+from sqlalchemy import Connection, Executable, Insert, Update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 
+from agentforge.store.held import REPLACED, UNCHANGED, holding, raise_translated, send_held
 from agentforge.store.literals import array_literal, text_literal
 
 # (statement, bound names) -> the SQL and its positional names, or None: SQLAlchemy's path.
@@ -78,7 +85,7 @@ def reads_rows(conn: Connection) -> bool:
 def execute_runs(conn: Connection, runs: Sequence[Run]) -> None:
     """Execute each run's statement once per row, run after run (see the module's docstring)."""
     dialect = conn.dialect.name
-    if dialect != "postgresql" or not _direct(conn, dialect) or (len(runs) < 2 and _holding(conn) is None):
+    if dialect != "postgresql" or not _direct(conn, dialect) or (len(runs) < 2 and holding(conn) is None):
         for run in runs:
             _alone(conn, run)
         return
@@ -324,17 +331,8 @@ def _asyncpg_row(conn: Connection, sql: str, params: list[Any]) -> list[Any]:
     try:
         return list(driver.run_async(lambda pg: pg.fetchrow(sql, *params)))
     except Exception as exc:
-        _raise_translated(conn, driver, exc, sql, [params])
+        raise_translated(conn, driver, exc, sql, [params])
         raise
-
-
-def _raise_translated(conn: Connection, driver: Any, exc: Exception, sql: str, params: list[Any]) -> None:
-    """Raise `exc` as SQLAlchemy's path raises it (the adapter's DB-API error, wrapped)."""
-    try:
-        driver._handle_exception(exc)  # raises it as the adapter's DB-API error, as its cursor does
-    except Exception as translated:
-        error = conn.dialect.loaded_dbapi.Error
-        raise DBAPIError.instance(sql, params, translated, error) from exc
 
 
 def _asyncpg(conn: Connection, sql: str, params: list[list[Any]]) -> int:
@@ -348,7 +346,7 @@ def _asyncpg(conn: Connection, sql: str, params: list[list[Any]]) -> int:
         driver.run_async(lambda pg: pg.executemany(sql, params))
         return -1
     except Exception as exc:
-        _raise_translated(conn, driver, exc, sql, params)
+        raise_translated(conn, driver, exc, sql, params)
         raise
 
 
@@ -371,116 +369,38 @@ def _plan(conn: Connection, statement: Executable, names: tuple[str, ...]) -> _P
     return str(compiled.string), tuple(order)
 
 
-# --- the held message (Postgres: the writer's transaction) -------------------------------------------
-
-_HELD: Final = "agentforge.held"
-# What a held run's check casts to an integer when the run changed no row: Postgres then fails the
-# message with invalid_text_representation naming the text and the run's number in the message.
-_UNCHANGED: Final = "agentforge unchanged "
-_UNCHANGED_NUMBER: Final = re.compile(r'"agentforge unchanged (\d+) ')
-_REPLACED: Final = "agentforge replaced "
-_BAD_INTEGER: Final = "22P02"
+# --- held with the writer's message (Postgres, store/held.py) ----------------------------------------
 
 
-class HeldReplaceError(Exception):
-    """A held statement's row expected to be new (`Run.rarely_replaces`) was there: nothing of the
-    held message was written; write the batch again, sending its statements as it goes."""
+def execute_or_hold(conn: Connection, statement: Executable, row: dict[str, Any]) -> None:
+    """Execute `statement` with `row`'s values, or where the writer's message is being held (`hold`)
+    hold it there when no answer is needed from it (its count is not known then)."""
+    held = holding(conn) if conn.dialect.name == "postgresql" and _direct(conn, "postgresql") else None
+    plan = None if held is None else _cached_plan(conn, statement, tuple(row))
+    if held is not None and plan is not None:
+        sql, order = plan
+        values = [_scalar_literal(row[name]) for name in order]
+        name = None if None in values else _prepared(conn, sql)
+        if name is not None and held.add(
+            f"EXECUTE {name}({', '.join(str(value) for value in values)})", [], []
+        ):
+            return
+    conn.execute(statement, row)
 
 
-@dataclass(slots=True)
-class Held:
-    """Statements held for one simple-protocol message: the transaction's opening (its BEGIN) and
-    row-writing statements, with their values written as literals (literals.py). `counted`: the
-    held runs that count the rows they change, by the number their check fails with; `replaced`:
-    those told their row was new once it is sent. `begun`: whether a message with the BEGIN went
-    out (the transaction must then be ended)."""
-
-    sql: list[str]
-    counted: list[Callable[[int], None]]
-    replaced: list[Callable[[str | None], None]] = field(default_factory=list)
-    begun: bool = False
-
-
-def hold(conn: Connection, opening: str) -> None:
-    """Hold `opening` (BEGIN and what goes with it), then the row-writing statements after it, for
-    one message sent with the COMMIT (`commit`): one round trip for a batch where its opening, each
-    statement and its COMMIT took one each. Whatever needs an answer first sends what is held:
-    statements through SQLAlchemy on this connection (a listener before each), the driver calls
-    here, a statement reading the row it replaces. Not inside a savepoint (see `_holding`)."""
-    if not event.contains(conn, "before_cursor_execute", _send_before):
-        event.listen(conn, "before_cursor_execute", _send_before)
-    conn.info[_HELD] = Held([opening], [])
-
-
-def send_held(conn: Connection) -> None:
-    """Send what is held, if anything (the statements after it are held again)."""
-    held = conn.info.get(_HELD)
-    if held is not None and held.sql:
-        _send(conn, held, None)
-
-
-def commit(conn: Connection) -> None:
-    """COMMIT the writer's transaction, with what is held in the same message."""
-    held = conn.info.pop(_HELD, None)
-    if held is None:
-        held = Held([], [], begun=True)
-    _send(conn, held, "COMMIT")
-
-
-def rollback(conn: Connection) -> None:
-    """End the writer's transaction without writing: a ROLLBACK, unless its BEGIN never went out."""
-    held = conn.info.pop(_HELD, None)
-    if held is not None and not held.begun:
-        return
-    driver: Any = conn.connection.dbapi_connection
-    driver.run_async(lambda pg: pg.execute("ROLLBACK"))
-
-
-def _holding(conn: Connection) -> Held | None:
-    # In a savepoint a failure must surface inside it (where it is rolled back to): never held.
-    held: Held | None = conn.info.get(_HELD)
-    if held is not None and conn.in_nested_transaction():
-        send_held(conn)
-        return None
-    return held
-
-
-def _send_before(conn: Connection, *_: Any) -> None:
-    send_held(conn)
-
-
-def _send(conn: Connection, held: Held, then: str | None) -> None:
-    """Send `held`'s statements (and `then`) as one message; a held run that changed no row fails
-    as it would have alone (its `counted` told 0), others as SQLAlchemy's errors."""
-    statements = [*held.sql, then] if then else held.sql
-    sql = "; ".join(statements)
-    counted, replaced = held.counted, held.replaced
-    held.sql, held.counted, held.replaced = [], [], []
-    held.begun = True
-    driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
-    try:
-        driver.run_async(lambda pg: pg.execute(sql))
-    except Exception as exc:
-        number = _UNCHANGED_NUMBER.search(str(exc))
-        if getattr(exc, "sqlstate", None) == _BAD_INTEGER:
-            if number is not None:
-                counted[int(number[1])](0)
-            if f'"{_REPLACED}' in str(exc):
-                raise HeldReplaceError("a row a held statement expected to be new was there") from exc
-        # Named, not quoted: the statements hold the rows' values.
-        _raise_translated(conn, driver, exc, f"/* {len(statements)} held statements */", [])
-        raise
-    for told in counted:
-        told(1)  # held runs are of one row: it changed it
-    for new in replaced:
-        new(None)
+def _scalar_literal(value: Any) -> str | None:
+    if value is None:
+        return "NULL"
+    if type(value) is int:
+        return str(value)
+    return text_literal(value) if type(value) is str else None
 
 
 def _hold_merged(conn: Connection, merged: list[_Merged]) -> bool:
     """Hold `merged` as the EXECUTE of one statement prepared on this connection, its values
     written as literals; False when it is not being held or cannot be (a run reading the row it
     replaces needs the answer; a value no literal writes)."""
-    held = _holding(conn)
+    held = holding(conn)
     if held is None or any(run.replaced is not None and not run.rarely_replaces for run, _, _ in merged):
         return False
     values: list[str] = []
@@ -500,13 +420,11 @@ def _hold_merged(conn: Connection, merged: list[_Merged]) -> bool:
     if counted:
         values.append(str(len(held.counted)))  # the number its first counted run's check fails with
     key = tuple((unnest, run.counted is not None, run.replaced is not None) for run, unnest, _ in merged)
-    name = _prepared(conn, key)
+    name = _prepared(conn, *_held_template(key))
     if name is None:
         return False
-    held.sql.append(f"EXECUTE {name}({', '.join(values)})")
-    held.counted.extend(counted)
-    held.replaced.extend(run.replaced for run, _, _ in merged if run.replaced is not None)
-    return True
+    replaced = [run.replaced for run, _, _ in merged if run.replaced is not None]
+    return held.add(f"EXECUTE {name}({', '.join(values)})", counted, replaced)
 
 
 _PREPARED: Final = "agentforge.prepared"
@@ -514,25 +432,26 @@ _Key = tuple[tuple[_Unnest, bool, bool], ...]
 _held_templates: dict[_Key, tuple[str, tuple[str, ...]]] = {}
 
 
-def _prepared(conn: Connection, key: _Key) -> str | None:
-    """The name of the statement for runs of `key` prepared on this connection: prepared now the
-    first time (a prepared statement outlives a rolled back transaction), None past the bound."""
-    names: dict[_Key, str] = conn.info.setdefault(_PREPARED, {})
-    name = names.get(key)
+def _prepared(conn: Connection, sql: str, types: tuple[str, ...] | None = None) -> str | None:
+    """The name of `sql` prepared on this connection (`types`: its parameters'; None: as its casts
+    say): prepared now the first time (a prepared statement outlives a rolled back transaction),
+    None past the bound."""
+    names: dict[str, str] = conn.info.setdefault(_PREPARED, {})
+    name = names.get(sql)
     if name is not None:
         return name
     if len(names) >= _MAX_PLANS:
         return None
-    sql, types = _held_template(key)
     name = f"agentforge_held_{len(names)}"
+    declared = "" if types is None else f" ({', '.join(types)})"
+    prepare = f"PREPARE {name}{declared} AS {sql}"
     driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
-    prepare = f"PREPARE {name} ({', '.join(types)}) AS {sql}"
     try:
         driver.run_async(lambda pg: pg.execute(prepare))
     except Exception as exc:
-        _raise_translated(conn, driver, exc, prepare, [])
+        raise_translated(conn, driver, exc, prepare, [])
         raise
-    names[key] = name
+    names[sql] = name
     return name
 
 
@@ -553,7 +472,7 @@ def _held_template(key: _Key) -> tuple[str, tuple[str, ...]]:
         if reads:  # as the statement finds the table: before any of its runs ran
             checks.append(
                 f"WHEN EXISTS (SELECT 1 FROM {unnest.table} WHERE id = ${first} AND tenant_id = ${first + 1})"
-                f" THEN '{_REPLACED}' || pg_backend_pid()"
+                f" THEN '{REPLACED}' || pg_backend_pid()"
             )
             types += ["VARCHAR", "VARCHAR"]
             first += 2
@@ -561,7 +480,7 @@ def _held_template(key: _Key) -> tuple[str, tuple[str, ...]]:
     for number, index in enumerate(counted_runs):
         checks.append(
             f"WHEN (SELECT count(*) FROM w{index}) = 0"
-            f" THEN '{_UNCHANGED}' || (${first} + {number}) || ' ' || pg_backend_pid()"
+            f" THEN '{UNCHANGED}' || (${first} + {number}) || ' ' || pg_backend_pid()"
         )
     if counted_runs:
         types.append("INTEGER")

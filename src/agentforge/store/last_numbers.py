@@ -10,7 +10,7 @@ after the locks, that fails naming `STALE` unless every number is as expected. A
 fails is rolled back before it wrote anything and opened again the long way; after a miss the
 check is not tried for a while (another writer is active), so a busy cluster does not pay for
 failed checks on every batch. While no check failed for long (`settled`), the batch's statements
-are held with its opening and sent in one message with its COMMIT (direct.py `hold`): should the
+are held with its opening and sent in one message with its COMMIT (held.py): should the
 check fail there after all, nothing was written and the batch is written again.
 """
 
@@ -32,7 +32,7 @@ STALE: Final = "last numbers changed "
 _BAD_INTEGER: Final = "22P02"
 # Batches that read their numbers after a failed check before checking again.
 PAUSE_AFTER_MISS: Final = 64
-# Batches checked since the last miss before a batch's statements are held with its check (direct.py
+# Batches checked since the last miss before a batch's statements are held with its check (held.py
 # `hold`): a held batch whose check fails is written again whole, so only where no other writer is.
 SETTLED_AFTER_MISS: Final = 1024
 EXPECTED_SIZE: Final = 10_000
@@ -203,7 +203,7 @@ def stale(exc: BaseException) -> bool:
 
 def stale_error(exc: BaseException) -> bool:
     """Whether `exc` is the check's failure, raised as it is or as SQLAlchemy's error (the check
-    held and sent with the batch's statements: direct.py `hold`)."""
+    held and sent with the batch's statements: held.py)."""
     seen: BaseException | None = exc
     for _ in range(4):  # SQLAlchemy's error, the adapter's, the driver's
         if seen is None:

@@ -62,9 +62,11 @@ def _element(value: Any, kind: _Kind) -> str | None:
     if kind == "int":
         return str(value) if type(value) is int else None
     if kind == "float":
-        if type(value) not in (int, float) or not math.isfinite(value):
+        try:
+            written = float(value) if type(value) in (int, float) else math.nan
+        except OverflowError:  # an int beyond a float's range
             return None
-        return repr(float(value))
+        return repr(written) if math.isfinite(written) else None
     return ("true" if value else "false") if type(value) is bool else None
 
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, bindparam, delete, insert, select
 
+from agentforge.store.direct import execute_or_hold
 from agentforge.store.projector import Writes
 from agentforge.store.schema import prompt_queue
 
 _INSERT: Final = insert(prompt_queue)
+_FINISH: Final = delete(prompt_queue).where(
+    prompt_queue.c.tenant_id == bindparam("b_tenant_id"),
+    prompt_queue.c.session_id == bindparam("b_session_id"),
+    prompt_queue.c.message_id <= bindparam("b_through"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +40,9 @@ def enqueue(writes: Writes, tenant_id: str, session_id: str, queued: QueuedPromp
 def finish(conn: Connection, tenant_id: str, session_id: str, through: str) -> None:
     """Forget the session's queued prompts up to message `through` (ids ascend with time): a run
     that handled it handled the earlier ones. Never appends to the audit chain: its mutation says so
-    (`store.finishing_prompts`, may_audit)."""
-    conn.execute(
-        delete(prompt_queue).where(
-            prompt_queue.c.tenant_id == tenant_id,
-            prompt_queue.c.session_id == session_id,
-            prompt_queue.c.message_id <= through,
-        )
+    (`store.finishing_prompts`, may_audit). Held with the writer's message where it is held."""
+    execute_or_hold(
+        conn, _FINISH, {"b_tenant_id": tenant_id, "b_session_id": session_id, "b_through": through}
     )
 
 
