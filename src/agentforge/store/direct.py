@@ -428,6 +428,7 @@ def _hold_merged(conn: Connection, merged: list[_Merged]) -> bool:
 
 
 _PREPARED: Final = "agentforge.prepared"
+_PREPARED_NEXT: Final = "agentforge.prepared_next"
 _Key = tuple[tuple[_Unnest, bool, bool], ...]
 _held_templates: dict[_Key, tuple[str, tuple[str, ...]]] = {}
 
@@ -442,7 +443,10 @@ def _prepared(conn: Connection, sql: str, types: tuple[str, ...] | None = None) 
         return name
     if len(names) >= _MAX_PLANS:
         return None
-    name = f"agentforge_held_{len(names)}"
+    # Each name used once on a connection, taken before the PREPARE goes out: one cancelled in
+    # flight may have prepared it all the same.
+    number = conn.info[_PREPARED_NEXT] = conn.info.get(_PREPARED_NEXT, 0) + 1
+    name = f"agentforge_held_{number}"
     declared = "" if types is None else f" ({', '.join(types)})"
     prepare = f"PREPARE {name}{declared} AS {sql}"
     driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
