@@ -43,7 +43,6 @@ from agentforge.store.last_numbers import (
     own_sessions,
     read_last_numbers,
     stale,
-    stale_error,
 )
 from agentforge.store.projector import (
     KnownRevisions,
@@ -304,7 +303,7 @@ class BatchApplier:
             return self._write_together(conn, events)
         except Exception as exc:
             failed = exc
-        if stale_error(failed) or _caused_by(failed, held.HeldReplaceError):
+        if _caused_by(failed, stale) or _caused_by(failed, _held_replace):
             # Its held message wrote nothing: another writer moved the numbers its opening expected
             # (read now), or a row it expected to be new was there. Written again, sent as it goes.
             try:
@@ -537,7 +536,7 @@ class BatchApplier:
                 yield scoped_to
             held.commit(conn)  # with what is held: a failure there ends the transaction below
         except BaseException as exc:
-            if stale_error(exc):
+            if _caused_by(exc, stale):
                 self._expected.missed()
             else:
                 self._expected.forget()
@@ -730,16 +729,21 @@ def event_row(item: Event, seq: int, position: int) -> dict[str, Any]:
     }
 
 
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    """Whether `exc` is a `kind`, or raised from one (a group's failure names its event's)."""
+def _caused_by(exc: BaseException, found: Callable[[BaseException], bool]) -> bool:
+    """Whether `exc`, or what it was raised from, is `found`: the driver's error under
+    SQLAlchemy's and its adapter's, a held message's under a group's failure naming its event."""
     seen: BaseException | None = exc
     for _ in range(4):
         if seen is None:
             return False
-        if isinstance(seen, kind):
+        if found(seen):
             return True
-        seen = seen.__cause__
+        seen = getattr(seen, "orig", None) or seen.__cause__
     return False
+
+
+def _held_replace(exc: BaseException) -> bool:
+    return isinstance(exc, held.HeldReplaceError)
 
 
 def _short(exc: BaseException) -> str:

@@ -38,7 +38,9 @@ _HELD: Final = "agentforge.held"
 UNCHANGED: Final = "agentforge unchanged "
 REPLACED: Final = "agentforge replaced "
 _UNCHANGED_NUMBER: Final = re.compile(r'"agentforge unchanged (\d+) ')
-_BAD_INTEGER: Final = "22P02"
+# What casting a text that is no integer fails with (invalid_text_representation): the checks' way
+# of failing a statement (here and last_numbers.py).
+BAD_INTEGER: Final = "22P02"
 # Characters of statements held in one message: a larger batch's rows go with parameters.
 MAX_HELD_CHARS: Final = 1 << 20
 
@@ -145,7 +147,7 @@ def _send(conn: Connection, held: Held, then: str | None) -> str:
         status: str = driver.run_async(lambda pg: pg.execute(sql))
     except Exception as exc:
         number = _UNCHANGED_NUMBER.search(str(exc))
-        if getattr(exc, "sqlstate", None) == _BAD_INTEGER:
+        if getattr(exc, "sqlstate", None) == BAD_INTEGER:
             if number is not None:
                 counted[int(number[1])](0)
             if f'"{REPLACED}' in str(exc):

@@ -24,12 +24,12 @@ from sqlalchemy import Connection, text
 
 from agentforge.model.events import Event
 from agentforge.store.audit import GENESIS_HASH
+from agentforge.store.held import BAD_INTEGER
 from agentforge.store.tenancy import plain
 
 # What the check casts to an integer when a number is not as expected: Postgres then fails with
 # invalid_text_representation, naming the text.
 STALE: Final = "last numbers changed "
-_BAD_INTEGER: Final = "22P02"
 # Batches that read their numbers after a failed check before checking again.
 PAUSE_AFTER_MISS: Final = 64
 # Batches checked since the last miss before a batch's statements are held with its check (held.py
@@ -198,17 +198,4 @@ def check(
 
 def stale(exc: BaseException) -> bool:
     """Whether `exc` is the check's failure."""
-    return getattr(exc, "sqlstate", None) == _BAD_INTEGER and f'"{STALE}' in str(exc)
-
-
-def stale_error(exc: BaseException) -> bool:
-    """Whether `exc` is the check's failure, raised as it is or as SQLAlchemy's error (the check
-    held and sent with the batch's statements: held.py)."""
-    seen: BaseException | None = exc
-    for _ in range(4):  # SQLAlchemy's error, the adapter's, the driver's
-        if seen is None:
-            return False
-        if stale(seen):
-            return True
-        seen = getattr(seen, "orig", None) or seen.__cause__
-    return False
+    return getattr(exc, "sqlstate", None) == BAD_INTEGER and f'"{STALE}' in str(exc)
