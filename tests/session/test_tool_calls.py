@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from agentforge.model.events import PART_UPDATED, Event
 from agentforge.model.message import AssistantMessage
 from agentforge.model.part import ToolStateCompleted, ToolStateError
+from agentforge.session import tool_calls as tool_calls_module
 from agentforge.testing import Turn
+from tests.e2e.harness import LiveServer
+from tests.fakes.openai_server import Script, reply
 from tests.session.conftest import Forge, MakeForge, texts
 
 
@@ -91,3 +97,60 @@ async def test_a_todo_list_written_by_the_model_is_the_sessions(forge: Forge) ->
     session = await forge.session()
     await forge.prompt(session.id, "plan it")
     assert await forge.rt.store.todos("default", session.id) == todos
+
+
+async def test_a_quick_reads_start_and_result_commit_with_its_steps_end(
+    live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the writer lingers (Postgres): a call without effects runs while its start is written,
+    and its start (once its input has streamed), its result and its step's end commit in one
+    transaction. A call with effects never waits for company to start: its start commits before it
+    runs (lingering this long, the turn would not end)."""
+    store = live.runtime.store
+    if store.dialect != "postgresql":
+        pytest.skip("only the Postgres writer lingers (store/writer.py ThreadWriter.lingers)")
+    monkeypatch.setattr(tool_calls_module, "CALL_LINGER", 60.0)
+    published: list[tuple[Event, int]] = []  # each event, with the commits done when it was published
+    named = {"read": asyncio.Event(), "bash": asyncio.Event()}  # a call's part is stored, pending
+
+    def note(event: Event) -> None:
+        published.append((event, store.committed_batches))
+        if event.type == PART_UPDATED and event.properties["part"].get("tool") in named:
+            named[event.properties["part"]["tool"]].set()
+
+    live.runtime.bus.listen(note)
+    (live.workspace / "a.txt").write_text("alpha\n")
+    streamed = {"read": asyncio.Event(), "bash": asyncio.Event()}  # the call's input has streamed
+    live.fake.enqueue(
+        Script().tool_call("read", {"filePath": "a.txt"}).pause(streamed["read"]).finish("tool_calls"),
+        Script()
+        .tool_call("bash", {"command": "echo hi", "description": "Say hi"})
+        .pause(streamed["bash"])
+        .finish("tool_calls"),
+        reply("done"),
+    )
+    session = await live.create_session()
+    prompt = asyncio.create_task(live.prompt(session["id"], "read, then run"))
+    for tool in ("read", "bash"):
+        await asyncio.wait_for(named[tool].wait(), 30)
+        streamed[tool].set()
+    answer = await asyncio.wait_for(prompt, 30)
+
+    assert answer.status_code == 200, answer.text
+    read, bash = _commits_by_state(published, "read"), _commits_by_state(published, "bash")
+    step_ends = [n for e, n in published if e.type == PART_UPDATED and _type(e) == "step-finish"]
+    assert read["pending"] < read["running"] == read["completed"] == step_ends[0], (read, step_ends)
+    assert bash["pending"] < bash["running"] < bash["completed"], bash
+
+
+def _type(event: Event) -> object:
+    return event.properties["part"]["type"]
+
+
+def _commits_by_state(published: list[tuple[Event, int]], tool: str) -> dict[str, int]:
+    """The commits done when each state of the `tool` call's part was published."""
+    return {
+        e.properties["part"]["state"]["status"]: n
+        for e, n in published
+        if e.type == PART_UPDATED and e.properties["part"].get("tool") == tool
+    }

@@ -9,10 +9,12 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from agentforge.model.events import Event
 from agentforge.model.message import UserMessage
 from agentforge.model.session import Session
 from agentforge.store import Store, StoreWriteError, held, parse_database_url
@@ -27,7 +29,9 @@ from agentforge.store.schema import part as part_table
 from agentforge.store.schema import session as session_table
 from agentforge.store.store import finishing_prompts
 from agentforge.store.tenancy import begin_in_tenant
+from tests.store.audit_helpers import run_sql
 from tests.store.builders import (
+    assistant_message,
     message_updated,
     new_session,
     part_updated,
@@ -36,6 +40,7 @@ from tests.store.builders import (
     user_message,
 )
 from tests.store.conftest import driver_of
+from tests.store.test_audit import tool_updates
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -507,3 +512,75 @@ async def test_postgres_a_commit_of_a_transaction_that_failed_meanwhile_raises(
             held.rollback(sync)
 
     await writer_connection.run_sync(write)
+
+
+async def _tool_call_under_way(
+    store: Store, writer_connection: AsyncConnection
+) -> tuple[_Writer, list[Event], list[str]]:
+    """A `_Writer`'s session with an assistant message, and a tool call's five writes of its part
+    (tests/store/test_audit.py `tool_updates`): each of the first three one message (its row as
+    this writer wrote it, checked, not read), and what they sent."""
+    session, writer, user = await _started(store, writer_connection)
+    assistant = assistant_message(session.id, user.id)
+    await writer.write(message_updated(assistant))
+    updates = tool_updates(session.id, assistant.id, {"command": "ls"})
+    sent: list[str] = []
+    for update in updates[:3]:
+        outcomes, sending = await writer.sending(update)
+        assert [type(outcome) for outcome in outcomes] == [Committed]
+        sent += sending
+    return writer, updates, sent
+
+
+async def _tool_actions(store: Store) -> list[str]:
+    entries, _ = await store.audit_entries(TENANT, limit=1000)
+    return [entry.action for entry in entries if entry.action.startswith("tool.")]
+
+
+async def test_postgres_a_tool_parts_writes_are_held_expecting_the_row_this_writer_wrote(
+    store: Store, writer_connection: AsyncConnection, database_url: str
+) -> None:
+    """Pending (no row expected), running, running again, completed: each write one message with
+    its COMMIT, the row it replaces checked there instead of read, and the audit's transitions as
+    when it reads them. Its last state is forgotten: a later write (its output compacted) reads."""
+    writer, updates, sent = await _tool_call_under_way(store, writer_connection)
+    _, completing = await writer.sending(updates[3])
+    for message in [*sent, *completing]:
+        assert message.startswith("BEGIN;") and message.endswith("; COMMIT"), sent + completing
+    assert len(sent + completing) == 4
+    _, compacting = await writer.sending(updates[4])
+    assert len(compacting) > 1 and compacting[-1].endswith("COMMIT"), "its row read first"
+    assert await _tool_actions(store) == ["tool.requested", "tool.executed"]
+    rows = await run_sql(database_url, "SELECT data FROM part WHERE id = :id", id=_part_id(updates[4]))
+    assert [orjson.loads(row["data"]) for row in rows] == [updates[4].properties["part"]]
+
+
+async def test_postgres_a_tool_part_changed_behind_the_writer_is_written_again_reading_it(
+    store: Store, writer_connection: AsyncConnection, database_url: str
+) -> None:
+    """The row is no longer the one this writer wrote (here completed by hand): the held message
+    fails and rolls back whole, the batch is written again reading the row, and the audit goes by
+    the row as it is (already completed: no second `tool.executed`)."""
+    writer, updates, _ = await _tool_call_under_way(store, writer_connection)
+    await run_sql(
+        database_url,
+        "UPDATE part SET data = :data WHERE id = :id",
+        data=_data(updates[3]),
+        id=_part_id(updates[3]),
+    )
+    outcomes, sent = await writer.sending(updates[3])
+    assert [type(outcome) for outcome in outcomes] == [Committed]
+    assert sent[0].endswith("; COMMIT") and sent[1] == "ROLLBACK", sent
+    assert len(sent) > 3, "written again, its row read"
+    assert await _tool_actions(store) == ["tool.requested"]
+    _, sent = await writer.sending(updates[4])  # completed: forgotten, read
+    assert len(sent) > 1
+    assert await _tool_actions(store) == ["tool.requested"]
+
+
+def _part_id(update: Event) -> str:
+    return str(update.properties["part"]["id"])
+
+
+def _data(update: Event) -> str:
+    return orjson.dumps(update.properties["part"]).decode()

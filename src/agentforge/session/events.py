@@ -135,8 +135,9 @@ class SessionEvents:
             tenant_id=self.tenant_id,
         )
 
-    def submit_part(self, part: PartBase) -> asyncio.Future[Event]:
-        return self._sink.submit(self._part_event(part))
+    def submit_part(self, part: PartBase, *, linger: float = 0.0) -> asyncio.Future[Event]:
+        """`linger`: as `submit_message`'s."""
+        return self._sink.submit(self._part_event(part), linger=linger)
 
     @property
     def commits_off_loop(self) -> bool:

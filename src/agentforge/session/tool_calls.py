@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Any, Final
 
 from agentforge.llm import events as ev
 from agentforge.model import ids
@@ -33,6 +33,11 @@ ABANDON_GRACE_SECONDS = 5.0
 # Plugin hooks that run code around a call (or its permission ask): with any of them, every call is
 # written ahead, since what a plugin does there may have effects.
 _HOOKS_AROUND_A_CALL = ("tool_execute_before", "tool_execute_after", "permission_ask")
+# A call's end, and the start of a call that runs while its start commits (no effects), wait this
+# long at most for the next write to commit with it, where the writer lingers (Postgres): a quick
+# read's start, its result and the step's end then commit together (bench/README.md, thirteenth
+# round). A call with effects never waits to start: it runs once its start is stored.
+CALL_LINGER: Final = 0.005
 
 
 def refused_by(error: PermissionDeniedError) -> str:
@@ -86,7 +91,8 @@ class ToolCallRunner:
     async def start(self, call: ev.ToolCall) -> None:
         name, tool_input = self._tools.repair(call.tool_name, call.input_text)
         lifecycle = self._calls.get(call.call_id) or self._new_call(call.call_id, name)
-        running = lifecycle.start(tool_input, tool=name, metadata=call.metadata)
+        linger = 0.0 if self._writes_ahead(self._tools.tools.get(name)) else CALL_LINGER
+        running = lifecycle.start(tool_input, tool=name, metadata=call.metadata, linger=linger)
         if running is None:
             return  # a duplicate tool-call event for a call already under way
         self._tasks[call.call_id] = asyncio.create_task(
@@ -178,13 +184,14 @@ class ToolCallRunner:
             if isinstance(exc, PermissionDeniedError):
                 self.blocked = self.blocked or exc.blocks_loop
                 refused = {REFUSED_BY: exc.refused_by} if exc.refused_by else None
-            call.fail(str(exc), refused)
+            call.fail(str(exc), refused, linger=CALL_LINGER)
             return refused_by(exc) if isinstance(exc, PermissionDeniedError) else None
         call.complete(
             result.output,
             title=result.title,
             metadata=result.metadata,
             attachments=self._attachments(part, result),
+            linger=CALL_LINGER,
         )
         return None
 

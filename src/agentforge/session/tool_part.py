@@ -68,9 +68,10 @@ class ToolPartLifecycle:
     def is_finished(self) -> bool:
         return isinstance(self.part.state, ToolStateCompleted | ToolStateError)
 
-    def write(self) -> Written:
-        """Write the part as it is now (a pending part, as soon as the model names the tool)."""
-        return self._events.submit_part(self.part)
+    def write(self, *, linger: float = 0.0) -> Written:
+        """Write the part as it is now (a pending part, as soon as the model names the tool).
+        `linger`: the write may wait that long for the next one, to commit with it (SessionEvents)."""
+        return self._events.submit_part(self.part, linger=linger)
 
     def start(
         self,
@@ -79,9 +80,11 @@ class ToolPartLifecycle:
         tool: str | None = None,
         metadata: dict[str, Any] | None = None,
         now: int | None = None,
+        linger: float = 0.0,
     ) -> Written | None:
         """pending -> running with the call's input; `tool` renames the call (a repaired name) and
-        `metadata` is merged into the part's own (provider data such as signatures)."""
+        `metadata` is merged into the part's own (provider data such as signatures). `linger`: as
+        `write`'s."""
         if not self.is_pending:
             return None
         if tool is not None:
@@ -90,7 +93,7 @@ class ToolPartLifecycle:
             self.part.metadata = {**(self.part.metadata or {}), **metadata}
         start = now if now is not None else now_ms()
         self.part.state = ToolStateRunning(input=tool_input, time=RunningTime(start=start))
-        return self.write()
+        return self.write(linger=linger)
 
     def progress(self, title: str | None, metadata: dict[str, Any]) -> Written | None:
         """Live progress of a running call: its metadata, and its title unless None."""
@@ -113,8 +116,9 @@ class ToolPartLifecycle:
         metadata: dict[str, Any],
         attachments: list[FilePart] | None = None,
         now: int | None = None,
+        linger: float = 0.0,
     ) -> Written | None:
-        """running -> completed with the tool's result."""
+        """running -> completed with the tool's result (`linger`: as `write`'s)."""
         state = self.part.state
         if not isinstance(state, ToolStateRunning):
             return None
@@ -126,13 +130,19 @@ class ToolPartLifecycle:
             time=CompletedTime(start=state.time.start, end=now if now is not None else now_ms()),
             attachments=attachments or None,
         )
-        return self.write()
+        return self.write(linger=linger)
 
     def fail(
-        self, error: str, metadata: dict[str, Any] | None = None, *, now: int | None = None
+        self,
+        error: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        now: int | None = None,
+        linger: float = 0.0,
     ) -> Written | None:
         """pending or running -> error. `metadata` is merged over what the running tool published
-        (kept: bash's output so far is what history hands the model as the result)."""
+        (kept: bash's output so far is what history hands the model as the result). `linger`: as
+        `write`'s."""
         state = self.part.state
         if isinstance(state, ToolStateCompleted | ToolStateError):
             return None
@@ -147,7 +157,7 @@ class ToolPartLifecycle:
             metadata={**(published or {}), **(metadata or {})} or None,
             time=ErrorTime(start=start, end=end),
         )
-        return self.write()
+        return self.write(linger=linger)
 
     def interrupt(self, *, now: int | None = None) -> Written | None:
         """A call that never finished (its turn was abandoned, its process died): an error marked

@@ -45,7 +45,9 @@ def record_event(writes: Writes, event: Event, chain: ChainBuffer | None = None)
     """Append the audit entries `event` calls for (none for most) inside the writer's transaction:
     into `chain`, which the caller flushes before its transaction ends, or at once without one.
     A tool part's entries depend on its stored row: on Postgres they are derived once the
-    projector's upsert has read it (`Writes.replaced_by`), in the same statement."""
+    projector's upsert has read it (`Writes.replaced_by`), in the same statement, or, where the
+    writer holds its message, from the row it expects there, checked in that statement
+    (store/last_written.py)."""
     if event.type == ev.PART_UPDATED and event.properties["part"].get("type") == "tool":
 
         def record(stored: str | None) -> None:

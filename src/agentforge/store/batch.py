@@ -6,7 +6,7 @@ multi-row insert into the event log (on Postgres, where its writer expects its n
 one message with its COMMIT: held.py). If anything in it fails (a late write after a delete, a stale
 seq cache), the transaction is rolled back and the batch is redone with one savepoint per event, so
 that a bad event is dropped alone and the rest still commit; a held batch whose check failed, or
-whose row expected new was there, is first written again whole, unheld.
+that found a row not as it expected (direct.py `Expected`), is first written again whole, unheld.
 
 Several writers (replicas on one Postgres database) may write to one session at once. On Postgres
 each transaction therefore first takes a transaction-level advisory lock per session it writes, all
@@ -44,6 +44,7 @@ from agentforge.store.last_numbers import (
     read_last_numbers,
     stale,
 )
+from agentforge.store.last_written import LastWritten
 from agentforge.store.projector import (
     KnownRevisions,
     MissingRowError,
@@ -242,11 +243,13 @@ class TenantRuns:
         tenant_id: str | None = None,
         known: KnownRevisions | None = None,
         opening: Opening | None = None,
+        written: LastWritten | None = None,
     ) -> None:
         """`tenant_id`: the tenant the transaction is already scoped to, if any. `known`: the
         sessions' last history revisions, when this is the database's only writer (`Writes`).
-        `opening`: the revisions its opening bumped and the chain heads and locks it holds."""
-        self.writes = Writes(conn, known)
+        `opening`: the revisions its opening bumped and the chain heads and locks it holds.
+        `written`: what the writer last wrote of the tool parts under way (`Writes`)."""
+        self.writes = Writes(conn, known, written)
         opened = opening or Opening()
         self.writes.revisions.update(opened.revisions)
         # The run's audit entries, inserted with its event-log rows.
@@ -293,6 +296,7 @@ class BatchApplier:
         self._last_revision = SeqCache[RevisionKey](0 if self._shared else seq_cache_size)
         # Postgres: what this writer's batches left, checked (not trusted) by the next one.
         self._expected = ExpectedNumbers()
+        self._written = LastWritten()  # and what it wrote of the tool parts under way, the same
 
     def write_batch(self, conn: Connection, events: Sequence[Item]) -> list[Outcome]:
         """Commit what can be committed; return one outcome per event, in order.
@@ -305,7 +309,7 @@ class BatchApplier:
             failed = exc
         if _caused_by(failed, stale) or _caused_by(failed, _held_replace):
             # Its held message wrote nothing: another writer moved the numbers its opening expected
-            # (read now), or a row it expected to be new was there. Written again, sent as it goes.
+            # (read now), or a row was not as it expected. Written again, sent as it goes.
             try:
                 return self._write_together(conn, events, hold=False)
             except Exception as exc:
@@ -331,7 +335,12 @@ class BatchApplier:
         with self._transaction(conn, events, draft, positions, opening, hold=hold) as scoped_to:
             _lock_audit_chains(conn, events)
             runs = TenantRuns(
-                conn, scoped=self._scoped, tenant_id=scoped_to, known=self._last_revision, opening=opening
+                conn,
+                scoped=self._scoped,
+                tenant_id=scoped_to,
+                known=self._last_revision,
+                opening=opening,
+                written=self._written,
             )
             for item in events:
                 runs.enter(item.tenant_id)
@@ -392,7 +401,7 @@ class BatchApplier:
         try:
             with conn.begin_nested():
                 seq, position = self._next_numbers(conn, draft, positions, session_id, item.tenant_id)
-                writes = Writes(conn)
+                writes = Writes(conn, written=self._written)
                 record_event(writes, item)
                 apply_event(writes, item)
                 writes.defer(_INSERT_EVENT, event_row(item, seq, position))
@@ -457,7 +466,7 @@ class BatchApplier:
     def _write_group_isolated(
         self, conn: Connection, draft: dict[str, int], positions: dict[str, int], group: EventGroup
     ) -> Outcome:
-        writes = Writes(conn)
+        writes = Writes(conn, written=self._written)
         log_rows: list[dict[str, Any]] = []
         try:
             with conn.begin_nested():

@@ -27,18 +27,19 @@ paths apart. The statements run inside the connection's current transaction (or 
 
 Where the writer holds its message (Postgres, held.py), a merged statement that needs no answer is
 held instead: the EXECUTE of the statement prepared once per connection (`_prepared`), its arrays
-written as literals (literals.py), its counted runs and rows expected new checked in it
-(`_held_template`); `execute_or_hold` does the same for a single statement. Its errors then surface
-where the held message is sent (held.py).
+written as literals (literals.py), its counted runs and the rows its reading runs expect
+(`Run.expected`) checked in it (`_held_template`); `execute_or_hold` does the same for a single
+statement. Its errors then surface where the held message is sent (held.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from sqlalchemy import Connection, Executable, Insert, Update
 from sqlalchemy.exc import DBAPIError
@@ -58,6 +59,19 @@ _STATUS_COUNT: Final = re.compile(r"(?:SELECT|UPDATE|DELETE|INSERT \d+) (\d+)")
 Once = Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None]
 
 
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """The row a run reading the row it replaces (`Run.replaced`) expects to find: none (`data`
+    None), or one holding exactly `data`. Where the writer's message is held, its statement checks
+    that instead of reading the row, and `replaced` is told `data` (`HeldReplaceError` when the row
+    was otherwise: the batch is then written again, reading it)."""
+
+    data: str | None = None
+
+
+NEW: Final = Expected()  # no row: the run inserts it
+
+
 @dataclass(slots=True)
 class Run:
     """Rows for one statement, in order. `once`: the rows as an equivalent list that meets each row
@@ -72,9 +86,9 @@ class Run:
     # A run of one row into a table with `id`, `tenant_id` and `data` (Postgres, `reads_rows`):
     # called with the data of the row it replaces, as its statement found it (None: none).
     replaced: Callable[[str | None], None] | None = None
-    # With `replaced`: the row is expected to be new (the replaced one is rare), so a held statement
-    # checks that instead of reading it (`HeldReplaceError` when it was there).
-    rarely_replaces: bool = False
+    # With `replaced`: what the row is expected to be, so a held statement checks it instead of
+    # reading it (None: nothing expected, it is read).
+    expected: Expected | None = None
 
 
 def reads_rows(conn: Connection) -> bool:
@@ -381,9 +395,7 @@ def execute_or_hold(conn: Connection, statement: Executable, row: dict[str, Any]
         sql, order = plan
         values = [_scalar_literal(row[name]) for name in order]
         name = None if None in values else _prepared(conn, sql)
-        if name is not None and held.add(
-            f"EXECUTE {name}({', '.join(str(value) for value in values)})", [], []
-        ):
+        if name is not None and held.add(f"EXECUTE {name}({', '.join(str(value) for value in values)})", []):
             return
     conn.execute(statement, row)
 
@@ -398,10 +410,11 @@ def _scalar_literal(value: Any) -> str | None:
 
 def _hold_merged(conn: Connection, merged: list[_Merged]) -> bool:
     """Hold `merged` as the EXECUTE of one statement prepared on this connection, its values
-    written as literals; False when it is not being held or cannot be (a run reading the row it
-    replaces needs the answer; a value no literal writes)."""
+    written as literals, and tell each run reading the row it replaces the row it expects; False
+    when it is not being held or cannot be (a run reading a row it expects nothing of needs the
+    answer; a value no literal writes)."""
     held = holding(conn)
-    if held is None or any(run.replaced is not None and not run.rarely_replaces for run, _, _ in merged):
+    if held is None or any(run.replaced is not None and run.expected is None for run, _, _ in merged):
         return False
     values: list[str] = []
     for _, unnest, rows in merged:
@@ -411,25 +424,56 @@ def _hold_merged(conn: Connection, merged: list[_Merged]) -> bool:
                 return False
             values.append(literal)
     for run, _, rows in merged:
-        if run.replaced is not None:
-            row_id, tenant = text_literal(rows[0]["id"]), text_literal(rows[0]["tenant_id"])
-            if row_id is None or tenant is None:
+        if run.expected is not None:
+            checked = _expected_literals(rows[0], run.expected)
+            if checked is None:
                 return False
-            values += [row_id, tenant]
+            values += checked
     counted = [run.counted for run, _, _ in merged if run.counted is not None]
     if counted:
         values.append(str(len(held.counted)))  # the number its first counted run's check fails with
-    key = tuple((unnest, run.counted is not None, run.replaced is not None) for run, unnest, _ in merged)
-    name = _prepared(conn, *_held_template(key))
-    if name is None:
+    name = _prepared(conn, *_held_template(tuple(_held_key(run, unnest) for run, unnest, _ in merged)))
+    if name is None or not held.add(f"EXECUTE {name}({', '.join(values)})", counted):
         return False
-    replaced = [run.replaced for run, _, _ in merged if run.replaced is not None]
-    return held.add(f"EXECUTE {name}({', '.join(values)})", counted, replaced)
+    for run, _, _ in merged:  # told now: what they do with it (the audit's entries) is held after it
+        if run.replaced is not None and run.expected is not None:
+            run.replaced(run.expected.data)
+    return True
+
+
+# How a held run reads the row it replaces: not at all, expecting none, expecting its data.
+_Expects = Literal["", "none", "data"]
+
+
+def _held_key(run: Run, unnest: _Unnest) -> tuple[_Unnest, bool, _Expects]:
+    expects: _Expects = ""
+    if run.expected is not None:
+        expects = "none" if run.expected.data is None else "data"
+    return unnest, run.counted is not None, expects
+
+
+def _expected_literals(row: dict[str, Any], expected: Expected) -> list[str] | None:
+    """The id and tenant of the row a run expects, and the digest of the data it expects there;
+    None when a literal cannot write them."""
+    row_id, tenant = text_literal(row["id"]), text_literal(row["tenant_id"])
+    if row_id is None or tenant is None:
+        return None
+    if expected.data is None:
+        return [row_id, tenant]
+    try:
+        return [row_id, tenant, f"'{_digest(expected.data)}'"]
+    except UnicodeEncodeError:  # a lone surrogate: Postgres never holds it so
+        return None
+
+
+def _digest(data: str) -> str:
+    """sha256 of `data` in hex, as `_held_template`'s check computes it of the stored row."""
+    return hashlib.sha256(data.encode()).hexdigest()
 
 
 _PREPARED: Final = "agentforge.prepared"
 _PREPARED_NEXT: Final = "agentforge.prepared_next"
-_Key = tuple[tuple[_Unnest, bool, bool], ...]
+_Key = tuple[tuple[_Unnest, bool, _Expects], ...]
 _held_templates: dict[_Key, tuple[str, tuple[str, ...]]] = {}
 
 
@@ -461,9 +505,10 @@ def _prepared(conn: Connection, sql: str, types: tuple[str, ...] | None = None) 
 
 def _held_template(key: _Key) -> tuple[str, tuple[str, ...]]:
     """The statement for runs of `key` and its parameters' types: each run in a WITH taking its
-    arrays; then the id and tenant of each run's row expected to be new; then, when any run is
-    counted, the number the first one's check fails with. It selects 0, or fails naming the
-    counted run that changed no row or that a row expected new was there."""
+    arrays; then, for each run reading the row it replaces, the row's id and tenant and the digest
+    of the data expected there (when a row is); then, when any run is counted, the number the first
+    one's check fails with. It selects 0, or fails naming the counted run that changed no row or
+    that a row was not as expected."""
     found = _held_templates.get(key)
     if found is not None:
         return found
@@ -472,14 +517,19 @@ def _held_template(key: _Key) -> tuple[str, tuple[str, ...]]:
         parts.append(f"w{index} AS ({unnest.sql(first, counted)})")
         types += [f"{cast}[]" for cast in unnest.casts]
         first += len(unnest.casts)
-    for unnest, _, reads in key:
-        if reads:  # as the statement finds the table: before any of its runs ran
-            checks.append(
-                f"WHEN EXISTS (SELECT 1 FROM {unnest.table} WHERE id = ${first} AND tenant_id = ${first + 1})"
-                f" THEN '{REPLACED}' || pg_backend_pid()"
-            )
-            types += ["VARCHAR", "VARCHAR"]
-            first += 2
+    for unnest, _, expects in key:
+        if not expects:
+            continue
+        # As the statement finds the table: before any of its runs ran.
+        row = f"SELECT 1 FROM {unnest.table} WHERE id = ${first} AND tenant_id = ${first + 1}"
+        types += ["VARCHAR", "VARCHAR"]
+        first += 2
+        if expects == "data":
+            row += f" AND encode(sha256(convert_to(data, 'UTF8')), 'hex') = ${first}"
+            types.append("VARCHAR")
+            first += 1
+        unlike = f"NOT EXISTS ({row})" if expects == "data" else f"EXISTS ({row})"
+        checks.append(f"WHEN {unlike} THEN '{REPLACED}' || pg_backend_pid()")
     counted_runs = [index for index, (_, counted, _) in enumerate(key) if counted]
     for number, index in enumerate(counted_runs):
         checks.append(

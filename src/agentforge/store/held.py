@@ -13,8 +13,9 @@ direct.py, a statement reading the row it replaces. Inside a savepoint nothing i
 must surface there, where it is rolled back to). So a held statement's error surfaces at the next
 statement that needs an answer, or at the COMMIT, as the same SQLAlchemy error (`raise_translated`);
 a held run that counts its rows fails as its callback says when it changed none (`UNCHANGED`), and
-a row expected to be new that was there fails the message with `HeldReplaceError` (`REPLACED`):
-the batch is then written again, unheld. A message is bounded (`MAX_HELD_CHARS`): beyond it a
+a row replaced that was not as its run expected (direct.py `Expected`: none, or the data this writer
+last wrote there) fails the message with `HeldReplaceError` (`REPLACED`): the batch is then written
+again, unheld. A message is bounded (`MAX_HELD_CHARS`): beyond it a
 statement goes with its parameters as before.
 
 What Postgres logs of a failed statement (`log_min_error_statement`) is the message, values and all,
@@ -33,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 _HELD: Final = "agentforge.held"
 # What a held statement's check casts to an integer when a counted run changed no row (with its
-# number in the message) or a row expected new was there: Postgres then fails the message with
+# number in the message) or a row replaced was not as expected: Postgres then fails the message with
 # invalid_text_representation naming the text.
 UNCHANGED: Final = "agentforge unchanged "
 REPLACED: Final = "agentforge replaced "
@@ -46,36 +47,28 @@ MAX_HELD_CHARS: Final = 1 << 20
 
 
 class HeldReplaceError(Exception):
-    """A held statement's row expected to be new (direct.py `Run.rarely_replaces`) was there:
+    """A row a held statement replaced was not as its run expected (direct.py `Run.expected`):
     nothing of the held message was written; write the batch again, unheld."""
 
 
 @dataclass(slots=True)
 class Held:
     """Statements held for one message: the opening (its BEGIN) and row statements. `counted`: the
-    held runs that count the rows they change, by the number their check fails with; `replaced`:
-    those told their row was new once it is sent. `begun`: whether a message with the BEGIN went
-    out (the transaction must then be ended)."""
+    held runs that count the rows they change, by the number their check fails with. `begun`:
+    whether a message with the BEGIN went out (the transaction must then be ended)."""
 
     sql: list[str]
     counted: list[Callable[[int], None]] = field(default_factory=list)
-    replaced: list[Callable[[str | None], None]] = field(default_factory=list)
     chars: int = 0
     begun: bool = False
 
-    def add(
-        self,
-        sql: str,
-        counted: list[Callable[[int], None]],
-        replaced: list[Callable[[str | None], None]],
-    ) -> bool:
+    def add(self, sql: str, counted: list[Callable[[int], None]]) -> bool:
         """Hold `sql`, False when the message would grow past `MAX_HELD_CHARS`."""
         if self.chars + len(sql) > MAX_HELD_CHARS:
             return False
         self.sql.append(sql)
         self.chars += len(sql)
         self.counted.extend(counted)
-        self.replaced.extend(replaced)
         return True
 
 
@@ -139,8 +132,8 @@ def _send(conn: Connection, held: Held, then: str | None) -> str:
     no row fails as it would have alone (its `counted` told 0), others as SQLAlchemy's errors."""
     statements = [*held.sql, then] if then else held.sql
     sql = "; ".join(statements)
-    counted, replaced = held.counted, held.replaced
-    held.sql, held.counted, held.replaced, held.chars = [], [], [], 0
+    counted = held.counted
+    held.sql, held.counted, held.chars = [], [], 0
     held.begun = True
     driver: Any = conn.connection.dbapi_connection  # SQLAlchemy's adapter of the asyncpg connection
     try:
@@ -151,12 +144,10 @@ def _send(conn: Connection, held: Held, then: str | None) -> str:
             if number is not None:
                 counted[int(number[1])](0)
             if f'"{REPLACED}' in str(exc):
-                raise HeldReplaceError("a row a held statement expected to be new was there") from exc
+                raise HeldReplaceError("a row a held statement replaced was not as expected") from exc
         # Named, not quoted: the statements hold the rows' values.
         raise_translated(conn, driver, exc, f"/* {len(statements)} held statements */", [])
         raise
     for told in counted:
         told(1)  # held runs are of one row: it changed it
-    for new in replaced:
-        new(None)
     return status

@@ -31,7 +31,8 @@ from sqlalchemy import (
 from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store.conflicts import conflict_insert
-from agentforge.store.direct import Once, Run, execute_rows, execute_runs, reads_rows
+from agentforge.store.direct import NEW, Expected, Once, Run, execute_rows, execute_runs, reads_rows
+from agentforge.store.last_written import LastWritten
 from agentforge.store.schema import message, part, permission_request, session, todo
 from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
 
@@ -73,10 +74,14 @@ class Writes:
     errors of deferred statements surface at `flush`.
     """
 
-    def __init__(self, conn: Connection, known: KnownRevisions | None = None) -> None:
+    def __init__(
+        self, conn: Connection, known: KnownRevisions | None = None, written: LastWritten | None = None
+    ) -> None:
         """`known`: the sessions' last committed history revisions, when this writer is the database's
-        only one (SQLite): a session found there is bumped without a statement of its own (below)."""
+        only one (SQLite): a session found there is bumped without a statement of its own (below).
+        `written`: what the writer last wrote of the tool parts under way (Postgres)."""
         self.conn = conn
+        self.written = written
         # Set while writing an event group (batch.py): its message and parts are new rows, inserted
         # at once, so an id any row holds fails instead of overwriting it or being silently left out.
         self.strict = False
@@ -218,12 +223,12 @@ class Writes:
         self._runs.append(Run(statement, [row], counted=counted))
 
     def defer_replacing(
-        self, statement: Executable, row: dict[str, Any], replaced: Replaced, *, rarely: bool = False
+        self, statement: Executable, row: dict[str, Any], replaced: Replaced, expected: Expected | None = None
     ) -> None:
         """Execute later, in order, handing `replaced` the data of the row it replaces (None: a new
-        row) once it has run; only where `direct.reads_rows` says so. `rarely`: a replaced row is
-        rare (`direct.Run.rarely_replaces`)."""
-        self._runs.append(Run(statement, [row], replaced=replaced, rarely_replaces=rarely))
+        row) once it has run, or `expected`'s once it is held; only where `direct.reads_rows` says
+        so (`direct.Run.expected`)."""
+        self._runs.append(Run(statement, [row], replaced=replaced, expected=expected))
 
     def insert(self, statement: Executable, row: dict[str, Any]) -> None:
         """A strict INSERT: sent at once, or deferred (`at_once`)."""
@@ -555,12 +560,17 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
             if data is not None:
                 _add_to_totals(writes, tenant_id, session_id, -usage_of(orjson.loads(data)))
 
-        writes.defer_replacing(_upsert(writes, part), row, take_back, rarely=True)
+        writes.defer_replacing(_upsert(writes, part), row, take_back, NEW)  # replaced: rare
         _add_to_totals(writes, tenant_id, session_id, usage_of(new))
         return
     if replaced is not None and not counts and reads_rows(writes.conn):
-        # Sent now, with what is pending, so the audit has its entries before its chain is sent.
-        writes.defer_replacing(_upsert(writes, part), row, replaced)
+        # Sent (or held, expecting what the writer last wrote there) now, with what is pending, so
+        # the audit has its entries before its chain is sent.
+        written = writes.written
+        expected = None if written is None else written.expected(tenant_id, new)
+        writes.defer_replacing(_upsert(writes, part), row, replaced, expected)
+        if written is not None:
+            written.wrote(tenant_id, new, row["data"])
         writes.flush()
         return
     if (counts or replaced is not None) and not writes.strict and writes.conn.dialect.name == "postgresql":

@@ -1,0 +1,48 @@
+"""What the writer expects of a tool part's row before writing it (store/last_written.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentforge.store.direct import NEW, Expected
+from agentforge.store.last_written import LastWritten
+
+
+def _tool(part_id: str, status: str) -> dict[str, Any]:
+    return {"id": part_id, "type": "tool", "state": {"status": status}}
+
+
+def test_a_part_never_written_is_expected_new_only_in_its_first_state() -> None:
+    written = LastWritten()
+    assert written.expected("t", _tool("prt_a", "pending")) == NEW
+    for status in ("running", "completed", "error"):
+        assert written.expected("t", _tool("prt_a", status)) is None, "unknown: read"
+    assert written.expected("t", {"id": "prt_a", "type": "tool"}) is None
+
+
+def test_the_data_last_written_is_expected_until_the_last_state() -> None:
+    written = LastWritten()
+    written.wrote("t", _tool("prt_a", "pending"), "pending data")
+    assert written.expected("t", _tool("prt_a", "running")) == Expected("pending data")
+    assert written.expected("t", _tool("prt_a", "pending")) == Expected("pending data"), "written again"
+    assert written.expected("other", _tool("prt_a", "running")) is None, "per tenant"
+    written.wrote("t", _tool("prt_a", "running"), "running data")
+    assert written.expected("t", _tool("prt_a", "completed")) == Expected("running data")
+    written.wrote("t", _tool("prt_a", "completed"), "completed data")
+    assert written.expected("t", _tool("prt_a", "completed")) is None, "forgotten: read"
+    assert len(written) == 0
+
+
+def test_past_its_capacity_the_oldest_part_is_forgotten() -> None:
+    written = LastWritten(capacity=2)
+    for name in ("prt_a", "prt_b", "prt_c"):
+        written.wrote("t", _tool(name, "running"), name)
+    written.wrote("t", _tool("prt_b", "running"), "b again")  # now the newest
+    written.wrote("t", _tool("prt_d", "running"), "prt_d")
+    names = ("prt_a", "prt_b", "prt_c", "prt_d")
+    assert [written.expected("t", _tool(name, "running")) for name in names] == [
+        None,
+        Expected("b again"),
+        None,
+        Expected("prt_d"),
+    ]
