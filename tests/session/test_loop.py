@@ -287,7 +287,7 @@ async def test_a_steps_message_commits_with_its_first_part(
     # machine's delay between them, so that the test does not depend on timing).
     store = live.runtime.store
     if store.dialect != "postgresql":
-        pytest.skip("only the Postgres writer lingers (store/writer.py ThreadWriter.lingers)")
+        pytest.skip("only the Postgres writer lingers (store/writer.py TaskWriter.lingers)")
     monkeypatch.setattr(loop_module, "STEP_LINGER", 60.0)
     published: list[tuple[Event, int]] = []  # each event, with the commits done when it was published
     live.runtime.bus.listen(lambda event: published.append((event, store.committed_batches)))

@@ -108,7 +108,7 @@ async def test_a_quick_reads_start_and_result_commit_with_its_steps_end(
     runs (lingering this long, the turn would not end)."""
     store = live.runtime.store
     if store.dialect != "postgresql":
-        pytest.skip("only the Postgres writer lingers (store/writer.py ThreadWriter.lingers)")
+        pytest.skip("only the Postgres writer lingers (store/writer.py TaskWriter.lingers)")
     monkeypatch.setattr(tool_calls_module, "CALL_LINGER", 60.0)
     published: list[tuple[Event, int]] = []  # each event, with the commits done when it was published
     named = {"read": asyncio.Event(), "bash": asyncio.Event()}  # a call's part is stored, pending

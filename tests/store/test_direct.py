@@ -519,11 +519,14 @@ async def _tool_call_under_way(
 ) -> tuple[_Writer, list[Event], list[str]]:
     """A `_Writer`'s session with an assistant message, and a tool call's five writes of its part
     (tests/store/test_audit.py `tool_updates`): each of the first three one message (its row as
-    this writer wrote it, checked, not read), and what they sent."""
+    this writer wrote it, checked, not read), and what they sent. Its input holds what a digest
+    of Postgres's text and one of Python's could differ on were either side to encode it
+    otherwise: quotes, backslashes, line ends, characters beyond ASCII and beyond 16 bits."""
     session, writer, user = await _started(store, writer_connection)
     assistant = assistant_message(session.id, user.id)
     await writer.write(message_updated(assistant))
-    updates = tool_updates(session.id, assistant.id, {"command": "ls"})
+    command = "printf 'it''s' \"ok\" \\n \\\\ \r\n\t café 日本 😀 \u2028 end"
+    updates = tool_updates(session.id, assistant.id, {"command": command})
     sent: list[str] = []
     for update in updates[:3]:
         outcomes, sending = await writer.sending(update)
@@ -551,7 +554,7 @@ async def test_postgres_a_tool_parts_writes_are_held_expecting_the_row_this_writ
     _, compacting = await writer.sending(updates[4])
     assert len(compacting) > 1 and compacting[-1].endswith("COMMIT"), "its row read first"
     assert await _tool_actions(store) == ["tool.requested", "tool.executed"]
-    rows = await run_sql(database_url, "SELECT data FROM part WHERE id = :id", id=_part_id(updates[4]))
+    rows = await run_sql(database_url, "SELECT data FROM part WHERE id = :id", id=_part_field(updates[4]))
     assert [orjson.loads(row["data"]) for row in rows] == [updates[4].properties["part"]]
 
 
@@ -566,7 +569,7 @@ async def test_postgres_a_tool_part_changed_behind_the_writer_is_written_again_r
         database_url,
         "UPDATE part SET data = :data WHERE id = :id",
         data=_data(updates[3]),
-        id=_part_id(updates[3]),
+        id=_part_field(updates[3]),
     )
     outcomes, sent = await writer.sending(updates[3])
     assert [type(outcome) for outcome in outcomes] == [Committed]
@@ -576,10 +579,59 @@ async def test_postgres_a_tool_part_changed_behind_the_writer_is_written_again_r
     _, sent = await writer.sending(updates[4])  # completed: forgotten, read
     assert len(sent) > 1
     assert await _tool_actions(store) == ["tool.requested"]
+    session_id, message_id = _part_field(updates[0], "sessionID"), _part_field(updates[0], "messageID")
+    _, sent = await writer.sending(tool_updates(session_id, message_id, {})[0])
+    assert len(sent) == 1, "its numbers still expected: held"
 
 
-def _part_id(update: Event) -> str:
-    return str(update.properties["part"]["id"])
+async def test_postgres_two_writes_of_a_tool_part_in_one_batch_are_each_checked_in_its_message(
+    store: Store, writer_connection: AsyncConnection
+) -> None:
+    """Pending alone, then running and running again in one batch: one message, the second write
+    expecting the row the first left there."""
+    writer, _, _ = await _tool_call_under_way(store, writer_connection)
+    session_id, message_id = await _session_and_message(store)
+    updates = tool_updates(session_id, message_id, {"command": "pwd"})
+    await writer.write(updates[0])
+    outcomes, sent = await writer.sending(updates[1], updates[2], updates[3])
+    assert [type(outcome) for outcome in outcomes] == [Committed] * 3
+    assert len(sent) == 1 and sent[0].endswith("; COMMIT"), sent
+    assert await _tool_actions(store) == ["tool.requested", "tool.requested", "tool.executed"]
+
+
+async def test_postgres_a_pending_tool_part_whose_id_is_taken_is_written_again_reading_the_row(
+    store: Store, writer_connection: AsyncConnection, database_url: str
+) -> None:
+    """A part this writer never wrote, in its first state, is expected to have no row: one there
+    fails the held message, and the batch written again reads it (not new: no `tool.requested`)."""
+    writer, _, _ = await _tool_call_under_way(store, writer_connection)
+    session_id, message_id = await _session_and_message(store)
+    pending = tool_updates(session_id, message_id, {"command": "pwd"})[0]
+    await run_sql(
+        database_url,
+        "INSERT INTO part (id, tenant_id, message_id, session_id, time_created, data)"
+        " VALUES (:id, :tenant, :message, :session, 1, :data)",
+        id=_part_field(pending),
+        tenant=TENANT,
+        message=message_id,
+        session=session_id,
+        data=_data(pending),
+    )
+    outcomes, sent = await writer.sending(pending)
+    assert [type(outcome) for outcome in outcomes] == [Committed]
+    assert sent[0].endswith("; COMMIT") and sent[1] == "ROLLBACK" and len(sent) > 3, sent
+    assert await _tool_actions(store) == ["tool.requested"], "only the first call's"
+
+
+async def _session_and_message(store: Store) -> tuple[str, str]:
+    """The session and assistant message of `_tool_call_under_way`."""
+    (session,) = await store.list_sessions(TENANT)
+    history = await store.history(TENANT, session.id)
+    return session.id, history[-1].info.id
+
+
+def _part_field(update: Event, field: str = "id") -> str:
+    return str(update.properties["part"][field])
 
 
 def _data(update: Event) -> str:

@@ -620,7 +620,7 @@ async def test_who_waited_on_a_commit_goes_on_before_the_subscribers_hear_of_it(
     assert woken == ["writer", "subscriber"]
 
 
-_LINGERS_ON_POSTGRES = "only the Postgres writer lingers (writer.py ThreadWriter.lingers)"
+_LINGERS_ON_POSTGRES = "only the Postgres writer lingers (writer.py TaskWriter.lingers)"
 
 
 async def test_a_lingering_event_waits_for_the_next_write_and_commits_with_it(store: Store) -> None:

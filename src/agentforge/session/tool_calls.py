@@ -33,11 +33,18 @@ ABANDON_GRACE_SECONDS = 5.0
 # Plugin hooks that run code around a call (or its permission ask): with any of them, every call is
 # written ahead, since what a plugin does there may have effects.
 _HOOKS_AROUND_A_CALL = ("tool_execute_before", "tool_execute_after", "permission_ask")
-# A call's end, and the start of a call that runs while its start commits (no effects), wait this
-# long at most for the next write to commit with it, where the writer lingers (Postgres): a quick
-# read's start, its result and the step's end then commit together (bench/README.md, thirteenth
-# round). A call with effects never waits to start: it runs once its start is stored.
+# The start and the end of a call without effects (it runs while its start commits) wait this long
+# at most for the next write to commit with them, where the writer lingers (Postgres): a quick
+# read's start, its result and its step's end then commit together (bench/README.md, thirteenth
+# round). Not a call with effects: it runs once its start is stored, and its result is stored as
+# soon as it can be (a process killed before that recovers the call as interrupted).
 CALL_LINGER: Final = 0.005
+
+
+def _linger(ahead: bool) -> float:
+    """How long a call's start and end may wait for company (`CALL_LINGER`); `ahead`: it has
+    effects, its start written before it runs."""
+    return 0.0 if ahead else CALL_LINGER
 
 
 def refused_by(error: PermissionDeniedError) -> str:
@@ -91,12 +98,12 @@ class ToolCallRunner:
     async def start(self, call: ev.ToolCall) -> None:
         name, tool_input = self._tools.repair(call.tool_name, call.input_text)
         lifecycle = self._calls.get(call.call_id) or self._new_call(call.call_id, name)
-        linger = 0.0 if self._writes_ahead(self._tools.tools.get(name)) else CALL_LINGER
-        running = lifecycle.start(tool_input, tool=name, metadata=call.metadata, linger=linger)
+        ahead = self._writes_ahead(self._tools.tools.get(name))
+        running = lifecycle.start(tool_input, tool=name, metadata=call.metadata, linger=_linger(ahead))
         if running is None:
             return  # a duplicate tool-call event for a call already under way
         self._tasks[call.call_id] = asyncio.create_task(
-            self._execute(lifecycle, tool_input, running), name=f"tool:{name}:{call.call_id}"
+            self._execute(lifecycle, tool_input, running, ahead), name=f"tool:{name}:{call.call_id}"
         )
 
     def _context(self, call: ToolPartLifecycle) -> ToolContext:
@@ -117,7 +124,10 @@ class ToolCallRunner:
             metadata=publish_metadata,
         )
 
-    async def _execute(self, call: ToolPartLifecycle, tool_input: dict[str, Any], running: Written) -> None:
+    async def _execute(
+        self, call: ToolPartLifecycle, tool_input: dict[str, Any], running: Written, ahead: bool
+    ) -> None:
+        """Run the call; `ahead`: it waits for its start to be stored (`_writes_ahead`)."""
         part = call.part
         with self._observer.tool_call(
             self._events.tenant_id, part.session_id, part.message_id, part.call_id, part.tool, tool_input
@@ -128,8 +138,8 @@ class ToolCallRunner:
                 # A call without effects has nothing to protect: it runs while its start commits
                 # (its result is written after it: the writer keeps order).
                 tool = self._tools.tools.get(part.tool)
-                if not self._writes_ahead(tool) or await self._recorded(call, running):
-                    refused = await self._run(call, tool, tool_input)
+                if not ahead or await self._recorded(call, running):
+                    refused = await self._run(call, tool, tool_input, _linger(ahead))
                 else:
                     refused = None
             except asyncio.CancelledError:
@@ -158,9 +168,10 @@ class ToolCallRunner:
         return True
 
     async def _run(
-        self, call: ToolPartLifecycle, tool: Tool[Any] | None, tool_input: dict[str, Any]
+        self, call: ToolPartLifecycle, tool: Tool[Any] | None, tool_input: dict[str, Any], linger: float
     ) -> str | None:
-        """Run the call to its final state; returns who refused it, if it was refused."""
+        """Run the call to its final state, written with `linger`; returns who refused it, if it
+        was refused."""
         part = call.part
         ctx = self._context(call)
         try:
@@ -184,14 +195,14 @@ class ToolCallRunner:
             if isinstance(exc, PermissionDeniedError):
                 self.blocked = self.blocked or exc.blocks_loop
                 refused = {REFUSED_BY: exc.refused_by} if exc.refused_by else None
-            call.fail(str(exc), refused, linger=CALL_LINGER)
+            call.fail(str(exc), refused, linger=linger)
             return refused_by(exc) if isinstance(exc, PermissionDeniedError) else None
         call.complete(
             result.output,
             title=result.title,
             metadata=result.metadata,
             attachments=self._attachments(part, result),
-            linger=CALL_LINGER,
+            linger=linger,
         )
         return None
 

@@ -5,27 +5,26 @@ row it is about to change and record transitions only: a tool part updated ten t
 yields one `tool.requested` and one `tool.executed`, and a user message rewritten later (its summary)
 is one `prompt.accepted`. Reads stay cheap: text and reasoning parts (the hot path) cost nothing;
 only tool parts, user messages and session deletions read their stored row, by primary key (a
-tool part's on Postgres in the statement of its upsert, which hands the row it replaced back). If
-the event is then dropped (a late write), its entries roll back with it.
+tool part's on Postgres in the statement of its upsert, which hands the row it replaced back, or
+checks there that it is the row the writer last wrote: store/last_written.py). If the event is then
+dropped (a late write), its entries roll back with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 import orjson
 from sqlalchemy import bindparam, select
 
 from agentforge.model import events as ev
 from agentforge.model.events import Event
-from agentforge.model.part import REFUSED_BY
+from agentforge.model.part import REFUSED_BY, TOOL_FINISHED
 from agentforge.store import audit
 from agentforge.store.audit import AuditEntry, ChainBuffer
 from agentforge.store.projector import Writes
 from agentforge.store.schema import message, part, session
-
-_FINISHED: Final = frozenset({"completed", "error"})
 
 _PART_DATA = select(part.c.data).where(
     part.c.id == bindparam("b_id"), part.c.tenant_id == bindparam("b_tenant")
@@ -141,7 +140,7 @@ def _tool_transitions(stored: str | None, props: Mapping[str, Any]) -> list[_Dra
     drafts: list[_Draft] = []
     if stored is None:
         drafts.append((audit.TOOL_REQUESTED, call))
-    if status in _FINISHED and before not in _FINISHED:
+    if status in TOOL_FINISHED and before not in TOOL_FINISHED:
         args = audit.digest(state.get("input") or {})
         refused_by = (state.get("metadata") or {}).get(REFUSED_BY)
         if status == "error" and refused_by:

@@ -6,7 +6,7 @@ multi-row insert into the event log (on Postgres, where its writer expects its n
 one message with its COMMIT: held.py). If anything in it fails (a late write after a delete, a stale
 seq cache), the transaction is rolled back and the batch is redone with one savepoint per event, so
 that a bad event is dropped alone and the rest still commit; a held batch whose check failed, or
-that found a row not as it expected (direct.py `Expected`), is first written again whole, unheld.
+that found a row not as it expected (direct.py `ExpectedRow`), is first written again whole, unheld.
 
 Several writers (replicas on one Postgres database) may write to one session at once. On Postgres
 each transaction therefore first takes a transaction-level advisory lock per session it writes, all
@@ -547,7 +547,7 @@ class BatchApplier:
         except BaseException as exc:
             if _caused_by(exc, stale):
                 self._expected.missed()
-            else:
+            elif not _caused_by(exc, _held_replace):  # its numbers were as expected, and stay so
                 self._expected.forget()
             with suppress(Exception):  # a connection that fails here is discarded by the writer
                 held.rollback(conn)

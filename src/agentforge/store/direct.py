@@ -60,7 +60,7 @@ Once = Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None]
 
 
 @dataclass(frozen=True, slots=True)
-class Expected:
+class ExpectedRow:
     """The row a run reading the row it replaces (`Run.replaced`) expects to find: none (`data`
     None), or one holding exactly `data`. Where the writer's message is held, its statement checks
     that instead of reading the row, and `replaced` is told `data` (`HeldReplaceError` when the row
@@ -69,7 +69,7 @@ class Expected:
     data: str | None = None
 
 
-NEW: Final = Expected()  # no row: the run inserts it
+NEW: Final = ExpectedRow()  # no row: the run inserts it
 
 
 @dataclass(slots=True)
@@ -84,11 +84,13 @@ class Run:
     # Called with the number of rows it changed once it ran (a run of one row: see `Writes`).
     counted: Callable[[int], None] | None = None
     # A run of one row into a table with `id`, `tenant_id` and `data` (Postgres, `reads_rows`):
-    # called with the data of the row it replaces, as its statement found it (None: none).
+    # called with the data of the row it replaces, as its statement found it (None: none); or,
+    # held, with the data `expected` says, before its statement checks it: in an attempt that may
+    # then be rolled back and written again, so it must only add work to the transaction.
     replaced: Callable[[str | None], None] | None = None
     # With `replaced`: what the row is expected to be, so a held statement checks it instead of
     # reading it (None: nothing expected, it is read).
-    expected: Expected | None = None
+    expected: ExpectedRow | None = None
 
 
 def reads_rows(conn: Connection) -> bool:
@@ -452,7 +454,7 @@ def _held_key(run: Run, unnest: _Unnest) -> tuple[_Unnest, bool, _Expects]:
     return unnest, run.counted is not None, expects
 
 
-def _expected_literals(row: dict[str, Any], expected: Expected) -> list[str] | None:
+def _expected_literals(row: dict[str, Any], expected: ExpectedRow) -> list[str] | None:
     """The id and tenant of the row a run expects, and the digest of the data it expects there;
     None when a literal cannot write them."""
     row_id, tenant = text_literal(row["id"]), text_literal(row["tenant_id"])

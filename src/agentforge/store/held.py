@@ -13,7 +13,7 @@ direct.py, a statement reading the row it replaces. Inside a savepoint nothing i
 must surface there, where it is rolled back to). So a held statement's error surfaces at the next
 statement that needs an answer, or at the COMMIT, as the same SQLAlchemy error (`raise_translated`);
 a held run that counts its rows fails as its callback says when it changed none (`UNCHANGED`), and
-a row replaced that was not as its run expected (direct.py `Expected`: none, or the data this writer
+a row replaced that was not as its run expected (direct.py `ExpectedRow`: none, or the data this writer
 last wrote there) fails the message with `HeldReplaceError` (`REPLACED`): the batch is then written
 again, unheld. A message is bounded (`MAX_HELD_CHARS`): beyond it a
 statement goes with its parameters as before.

@@ -31,7 +31,7 @@ from sqlalchemy import (
 from agentforge.model import events as ev
 from agentforge.model.events import Event
 from agentforge.store.conflicts import conflict_insert
-from agentforge.store.direct import NEW, Expected, Once, Run, execute_rows, execute_runs, reads_rows
+from agentforge.store.direct import NEW, ExpectedRow, Once, Run, execute_rows, execute_runs, reads_rows
 from agentforge.store.last_written import LastWritten
 from agentforge.store.schema import message, part, permission_request, session, todo
 from agentforge.store.usage import NO_USAGE, STEP_FINISH, Usage, usage_of
@@ -103,9 +103,11 @@ class Writes:
 
     def replaced_by(self, part_id: str, callback: Callable[[str | None], None]) -> bool:
         """Have the next upsert of the part read the data of the row it replaces (None: there was
-        none) in its own statement, and hand it to `callback` right after it. Only on Postgres
-        outside a group (elsewhere a read of its own costs no round trip, or the part is new):
-        False, and the caller reads the row itself."""
+        none) in its own statement, and hand it to `callback` right after it; or, where the writer
+        holds its message and knows what the row should be (`LastWritten`), hand it that, checked
+        in the same statement (`direct.Run.replaced`: `callback` must only add work to the
+        transaction). Only on Postgres outside a group (elsewhere a read of its own costs no round
+        trip, or the part is new): False, and the caller reads the row itself."""
         if self.strict or self.conn.dialect.name != "postgresql":
             return False
         self._replaced[part_id] = callback
@@ -223,7 +225,11 @@ class Writes:
         self._runs.append(Run(statement, [row], counted=counted))
 
     def defer_replacing(
-        self, statement: Executable, row: dict[str, Any], replaced: Replaced, expected: Expected | None = None
+        self,
+        statement: Executable,
+        row: dict[str, Any],
+        replaced: Replaced,
+        expected: ExpectedRow | None = None,
     ) -> None:
         """Execute later, in order, handing `replaced` the data of the row it replaces (None: a new
         row) once it has run, or `expected`'s once it is held; only where `direct.reads_rows` says
@@ -538,8 +544,8 @@ def _part_updated(writes: Writes, tenant_id: str, props: Mapping[str, Any]) -> N
     new = props["part"]
     # Part kinds never change, so only a step-finish update can move the totals: read the previous
     # version only then, or when the audit wants it (a tool part's, `Writes.replaced_by`), on
-    # Postgres in its upsert's round trip, and keep the hot path (text parts) to one deferred
-    # statement.
+    # Postgres in its upsert's statement (or expected there, where held), and keep the hot path
+    # (text parts) to one deferred statement.
     counts = new.get("type") == STEP_FINISH
     replaced = writes.take_replaced(new["id"])
     row = {

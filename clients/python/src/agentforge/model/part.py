@@ -136,6 +136,8 @@ ToolState = Annotated[
     ToolStatePending | ToolStateRunning | ToolStateCompleted | ToolStateError,
     Field(discriminator="status"),
 ]
+# The states a call ends in: a part in one never moves to another state.
+TOOL_FINISHED: Final = frozenset({"completed", "error"})
 
 
 class ToolPart(PartBase):
