@@ -13,7 +13,13 @@ from sqlalchemy import Connection, text
 
 from agentforge.store import parse_database_url
 from agentforge.store.migrate import run_with_connection
-from agentforge.store.tenancy import TENANT_SETTING, begin_in_tenant, execute_in_tenant, set_tenant
+from agentforge.store.tenancy import (
+    TENANT_SETTING,
+    begin_in_tenant,
+    execute_in_tenant,
+    set_tenant,
+    setting_of,
+)
 from tests.store.conftest import autocommit_connection, driver_of
 
 _CURRENT = text(f"SELECT current_setting('{TENANT_SETTING}', true)")
@@ -23,6 +29,13 @@ _CURRENT_DRIVER = f"SELECT current_setting('{TENANT_SETTING}', true)"
 def test_an_empty_tenant_is_refused_before_any_statement() -> None:
     with pytest.raises(ValueError, match="a tenant id is required"):
         set_tenant(None, "")  # type: ignore[arg-type]  # no connection is touched
+
+
+@pytest.mark.parametrize("tenant", ["", "o'brien", "a b", "x" * 129, "t;DROP"])
+def test_a_tenant_id_is_written_into_a_statement_only_when_plain(tenant: str) -> None:
+    with pytest.raises(ValueError, match="must be plain"):
+        setting_of(tenant)
+    assert setting_of("acme-2_b", local=False) == f"SELECT set_config('{TENANT_SETTING}', 'acme-2_b', false)"
 
 
 async def test_the_setting_lasts_for_its_transaction_only(database_url: str) -> None:

@@ -24,11 +24,12 @@ from agentforge.store.audit import GENESIS_HASH, hashed_entry, record_from_row, 
 from agentforge.store.audit_checkpoints import Checkpoint, Head, read_heads
 from agentforge.store.engine import DatabaseTarget, parse_database_url, postgres_engine, sqlite_engine
 from agentforge.store.schema import audit_log
+from agentforge.store.tenancy import TENANT_SETTING
 
 PAGE: Final = 1000
 T = TypeVar("T")
 
-_SET_TENANT = text("SELECT set_config('app.tenant_id', :tenant, true)")
+_SET_TENANT = text(f"SELECT set_config('{TENANT_SETTING}', :tenant, true)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ from agentforge.store.projector import (
 )
 from agentforge.store.prompt_queue import QueuedPrompt
 from agentforge.store.schema import event as event_table
-from agentforge.store.tenancy import TENANT_SETTING, plain, set_tenant
+from agentforge.store.tenancy import TENANT_SETTING, plain, set_tenant, setting_of
 
 log = logging.getLogger(__name__)
 
@@ -638,7 +638,7 @@ def _opening(tenant_id: str | None, sessions: list[str], tenants: list[str], aud
     if tenant_id is None or not all(plain(value) for value in (tenant_id, *sessions, *tenants, *audits)):
         return None
     if not sessions:
-        return f"BEGIN; SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)"
+        return f"BEGIN; {setting_of(tenant_id)}"
     return "BEGIN; " + _LOCKS.format(
         setting=TENANT_SETTING,
         tenant=f"'{tenant_id}'",

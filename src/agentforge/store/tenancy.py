@@ -45,6 +45,14 @@ def plain(value: str) -> bool:
     return _PLAIN_ID.fullmatch(value) is not None
 
 
+def setting_of(tenant_id: str, *, local: bool = True) -> str:
+    """The statement setting the tenant, its id written in it: for a simple-protocol message (the
+    id must be `plain`). `local`: for the current transaction only, else for the session."""
+    if not plain(tenant_id):
+        raise ValueError("a tenant id written into a statement must be plain")
+    return f"SELECT set_config('{TENANT_SETTING}', '{tenant_id}', {'true' if local else 'false'})"
+
+
 async def begin_in_tenant(driver: Any, tenant_id: str) -> None:
     """Open a transaction on the asyncpg connection `driver`, scoped to `tenant_id`.
 
@@ -53,7 +61,7 @@ async def begin_in_tenant(driver: Any, tenant_id: str) -> None:
     """
     _check(tenant_id)
     if plain(tenant_id):
-        await driver.execute(f"BEGIN; SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)")
+        await driver.execute(f"BEGIN; {setting_of(tenant_id)}")
         return
     await driver.execute("BEGIN")
     await driver.fetchval(_SET_TENANT_DRIVER, tenant_id)
@@ -65,7 +73,7 @@ async def hold_tenant(driver: Any, tenant_id: str) -> None:
     never given back to a pool and whose every use sets its own tenant first (readers.py)."""
     _check(tenant_id)
     if plain(tenant_id):
-        await driver.execute(f"SELECT set_config('{TENANT_SETTING}', '{tenant_id}', false)")
+        await driver.execute(setting_of(tenant_id, local=False))
         return
     await driver.fetchval(_HOLD_TENANT_DRIVER, tenant_id)
 
@@ -79,9 +87,8 @@ async def execute_in_tenant(driver: Any, tenant_id: str, statement: str, *args: 
     _check(tenant_id)
     try:
         if plain(tenant_id) and all(plain(arg) for arg in args):
-            setting = f"SELECT set_config('{TENANT_SETTING}', '{tenant_id}', true)"
             inlined = _PLACEHOLDER.sub(lambda found: f"'{args[int(found[1]) - 1]}'", statement)
-            status: str = await driver.execute(f"{setting}; {inlined}")
+            status: str = await driver.execute(f"{setting_of(tenant_id)}; {inlined}")
             return status
         await begin_in_tenant(driver, tenant_id)
         status = await driver.execute(statement, *args)
