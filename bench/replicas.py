@@ -7,8 +7,9 @@ Two `agentforge serve` processes on one fresh Postgres schema and the fake provi
 prompted through replica A while SSE streams of the session are open on A and on B:
 - first_delta_ms: prompt sent -> first `message.part.delta` on A's stream (same process) and on B's
   (crossed the cluster channel); medians over `--turns` turns.
-- deltas_per_second: one turn streaming `--deltas` one-character chunks, first to last delta as
-  received on each stream.
+- deltas_per_second: one turn streaming `--deltas` one-character chunks, its characters per second
+  from the first delta to the last as received on each stream (another replica hears consecutive
+  deltas announced as one: `delta_events` counts the deltas each stream received).
 """
 
 from __future__ import annotations
@@ -36,17 +37,25 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
-def _deltas(stream: Stream, since: int) -> list[float]:
-    return [at for at, event in stream.events[since:] if event.type == DELTA]
+def _deltas(stream: Stream, since: int) -> list[tuple[float, int]]:
+    """The deltas since event `since`: when each arrived, and how many characters it carried."""
+    events = stream.events[since:]
+    return [(at, len(event.properties["delta"])) for at, event in events if event.type == DELTA]
 
 
-async def _settled(stream: Stream, count: int, since: int, timeout: float = 60.0) -> list[float]:
+async def _settled(stream: Stream, chars: int, since: int, timeout: float = 60.0) -> list[tuple[float, int]]:
+    """The deltas since event `since` once they carried `chars` characters. Another replica hears
+    consecutive deltas of a part announced as one (up to 2,048 characters: runtime/cluster.py),
+    so its stream counts fewer events for the same text."""
     deadline = asyncio.get_running_loop().time() + timeout
-    while len(seen := _deltas(stream, since)) < count:
+    while True:
+        seen = _deltas(stream, since)
+        carried = sum(size for _, size in seen)
+        if carried >= chars:
+            return seen
         if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"{len(seen)} of {count} deltas arrived")
+            raise TimeoutError(f"{carried} of {chars} characters arrived ({len(seen)} deltas)")
         await asyncio.sleep(0.01)
-    return seen
 
 
 Pair = tuple[Stream, Stream]
@@ -58,23 +67,26 @@ async def first_deltas(a: Replica, streams: Pair, session_id: str, fake: FakeOpe
     fake.enqueue(reply("Hello from replica A, read on replica B."))
     started = asyncio.get_running_loop().time()
     (await a.prompt(session_id, "hi")).raise_for_status()
-    first_a = (await _settled(on_a, 1, marks[0]))[0]
-    first_b = (await _settled(on_b, 1, marks[1]))[0]
+    first_a = (await _settled(on_a, 1, marks[0]))[0][0]
+    first_b = (await _settled(on_b, 1, marks[1]))[0][0]
     return first_a - started, first_b - started
 
 
 async def delta_rates(
     a: Replica, streams: Pair, session_id: str, fake: FakeOpenAI, deltas: int
-) -> tuple[float, float]:
+) -> tuple[tuple[float, float], tuple[int, int]]:
+    """Characters per second from the first delta to the last, on each stream (the model sends one
+    a chunk), and how many delta events each stream received."""
     on_a, on_b = streams
     marks = (len(on_a.events), len(on_b.events))
     fake.enqueue(Script().text("x" * deltas, chunk_size=1).finish("stop"))
     (await a.prompt(session_id, "go")).raise_for_status()
-    rates = []
+    rates, events = [], []
     for stream, mark in zip(streams, marks, strict=True):
         seen = await _settled(stream, deltas, mark)
-        rates.append(deltas / max(seen[-1] - seen[0], 1e-9))
-    return rates[0], rates[1]
+        rates.append(deltas / max(seen[-1][0] - seen[0][0], 1e-9))
+        events.append(len(seen))
+    return (rates[0], rates[1]), (events[0], events[1])
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -87,7 +99,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     for _ in range(3):  # warm-up
                         await first_deltas(a, streams, session, fake)
                     firsts = [await first_deltas(a, streams, session, fake) for _ in range(args.turns)]
-                    rate_a, rate_b = await delta_rates(a, streams, session, fake, args.deltas)
+                    (rate_a, rate_b), (events_a, events_b) = await delta_rates(
+                        a, streams, session, fake, args.deltas
+                    )
                 finally:
                     for stream in streams:
                         await stream.close()
@@ -99,6 +113,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "other_replica": _ms(statistics.median(f[1] for f in firsts)),
         },
         "deltas_per_second": {"same_replica": round(rate_a), "other_replica": round(rate_b)},
+        "delta_events": {"same_replica": events_a, "other_replica": events_b},
     }
 
 
