@@ -134,3 +134,29 @@ def test_only_the_tools_that_just_read_skip_the_write_ahead() -> None:
         pass
 
     assert ReadAndTell().has_effects and not ReadTool().has_effects
+
+
+def test_only_the_tools_that_never_write_a_file_skip_the_snapshot() -> None:
+    """`changes_files` decides whether a step's call waits for its snapshot (session/snapshots.py):
+    the readers, the web fetch, the todo list, questions and `invalid` never write a file; every
+    other built-in may, and so does any tool that does not say."""
+    registry = ToolRegistry.builtin(enable_search=True)
+    tools = [registry.get(name) for name in registry.names()]
+    never_write = {tool.id for tool in tools if tool is not None and not tool.changes_files}
+    assert never_write == {
+        "read",
+        "glob",
+        "grep",
+        "list",
+        "webfetch",
+        "todoread",
+        "todowrite",
+        "question",
+        "invalid",
+    }
+    assert make_tool("custom").changes_files
+
+    class ReadAndWrite(ReadTool):  # a subclass says so itself: what it adds may write
+        pass
+
+    assert ReadAndWrite().changes_files and not ReadTool().changes_files

@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Final
+from typing import Any
 
 from agentforge.config import Config
 from agentforge.model import ids
@@ -26,13 +26,9 @@ from agentforge.session.events import SessionEvents
 from agentforge.session.scope import TenantScope
 from agentforge.session.workspace import workspace_access
 from agentforge.snapshot.repo import SnapshotError, SnapshotRepo, repo_dir
+from agentforge.tools.base import Tool
 
 log = logging.getLogger(__name__)
-
-# Tools that never change the workspace's files: a step calling only these takes no snapshot.
-READ_ONLY_TOOLS: Final = frozenset(
-    {"read", "grep", "glob", "list", "webfetch", "websearch", "todoread", "todowrite", "question", "invalid"}
-)
 
 
 def snapshots_enabled(config: Config) -> bool:
@@ -70,10 +66,11 @@ class StepSnapshot:
         self._failed = False
         self._taken = asyncio.Lock()
 
-    async def before_tool(self, tool: str) -> None:
-        """Called before each tool call of the step runs; the first that may change files waits here
-        for the snapshot, and so do calls running beside it."""
-        if tool in READ_ONLY_TOOLS:
+    async def before_tool(self, tool: Tool[Any]) -> None:
+        """Called before each tool call of the step runs; the first that may change files
+        (`Tool.changes_files`: a step calling none takes no snapshot) waits here for the snapshot,
+        and so do calls running beside it."""
+        if not tool.changes_files:
             return
         async with self._taken:
             if self._tree is not None or self._failed:

@@ -187,7 +187,7 @@ class ToolCallRunner:
                     )
                 )
             if self._tools.before_run is not None:
-                await self._tools.before_run(part.tool)
+                await self._tools.before_run(tool)
             plugins, limits = self._tools.plugins, self._limits
             result = await run_tool_with_hooks(plugins, tool, tool_input, ctx, limits=limits)
         except ToolError as exc:

@@ -99,11 +99,17 @@ class Tool(Generic[P]):
     # the store knows it runs (write-ahead, session/tool_calls.py). A tool says False only when its
     # calls just read; any other tool (custom, MCP, a subclass that does not say) has effects.
     has_effects: bool = True
+    # Whether a call may change the workspace's files: a step's first such call waits for the
+    # step's snapshot (what revert restores, session/snapshots.py). As `has_effects`: a tool says
+    # False only when its calls never write a file, and a subclass that does not say may.
+    changes_files: bool = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "has_effects" not in cls.__dict__:
-            cls.has_effects = True  # not inherited: what a subclass adds may have effects
+        # Not inherited: what a subclass adds may have effects, and write files.
+        for flag in ("has_effects", "changes_files"):
+            if flag not in cls.__dict__:
+                setattr(cls, flag, True)
 
     async def execute(self, args: P, ctx: ToolContext) -> ToolResult:
         raise NotImplementedError

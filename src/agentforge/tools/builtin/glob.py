@@ -41,6 +41,7 @@ class GlobParams(ToolParams):
 class GlobTool(Tool[GlobParams]):
     id = "glob"
     has_effects = False  # it only reads: no write-ahead needed
+    changes_files = False
     description = DESCRIPTION
     parameters = GlobParams
 

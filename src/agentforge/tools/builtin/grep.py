@@ -70,6 +70,7 @@ class SearchResult:
 class GrepTool(Tool[GrepParams]):
     id = "grep"
     has_effects = False  # it only reads: no write-ahead needed
+    changes_files = False
     description = DESCRIPTION
     parameters = GrepParams
 

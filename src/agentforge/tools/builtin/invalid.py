@@ -16,6 +16,7 @@ class InvalidParams(ToolParams):
 
 class InvalidTool(Tool[InvalidParams]):
     id = "invalid"
+    changes_files = False  # it only answers the model: no file changes
     description = "Do not use"
     parameters = InvalidParams
 

@@ -56,6 +56,7 @@ class _Node:
 class ListTool(Tool[ListParams]):
     id = "list"
     has_effects = False  # it only reads: no write-ahead needed
+    changes_files = False
     description = DESCRIPTION
     parameters = ListParams
 

@@ -87,6 +87,7 @@ def format_answers(questions: list[QuestionInfo], answers: list[list[str]]) -> s
 
 class QuestionTool(Tool[QuestionParams]):
     id = "question"
+    changes_files = False  # it asks a person: no file changes
     description = DESCRIPTION
     parameters = QuestionParams
 

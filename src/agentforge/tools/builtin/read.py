@@ -71,6 +71,7 @@ class _Window:
 class ReadTool(Tool[ReadParams]):
     id = "read"
     has_effects = False  # it only reads: no write-ahead needed
+    changes_files = False
     description = DESCRIPTION
     parameters = ReadParams
 

@@ -69,6 +69,7 @@ def _result(todos: list[dict[str, Any]]) -> ToolResult:
 
 class TodoWriteTool(Tool[TodoWriteParams]):
     id = "todowrite"
+    changes_files = False  # the session's todo list, not a file
     description = WRITE_DESCRIPTION
     parameters = TodoWriteParams
 
@@ -82,6 +83,7 @@ class TodoWriteTool(Tool[TodoWriteParams]):
 
 class TodoReadTool(Tool[TodoReadParams]):
     id = "todoread"
+    changes_files = False  # the session's todo list, not a file
     description = READ_DESCRIPTION
     parameters = TodoReadParams
 

@@ -83,6 +83,7 @@ class _Fetched:
 
 class WebFetchTool(Tool[WebFetchParams]):
     id = "webfetch"
+    changes_files = False  # it fetches a page: no file changes
     description = DESCRIPTION
     parameters = WebFetchParams
 
