@@ -7,9 +7,10 @@ Two `agentforge serve` processes on one fresh Postgres schema and the fake provi
 prompted through replica A while SSE streams of the session are open on A and on B:
 - first_delta_ms: prompt sent -> first `message.part.delta` on A's stream (same process) and on B's
   (crossed the cluster channel); medians over `--turns` turns.
-- deltas_per_second: one turn streaming `--deltas` one-character chunks, its characters per second
-  from the first delta to the last as received on each stream (another replica hears consecutive
-  deltas announced as one: `delta_events` counts the deltas each stream received).
+- characters_per_second: one turn streaming `--deltas` one-character chunks, the characters that
+  arrived after the first delta over the time from the first delta to the last, on each stream
+  (another replica hears consecutive deltas announced as one: `delta_events` counts the deltas
+  each stream received).
 """
 
 from __future__ import annotations
@@ -84,7 +85,10 @@ async def delta_rates(
     rates, events = [], []
     for stream, mark in zip(streams, marks, strict=True):
         seen = await _settled(stream, deltas, mark)
-        rates.append(deltas / max(seen[-1][0] - seen[0][0], 1e-9))
+        span = seen[-1][0] - seen[0][0]
+        if span <= 0:
+            raise ValueError(f"{deltas} characters arrived in one delta: give --deltas above 2,048")
+        rates.append((deltas - seen[0][1]) / span)  # the first delta's characters came at its start
         events.append(len(seen))
     return (rates[0], rates[1]), (events[0], events[1])
 
@@ -112,7 +116,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "same_replica": _ms(statistics.median(f[0] for f in firsts)),
             "other_replica": _ms(statistics.median(f[1] for f in firsts)),
         },
-        "deltas_per_second": {"same_replica": round(rate_a), "other_replica": round(rate_b)},
+        "characters_per_second": {"same_replica": round(rate_a), "other_replica": round(rate_b)},
         "delta_events": {"same_replica": events_a, "other_replica": events_b},
     }
 
@@ -127,8 +131,8 @@ def chart(result: dict[str, Any], path: Path) -> None:
     labels = ["same replica", "other replica"]
     left.bar(labels, list(result["first_delta_ms"].values()), color=["#4c72b0", "#dd8452"])
     left.set_title("time to first delta (ms, median)")
-    right.bar(labels, list(result["deltas_per_second"].values()), color=["#4c72b0", "#dd8452"])
-    right.set_title(f"deltas/s ({result['deltas']} one-char chunks)")
+    right.bar(labels, list(result["characters_per_second"].values()), color=["#4c72b0", "#dd8452"])
+    right.set_title(f"characters/s ({result['deltas']} one-char chunks)")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 

@@ -31,10 +31,14 @@ def test_an_empty_tenant_is_refused_before_any_statement() -> None:
         set_tenant(None, "")  # type: ignore[arg-type]  # no connection is touched
 
 
-@pytest.mark.parametrize("tenant", ["", "o'brien", "a b", "x" * 129, "t;DROP"])
-def test_a_tenant_id_is_written_into_a_statement_only_when_plain(tenant: str) -> None:
+@pytest.mark.parametrize("tenant", ["", "o'brien", "a b", "x" * 129, "t;DROP", "t\n"])
+def test_a_tenant_id_that_is_not_plain_is_never_written_into_a_statement(tenant: str) -> None:
     with pytest.raises(ValueError, match="must be plain"):
         setting_of(tenant)
+
+
+def test_a_plain_tenant_id_is_written_for_the_transaction_or_the_session() -> None:
+    assert setting_of("acme-2_b") == f"SELECT set_config('{TENANT_SETTING}', 'acme-2_b', true)"
     assert setting_of("acme-2_b", local=False) == f"SELECT set_config('{TENANT_SETTING}', 'acme-2_b', false)"
 
 
