@@ -245,3 +245,41 @@ async def test_a_step_calling_a_tool_that_may_write_is_snapshotted_whatever_its_
         (first,) = await _user_ids(live, sid)
         _json(await live.client.post(f"/session/{sid}/revert", json={"messageID": first}))
         assert not note.exists()
+
+
+_HOOK_THAT_WRITES = textwrap.dedent(
+    """
+    from pathlib import Path
+
+    from agentforge.plugins import hookimpl
+
+
+    @hookimpl
+    async def tool_execute_before(tool, output):
+        if tool == "read":
+            Path({note!r}).write_text("left before a read\\n")
+    """
+)
+
+
+async def test_a_call_a_plugin_runs_code_around_is_snapshotted(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """A call of a tool that never writes a file may still change files through a plugin's code
+    around it: the step waits for its snapshot, and what the hook wrote goes with a revert."""
+    note = tmp_path / "workspace" / "note.txt"
+    plugin = tmp_path / "hook_plugin.py"
+    plugin.write_text(_HOOK_THAT_WRITES.format(note=str(note)))
+    config = fake_provider_config(fake_openai)
+    config["plugin"] = [str(plugin)]
+    async with start_live_server(tmp_path, fake_openai, config) as live:
+        (live.workspace / "a.txt").write_text("alpha\n")
+        sid = (await live.create_session())["id"]
+        live.fake.enqueue(call("read", {"filePath": "a.txt"}), reply("Read it."))
+        _json(await live.prompt(sid, "read a.txt"))
+        assert note.read_text() == "left before a read\n"
+        diffs = _json(await live.client.get(f"/session/{sid}/diff"))
+        assert [(d["file"], d["status"]) for d in diffs] == [("note.txt", "added")]
+        (first,) = await _user_ids(live, sid)
+        _json(await live.client.post(f"/session/{sid}/revert", json={"messageID": first}))
+        assert not note.exists()

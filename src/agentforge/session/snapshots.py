@@ -16,7 +16,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from agentforge.config import Config
 from agentforge.model import ids
@@ -26,7 +25,6 @@ from agentforge.session.events import SessionEvents
 from agentforge.session.scope import TenantScope
 from agentforge.session.workspace import workspace_access
 from agentforge.snapshot.repo import SnapshotError, SnapshotRepo, repo_dir
-from agentforge.tools.base import Tool
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +64,10 @@ class StepSnapshot:
         self._failed = False
         self._taken = asyncio.Lock()
 
-    async def before_tool(self, tool: Tool[Any]) -> None:
-        """Called before each tool call of the step runs; the first that may change files
-        (`Tool.changes_files`: a step calling none takes no snapshot) waits here for the snapshot,
-        and so do calls running beside it."""
-        if not tool.changes_files:
-            return
+    async def before_tool(self) -> None:
+        """Called before each tool call of the step that may change files runs (`Tool.changes_files`,
+        or plugin code around it: session/tool_calls.py; a step with none takes no snapshot): the
+        first waits here for the snapshot, and so do calls running beside it."""
         async with self._taken:
             if self._tree is not None or self._failed:
                 return

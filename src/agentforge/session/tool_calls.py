@@ -152,8 +152,14 @@ class ToolCallRunner:
     def _writes_ahead(self, tool: Tool[Any] | None) -> bool:
         """Whether the call must wait for its start to be stored: it may have effects, or a plugin
         runs code around it (its hooks may have effects of their own)."""
-        if tool is None or tool.has_effects:
-            return True
+        return tool is None or tool.has_effects or self._hooked()
+
+    def _may_write_files(self, tool: Tool[Any]) -> bool:
+        """Whether the call may change the workspace's files (it waits for the step's snapshot):
+        the tool may, or a plugin runs code around it (which may)."""
+        return tool.changes_files or self._hooked()
+
+    def _hooked(self) -> bool:
         plugins = self._tools.plugins
         return any(plugins.implements(hook) for hook in _HOOKS_AROUND_A_CALL)
 
@@ -186,8 +192,8 @@ class ToolCallRunner:
                         metadata={"tool": part.tool, "input": tool_input},
                     )
                 )
-            if self._tools.before_run is not None:
-                await self._tools.before_run(tool)
+            if self._tools.before_run is not None and self._may_write_files(tool):
+                await self._tools.before_run()
             plugins, limits = self._tools.plugins, self._limits
             result = await run_tool_with_hooks(plugins, tool, tool_input, ctx, limits=limits)
         except ToolError as exc:

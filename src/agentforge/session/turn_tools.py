@@ -34,8 +34,8 @@ class TurnTools:
     `permissions` binds the calls' `ask` to the permission service with this turn's rules;
     `confinement` is the tenant's (its scope's, never built here); `services` are lent to every
     call; `plugins` wrap each call in the `tool_execute_*` hooks. `earlier_calls` are the calls
-    this turn made in previous steps, oldest first. `before_run` is awaited with the tool before
-    each call runs (the step's snapshot, session/snapshots.py).
+    this turn made in previous steps, oldest first. `before_run` is awaited before each call that
+    may change the workspace's files runs (the step's snapshot, session/snapshots.py).
     """
 
     tools: dict[str, Tool[Any]]
@@ -47,7 +47,7 @@ class TurnTools:
     services: ToolServices
     plugins: PluginManager
     earlier_calls: list[CallSignature] = field(default_factory=list)
-    before_run: Callable[[Tool[Any]], Awaitable[None]] | None = None
+    before_run: Callable[[], Awaitable[None]] | None = None
 
     def ask_for(self, message_id: str, call_id: str) -> AskPermission:
         return self.permissions.for_call(message_id, call_id)
