@@ -240,10 +240,7 @@ async def test_a_step_calling_a_tool_that_may_write_is_snapshotted_whatever_its_
         _json(await live.prompt(sid, "read something"))
         note = live.workspace / "note.txt"
         assert note.read_text() == "left by a read\n"
-        diffs = _json(await live.client.get(f"/session/{sid}/diff"))
-        assert [(d["file"], d["status"]) for d in diffs] == [("note.txt", "added")]
-        (first,) = await _user_ids(live, sid)
-        _json(await live.client.post(f"/session/{sid}/revert", json={"messageID": first}))
+        await _revert_the_turn_that_added(live, sid, note.name)
         assert not note.exists()
 
 
@@ -278,8 +275,13 @@ async def test_a_call_a_plugin_runs_code_around_is_snapshotted(
         live.fake.enqueue(call("read", {"filePath": "a.txt"}), reply("Read it."))
         _json(await live.prompt(sid, "read a.txt"))
         assert note.read_text() == "left before a read\n"
-        diffs = _json(await live.client.get(f"/session/{sid}/diff"))
-        assert [(d["file"], d["status"]) for d in diffs] == [("note.txt", "added")]
-        (first,) = await _user_ids(live, sid)
-        _json(await live.client.post(f"/session/{sid}/revert", json={"messageID": first}))
+        await _revert_the_turn_that_added(live, sid, note.name)
         assert not note.exists()
+
+
+async def _revert_the_turn_that_added(live: LiveServer, sid: str, name: str) -> None:
+    """The session's one turn added the file `name` (its diff says so): revert that turn."""
+    diffs = _json(await live.client.get(f"/session/{sid}/diff"))
+    assert [(d["file"], d["status"]) for d in diffs] == [(name, "added")]
+    (first,) = await _user_ids(live, sid)
+    _json(await live.client.post(f"/session/{sid}/revert", json={"messageID": first}))
