@@ -70,3 +70,10 @@ def test_failed_calls_counts_rejected_structured_output_calls_only() -> None:
         tool_completed(STRUCTURED_TOOL, {"n": 1}, CAPTURED),
     ]
     assert failed_calls(parts) == 1
+
+
+def test_the_structured_output_tool_never_writes_a_file() -> None:
+    """A step answering through it takes no snapshot (session/snapshots.py); it still waits for its
+    start to be stored, as any tool that does not say it only reads."""
+    tool = StructuredOutputTool({"type": "object"})
+    assert not tool.changes_files and tool.has_effects

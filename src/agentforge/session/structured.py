@@ -63,6 +63,8 @@ class StructuredOutputTool(RawSchemaTool):
     """Validates its arguments against the user's schema (as given, `$schema` included, so the right
     draft applies) but shows the model the schema without `$schema`; keeps what it was called with."""
 
+    changes_files = False  # it keeps its arguments: a step answering through it takes no snapshot
+
     def __init__(self, schema: dict[str, Any]) -> None:
         super().__init__(id=STRUCTURED_TOOL, description=_DESCRIPTION, schema=schema)
         shown = copy.deepcopy(schema)
