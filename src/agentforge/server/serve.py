@@ -43,9 +43,10 @@ class ForgeServer(uvicorn.Server):
                 # h11's pure-Python state machine cost ~3% of the instructions of a plain turn
                 # (its request, its response and the SSE frames it carries).
                 http="httptools",
-                # Named too: "auto" takes uvloop wherever it happens to be installed, and uvloop's
-                # transports are not asyncio's classes (tools/process.py checks a command's transport
-                # with isinstance: under uvloop every command failed).
+                # Named too: "auto" takes uvloop wherever it happens to be installed, under which
+                # commands' stdout is a socket (`> /dev/stderr` fails), their spawn closes no
+                # inherited descriptors and subprocess transports are not asyncio's classes
+                # (bench/README.md, fourteenth round).
                 loop="asyncio",
             )
         )
