@@ -42,6 +42,27 @@ async def test_a_killed_process_reports_the_signal_like_a_shell(tmp_path: Path) 
         await terminal.close()
 
 
+async def test_the_terminal_is_its_controlling_one_so_ctrl_c_interrupts(tmp_path: Path) -> None:
+    """/dev/tty opens (the child's session has the terminal) and ^C typed into it signals the
+    foreground job; without a controlling terminal both fail and the sleep runs on."""
+    exited = asyncio.Event()
+    argv = ["/bin/sh", "-c", "exec 3</dev/tty && echo ready && sleep 30"]
+    started = await start_pty(argv, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, sandbox=NO_SANDBOX)
+    terminal = Terminal("pty_test", "test", argv, str(tmp_path), started, lambda _t: exited.set())
+    try:
+        _, client = terminal.attach(0)
+        seen = ""
+        while "ready" not in seen:
+            chunk = await asyncio.wait_for(client.next(), 10)
+            assert chunk is not None, f"ended before it was ready: {terminal.since(0)!r}"
+            seen += chunk
+        terminal.write("\x03")
+        await asyncio.wait_for(exited.wait(), 10)
+        assert terminal.exit_code == 128 + 2  # SIGINT, as a shell reports it
+    finally:
+        await terminal.close()
+
+
 @requires_sandbox
 async def test_a_terminal_runs_in_the_sandbox_and_keeps_its_terminal(tmp_path: Path) -> None:
     workspace = (tmp_path / "workspace").resolve()
