@@ -4,7 +4,10 @@ clients count it), kept for clients connecting later, and its exit code."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
+
+import pytest
 
 from agentforge.terminal.terminal import Terminal
 from agentforge.tools.process import start_pty
@@ -42,9 +45,24 @@ async def test_a_killed_process_reports_the_signal_like_a_shell(tmp_path: Path) 
         await terminal.close()
 
 
-async def test_the_terminal_is_its_controlling_one_so_ctrl_c_interrupts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("server_ignores_sigint", [False, True])
+async def test_the_terminal_is_its_controlling_one_so_ctrl_c_interrupts(
+    tmp_path: Path, server_ignores_sigint: bool
+) -> None:
     """/dev/tty opens (the child's session has the terminal) and ^C typed into it signals the
-    foreground job; without a controlling terminal both fail and the sleep runs on."""
+    foreground job; without a controlling terminal both fail and the sleep runs on. So also when the
+    server ignores SIGINT (started in the background by a script), which a child would inherit."""
+    if server_ignores_sigint:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            await _interrupted_by_ctrl_c(tmp_path)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    else:
+        await _interrupted_by_ctrl_c(tmp_path)
+
+
+async def _interrupted_by_ctrl_c(tmp_path: Path) -> None:
     exited = asyncio.Event()
     argv = ["/bin/sh", "-c", "exec 3</dev/tty && echo ready && sleep 30"]
     started = await start_pty(argv, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, sandbox=NO_SANDBOX)

@@ -36,7 +36,7 @@ import termios
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from agentforge.tools.command_ledger import TOKEN_VARIABLE
 from agentforge.tools.sandbox import CommandSandbox
@@ -271,13 +271,30 @@ def _die_with_server() -> Callable[[], None]:
     return arm
 
 
+# Signals a terminal's keys and job control send, set back to their defaults in its child: a server
+# started in the background by a script (`agentforge serve &`, nohup) ignores SIGINT and SIGQUIT (or
+# SIGHUP), a child inherits what is ignored, and ^C typed into the terminal would then do nothing.
+_TERMINAL_SIGNALS: Final = (
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGHUP,
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+)
+
+
 def _take_terminal() -> Callable[[], None]:
-    """In the child, after setsid: make its terminal (its stdin) the controlling one, so job control
-    and ^C work; and die with the server. Only system calls: safe between fork and exec."""
+    """In the child, after setsid: make its terminal (its stdin) the controlling one, with the
+    terminal's signals at their defaults and none blocked, so job control and ^C work; and die with
+    the server. Only system calls: safe between fork and exec."""
     die = _die_with_server()
 
     def take() -> None:
         die()
+        for number in _TERMINAL_SIGNALS:
+            signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     return take
