@@ -64,7 +64,9 @@ async def test_the_terminal_is_its_controlling_one_so_ctrl_c_interrupts(
 
 async def _interrupted_by_ctrl_c(tmp_path: Path) -> None:
     exited = asyncio.Event()
-    argv = ["/bin/sh", "-c", "exec 3</dev/tty && echo ready && sleep 30"]
+    # `exec sleep`: the shell forking it would ignore a ^C that lands between its fork and the
+    # child's exec (the shell's own race, which a person's ^C a moment later does not meet).
+    argv = ["/bin/sh", "-c", "exec 3</dev/tty && echo ready && exec sleep 30"]
     started = await start_pty(argv, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, sandbox=NO_SANDBOX)
     terminal = Terminal("pty_test", "test", argv, str(tmp_path), started, lambda _t: exited.set())
     try:

@@ -158,7 +158,7 @@ async def _run_group(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_server(),
+        preexec_fn=_in_child(),
     )
     pid = transport.get_pid()
     pump = asyncio.create_task(protocol.pump(on_output))
@@ -271,10 +271,11 @@ def _die_with_server() -> Callable[[], None]:
     return arm
 
 
-# Signals a terminal's keys and job control send, set back to their defaults in its child: a server
+# Signals a terminal's keys and job control send, set back to their defaults in every child: a server
 # started in the background by a script (`agentforge serve &`, nohup) ignores SIGINT and SIGQUIT (or
-# SIGHUP), a child inherits what is ignored, and ^C typed into the terminal would then do nothing.
-_TERMINAL_SIGNALS: Final = (
+# SIGHUP), a child inherits what is ignored, and ^C typed into a terminal would then do nothing (a
+# command's own `kill -INT` neither). libuv's servers (opencode's) reset them all the same way.
+_DEFAULT_SIGNALS: Final = (
     signal.SIGINT,
     signal.SIGQUIT,
     signal.SIGHUP,
@@ -284,17 +285,28 @@ _TERMINAL_SIGNALS: Final = (
 )
 
 
-def _take_terminal() -> Callable[[], None]:
-    """In the child, after setsid: make its terminal (its stdin) the controlling one, with the
-    terminal's signals at their defaults and none blocked, so job control and ^C work; and die with
-    the server. Only system calls: safe between fork and exec."""
+def _in_child() -> Callable[[], None]:
+    """What every child runs between fork and exec: die with the server (`_die_with_server`), with
+    `_DEFAULT_SIGNALS` at their defaults and no signal blocked, however the server was started.
+    System calls only: safe there."""
     die = _die_with_server()
 
-    def take() -> None:
+    def setup() -> None:
         die()
-        for number in _TERMINAL_SIGNALS:
+        for number in _DEFAULT_SIGNALS:
             signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+    return setup
+
+
+def _take_terminal() -> Callable[[], None]:
+    """In the child, after setsid: `_in_child`'s set-up, then make its terminal (its stdin) the
+    controlling one, so job control and ^C work."""
+    setup = _in_child()
+
+    def take() -> None:
+        setup()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     return take
