@@ -5,6 +5,8 @@ ones a test lends the tool (none by default)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ from agentforge.testing.tools import refuse_outside, unconfined
 from agentforge.tools.base import AskPermission, PermissionRequest, Tool, ToolContext, ToolResult
 from agentforge.tools.confinement import Confinement
 from agentforge.tools.execute import run_tool
+from agentforge.tools.process import run_process_group
+from agentforge.tools.sandbox import CommandSandbox
 from agentforge.tools.services import NO_SERVICES, ToolServices
 from agentforge.tools.truncation import TruncationLimits
 
@@ -73,3 +77,22 @@ def real(path: Path) -> Path:
 
 def size_of(path: Path) -> int:
     return path.stat().st_size
+
+
+async def run_command(jail: CommandSandbox, command: str, cwd: Path) -> tuple[int | None, str]:
+    """`bash -c command` as the bash tool runs it (`run_process_group`): its exit code, its output."""
+    chunks: list[bytes] = []
+
+    async def collect(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    outcome = await run_process_group(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=dict(os.environ),
+        time_limit=30,
+        abort=asyncio.Event(),
+        on_output=collect,
+        sandbox=jail,
+    )
+    return outcome.exit_code, b"".join(chunks).decode(errors="replace")

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools.process import run_process_group
 from agentforge.tools.sandbox import (
     NO_SANDBOX,
-    CommandSandbox,
     Limits,
     Sandbox,
     SandboxRefusedError,
@@ -22,7 +20,7 @@ from agentforge.tools.sandbox import (
     refused,
 )
 from tests.sandboxing import BWRAP, PRLIMIT, requires_sandbox
-from tests.tools.harness import text_of
+from tests.tools.harness import run_command, text_of
 
 pytestmark = requires_sandbox
 
@@ -31,24 +29,6 @@ def sandbox(view: View, *, limits: Limits | None = None, network: bool = False) 
     return Sandbox(
         kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, limits=limits or Limits(), network=network
     )
-
-
-async def run(jail: CommandSandbox, command: str, cwd: Path) -> tuple[int | None, str]:
-    chunks: list[bytes] = []
-
-    async def collect(chunk: bytes) -> None:
-        chunks.append(chunk)
-
-    outcome = await run_process_group(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=dict(os.environ),
-        time_limit=30,
-        abort=asyncio.Event(),
-        on_output=collect,
-        sandbox=jail,
-    )
-    return outcome.exit_code, b"".join(chunks).decode(errors="replace")
 
 
 @pytest.fixture
@@ -64,7 +44,7 @@ async def test_the_workspace_is_the_only_writable_place(tmp_path: Path, workspac
     (outside / "notes.txt").write_text("readable\n")
     jail = sandbox(View(host=True, writable=(workspace,), readable=(outside,))).command(network=False)
 
-    code, output = await run(
+    code, output = await run_command(
         jail, f"echo in > inside.txt; cat {outside}/notes.txt; echo out > {outside}/escape.txt", workspace
     )
 
@@ -78,7 +58,7 @@ async def test_the_workspace_is_the_only_writable_place(tmp_path: Path, workspac
 async def test_a_private_tmp_vanishes_with_the_command(tmp_path: Path, workspace: Path) -> None:
     marker = f"/tmp/forge-sandbox-{secrets.token_hex(4)}"
     jail = sandbox(View(host=True, writable=(workspace,))).command(network=False)
-    code, output = await run(jail, f"echo private > {marker} && cat {marker}", workspace)
+    code, output = await run_command(jail, f"echo private > {marker} && cat {marker}", workspace)
     assert (code, output) == (0, "private\n")
     assert not await asyncio.to_thread(Path(marker).exists)
 
@@ -95,7 +75,7 @@ async def test_hidden_directories_are_empty_wherever_they_lie(tmp_path: Path, wo
     (own / "spill.txt").write_text("my output\n")
     view = View(host=True, writable=(workspace,), readable=(own,), hidden=(data,))
 
-    _, output = await run(
+    _, output = await run_command(
         sandbox(view).command(network=False),
         "ls -A data/tenants; cat data/agentforge.db; cat data/tenants/other/secret.txt; "
         "cat data/tenants/mine/tool-output/spill.txt; echo x > data/tenants/mine/tool-output/new",
@@ -115,7 +95,7 @@ async def test_a_confined_view_holds_only_system_directories(tmp_path: Path, wor
     masked = (Path("/etc/shadow"),)
     jail = sandbox(View(host=False, writable=(workspace,), masked=masked)).command(network=False)
 
-    _, output = await run(
+    _, output = await run_command(
         jail,
         f"ls {server_home} 2>&1; cat /etc/shadow 2>&1; test -x /usr/bin/env && echo usr-ok; pwd",
         workspace,
@@ -141,14 +121,20 @@ async def test_the_network_is_off_unless_the_command_may_have_it(workspace: Path
     probe_command = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
     view = View(host=True, writable=(workspace,))
     try:
-        _, offline = await run(sandbox(view, network=True).command(network=False), probe_command, workspace)
+        _, offline = await run_command(
+            sandbox(view, network=True).command(network=False), probe_command, workspace
+        )
         assert "connected" not in offline
         assert not connected.is_set()
         # The tenant may not have it at all: asking for it per command changes nothing.
-        _, ungranted = await run(sandbox(view, network=False).command(network=True), probe_command, workspace)
+        _, ungranted = await run_command(
+            sandbox(view, network=False).command(network=True), probe_command, workspace
+        )
         assert "connected" not in ungranted
 
-        _, online = await run(sandbox(view, network=True).command(network=True), probe_command, workspace)
+        _, online = await run_command(
+            sandbox(view, network=True).command(network=True), probe_command, workspace
+        )
         assert online == "connected\n"
         assert connected.is_set()
     finally:
@@ -158,7 +144,7 @@ async def test_the_network_is_off_unless_the_command_may_have_it(workspace: Path
 
 async def test_its_own_pid_namespace_and_no_privileges(workspace: Path) -> None:
     jail = sandbox(View(host=True, writable=(workspace,))).command(network=False)
-    code, output = await run(
+    code, output = await run_command(
         jail,
         "echo pid=$$; grep -E '^(NoNewPrivs|CapEff)' /proc/self/status; "
         f"test -e /proc/{os.getpid()} && echo sees-the-server; true",
@@ -186,7 +172,7 @@ def running_with(marker: str) -> bool:
 async def test_background_processes_die_with_the_command(workspace: Path) -> None:
     seconds = f"30.{secrets.randbelow(10**6):06d}"
     jail = sandbox(View(host=True, writable=(workspace,))).command(network=False)
-    code, output = await run(jail, f"sleep {seconds} > /dev/null 2>&1 & echo started", workspace)
+    code, output = await run_command(jail, f"sleep {seconds} > /dev/null 2>&1 & echo started", workspace)
     assert (code, output) == (0, "started\n")
     # The PID namespace's first process is gone: the kernel kills the rest (asynchronously).
     deadline = time.monotonic() + 5
@@ -199,13 +185,13 @@ async def test_cpu_memory_and_file_size_limits(workspace: Path) -> None:
     limits = Limits(cpu_seconds=1, memory_bytes=64 * 1024 * 1024, file_size_bytes=1024 * 1024)
     jail = sandbox(View(host=True, writable=(workspace,)), limits=limits).command(network=False)
 
-    code, output = await run(jail, "while :; do :; done", workspace)
+    code, output = await run_command(jail, "while :; do :; done", workspace)
     assert code != 0  # SIGXCPU after one second of CPU time
 
-    code, output = await run(jail, "python3 -c 'bytearray(512 * 1024 * 1024)'", workspace)
+    code, output = await run_command(jail, "python3 -c 'bytearray(512 * 1024 * 1024)'", workspace)
     assert code != 0 and "MemoryError" in output, output
 
-    code, output = await run(jail, "head -c 2097152 /dev/zero > big.bin", workspace)
+    code, output = await run_command(jail, "head -c 2097152 /dev/zero > big.bin", workspace)
     assert code != 0, output
     assert (workspace / "big.bin").stat().st_size <= 1024 * 1024
 
@@ -239,7 +225,7 @@ def test_limits_without_prlimit_refuse_rather_than_run_unlimited(workspace: Path
 async def test_a_refused_sandbox_starts_nothing(workspace: Path) -> None:
     jail = refused("no user namespaces here").command(network=False)
     with pytest.raises(SandboxRefusedError, match="no user namespaces here"):
-        await run(jail, f"touch {workspace}/ran", workspace)
+        await run_command(jail, f"touch {workspace}/ran", workspace)
     assert not (workspace / "ran").exists()
 
 
