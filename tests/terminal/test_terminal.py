@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from agentforge.terminal.terminal import Terminal
 from agentforge.tools.process import start_pty
 from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox, Sandbox, View
 from tests.sandboxing import BWRAP, requires_sandbox
+from tests.server_signals import as_started, server_ignoring
 
 
 async def _finished(argv: list[str], cwd: Path, sandbox: CommandSandbox = NO_SANDBOX) -> Terminal:
@@ -45,24 +48,26 @@ async def test_a_killed_process_reports_the_signal_like_a_shell(tmp_path: Path) 
         await terminal.close()
 
 
-@pytest.mark.parametrize("server_ignores_sigint", [False, True])
-async def test_the_terminal_is_its_controlling_one_so_ctrl_c_interrupts(
-    tmp_path: Path, server_ignores_sigint: bool
+@pytest.mark.parametrize(
+    ("key", "number", "state"),
+    [
+        ("\x03", signal.SIGINT, as_started),
+        ("\x03", signal.SIGINT, server_ignoring),
+        ("\x1c", signal.SIGQUIT, server_ignoring),
+    ],
+    ids=["ctrl-c", "ctrl-c-server-ignoring-sigint", "ctrl-backslash-server-ignoring-sigquit"],
+)
+async def test_the_terminal_is_its_controlling_one_so_its_keys_signal_the_job(
+    tmp_path: Path, key: str, number: int, state: Callable[[int], AbstractContextManager[None]]
 ) -> None:
-    """/dev/tty opens (the child's session has the terminal) and ^C typed into it signals the
+    """/dev/tty opens (the child's session has the terminal) and ^C (^\\) typed into it signals the
     foreground job; without a controlling terminal both fail and the sleep runs on. So also when the
-    server ignores SIGINT (started in the background by a script), which a child would inherit."""
-    if server_ignores_sigint:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            await _interrupted_by_ctrl_c(tmp_path)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-    else:
-        await _interrupted_by_ctrl_c(tmp_path)
+    server ignores the signal (how it was started), which a child would inherit."""
+    with state(number):
+        await _signalled_by_key(tmp_path, key, number)
 
 
-async def _interrupted_by_ctrl_c(tmp_path: Path) -> None:
+async def _signalled_by_key(tmp_path: Path, key: str, number: int) -> None:
     exited = asyncio.Event()
     # `exec sleep`: the shell forking it would ignore a ^C that lands between its fork and the
     # child's exec (the shell's own race, which a person's ^C a moment later does not meet).
@@ -76,9 +81,9 @@ async def _interrupted_by_ctrl_c(tmp_path: Path) -> None:
             chunk = await asyncio.wait_for(client.next(), 10)
             assert chunk is not None, f"ended before it was ready: {terminal.since(0)!r}"
             seen += chunk
-        terminal.write("\x03")
+        terminal.write(key)
         await asyncio.wait_for(exited.wait(), 10)
-        assert terminal.exit_code == 128 + 2  # SIGINT, as a shell reports it
+        assert terminal.exit_code == 128 + number  # the signal, as a shell reports it
     finally:
         await terminal.close()
 

@@ -3,50 +3,27 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
 from agentforge.tools.sandbox import NO_SANDBOX
+from tests.server_signals import server_blocking, server_ignoring
 from tests.tools.harness import run_command
 
-
-@contextmanager
-def _server_ignoring(number: int) -> Iterator[None]:
-    """The server as a script's `agentforge serve &` (or nohup) leaves it: the signal ignored."""
-    previous = signal.signal(number, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(number, previous)
+MASKS = "exec grep -E '^Sig(Ign|Blk)' /proc/self/status"  # the masks the command's program starts with
+SIGNALS = [signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM, signal.SIGTSTP]
 
 
-@contextmanager
-def _server_blocking(number: int) -> Iterator[None]:
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, [number])
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-@pytest.mark.parametrize(
-    ("state", "number"),
-    [
-        (_server_ignoring, signal.SIGINT),
-        (_server_ignoring, signal.SIGQUIT),
-        (_server_blocking, signal.SIGINT),
-    ],
-)
-async def test_a_command_gets_the_signals_at_their_defaults_whatever_the_server_ignores_or_blocks(
+@pytest.mark.parametrize("number", SIGNALS, ids=lambda number: signal.Signals(number).name)
+@pytest.mark.parametrize("state", [server_ignoring, server_blocking], ids=["ignored", "blocked"])
+async def test_a_command_gets_every_signal_at_its_default_whatever_the_server_ignores_or_blocks(
     tmp_path: Path, state: Callable[[int], AbstractContextManager[None]], number: int
 ) -> None:
     with state(number):
-        code, output = await run_command(
-            NO_SANDBOX, "exec grep -E '^Sig(Ign|Blk)' /proc/self/status", tmp_path
-        )
+        code, output = await run_command(NO_SANDBOX, MASKS, tmp_path)
     masks = dict(line.split(":\t") for line in output.splitlines())
     assert code == 0 and set(masks) == {"SigIgn", "SigBlk"}
     bit = 1 << (number - 1)

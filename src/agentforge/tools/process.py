@@ -255,45 +255,43 @@ class PtyProcess:
 
 
 _PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in each child
 
 
 def _die_with_server() -> Callable[[], None]:
     """What the child runs between fork and exec: SIGKILL when the server thread that started it
-    dies (system calls only, safe there). If the server already died, the child exits at once."""
+    dies. If the server already died, the child exits at once."""
     server = os.getpid()
 
     def arm() -> None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != server:
             os._exit(1)
 
     return arm
 
 
-# Signals a terminal's keys and job control send, set back to their defaults in every child: a server
-# started in the background by a script (`agentforge serve &`, nohup) ignores SIGINT and SIGQUIT (or
-# SIGHUP), a child inherits what is ignored, and ^C typed into a terminal would then do nothing (a
-# command's own `kill -INT` neither). libuv's servers (opencode's) reset them all the same way.
-_DEFAULT_SIGNALS: Final = (
-    signal.SIGINT,
-    signal.SIGQUIT,
-    signal.SIGHUP,
-    signal.SIGTSTP,
-    signal.SIGTTIN,
-    signal.SIGTTOU,
+# Every standard signal a child may be given another disposition for, set back to its default in
+# the children started here: a child inherits what the server ignores, which depends on how it was
+# started (a script's `agentforge serve &` ignores SIGQUIT, so ^\ typed into a terminal did nothing;
+# nohup ignores SIGHUP; a backgrounded in-process `agentforge run` SIGINT), and the mask of blocked
+# signals. libuv (Node) and Bun reset every signal in their children the same way.
+_RESET_SIGNALS: Final = tuple(
+    number for number in signal.Signals if number < 32 and number not in (signal.SIGKILL, signal.SIGSTOP)
 )
 
 
 def _in_child() -> Callable[[], None]:
-    """What every child runs between fork and exec: die with the server (`_die_with_server`), with
-    `_DEFAULT_SIGNALS` at their defaults and no signal blocked, however the server was started.
-    System calls only: safe there."""
+    """What a command's or a terminal's child runs between fork and exec: die with the server
+    (`_die_with_server`), with `_RESET_SIGNALS` at their defaults and no signal blocked, however the
+    server was started. Python runs there: these calls take no lock, but a handler of the server's
+    may run in the child before they do (a signal arriving between the fork and the reset); an
+    exception there fails the spawn (`SubprocessError`), nothing is left behind."""
     die = _die_with_server()
 
     def setup() -> None:
         die()
-        for number in _DEFAULT_SIGNALS:
+        for number in _RESET_SIGNALS:
             signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
