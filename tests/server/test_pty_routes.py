@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.e2e.harness import EventCollector, LiveServer
+from tests.server_signals import server_ignoring
 
 TIMEOUT = 10
 
@@ -166,3 +168,23 @@ async def test_shells_lists_the_servers_shells(live: LiveServer) -> None:
     shells = _json(await live.client.get("/pty/shells"))
     names = {shell["name"] for shell in shells if shell["acceptable"]}
     assert "bash" in names or "sh" in names
+
+
+async def test_a_key_typed_over_the_socket_signals_the_job_however_the_server_was_started(
+    live: LiveServer,
+) -> None:
+    """^\\ sent over the socket ends the terminal's foreground job with SIGQUIT, also when the server
+    ignores SIGQUIT (a script's `agentforge serve &` starts it so), which its child would inherit."""
+    events = EventCollector()
+    await events.start(live.client)
+    with server_ignoring(signal.SIGQUIT):
+        script = "exec 3</dev/tty && echo ready && exec sleep 30"  # /dev/tty: its controlling terminal
+        info = await _shell(live, command="/bin/sh", args=["-c", script])
+        async with terminal_socket(live, info["id"]) as screen:
+            await screen.until("ready")
+            await screen.socket.send("\x1c")
+            exited = await events.wait_for(
+                lambda f: f.type == "pty.exited" and f.properties["id"] == info["id"], timeout=TIMEOUT
+            )
+    assert exited.properties["exitCode"] == 128 + signal.SIGQUIT
+    await events.stop()
