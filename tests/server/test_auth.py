@@ -293,7 +293,9 @@ async def test_an_open_event_stream_ends_once_its_jwt_expires(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     async with serve(tmp_path, fake_openai, JWT) as forge:
-        token = hs_token(exp=int(time.time()) + 2)
+        # Four seconds ahead: 3-4 s of life, ample for the first heartbeats (every 0.1 s) on a loaded
+        # machine (CI once opened the stream after a token of 1-2 s had lapsed).
+        token = hs_token(exp=int(time.time()) + 4)
         _assert_ended_unauthorized(await _stream_types(forge, _bearer(token)))
         refused = await forge.client.get("/session", headers=_bearer(token))
         _assert_401(refused, "token expired")
