@@ -16,6 +16,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.e2e.harness import EventCollector, LiveServer
+from tests.sandboxing import requires_sandbox
 from tests.server_signals import server_ignoring
 
 TIMEOUT = 10
@@ -187,4 +188,26 @@ async def test_a_key_typed_over_the_socket_signals_the_job_however_the_server_wa
                 lambda f: f.type == "pty.exited" and f.properties["id"] == info["id"], timeout=TIMEOUT
             )
     assert exited.properties["exitCode"] == 128 + signal.SIGQUIT
+    await events.stop()
+
+
+@requires_sandbox
+async def test_ctrl_c_reaches_a_sandboxed_program_that_handles_it(
+    live: LiveServer,
+) -> None:
+    """The local user's terminal runs in the sandbox (`sandbox.mode` auto, the kernel allowing it). A
+    program there that traps SIGINT and does no job control gets ^C sent over the socket and ends as
+    it chooses; bwrap, in the same foreground group, no longer dies of it with the whole sandbox."""
+    events = EventCollector()
+    await events.start(live.client)
+    script = "trap 'echo caught; exit 5' INT; echo ready; while :; do sleep 0.05; done"
+    info = await _shell(live, command="/bin/sh", args=["-c", script])
+    async with terminal_socket(live, info["id"]) as screen:
+        await screen.until("ready")
+        await screen.socket.send("\x03")
+        await screen.until("caught")
+        exited = await events.wait_for(
+            lambda f: f.type == "pty.exited" and f.properties["id"] == info["id"], timeout=TIMEOUT
+        )
+    assert exited.properties["exitCode"] == 5
     await events.stop()

@@ -68,12 +68,18 @@ async def test_the_terminal_is_its_controlling_one_so_its_keys_signal_the_job(
 
 
 async def _signalled_by_key(tmp_path: Path, key: str, number: int) -> None:
-    exited = asyncio.Event()
     # `exec sleep`: the shell forking it would ignore a ^C that lands between its fork and the
     # child's exec (the shell's own race, which a person's ^C a moment later does not meet).
     argv = ["/bin/sh", "-c", "exec 3</dev/tty && echo ready && exec sleep 30"]
-    started = await start_pty(argv, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, sandbox=NO_SANDBOX)
-    terminal = Terminal("pty_test", "test", argv, str(tmp_path), started, lambda _t: exited.set())
+    terminal = await _after_key(argv, tmp_path, key, NO_SANDBOX)
+    assert terminal.exit_code == 128 + number  # the signal, as a shell reports it
+
+
+async def _after_key(argv: list[str], cwd: Path, key: str, sandbox: CommandSandbox) -> Terminal:
+    """The terminal running `argv`, ended after `key` was typed once it printed `ready`."""
+    exited = asyncio.Event()
+    started = await start_pty(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin"}, sandbox=sandbox)
+    terminal = Terminal("pty_test", "test", argv, str(cwd), started, lambda _t: exited.set())
     try:
         _, client = terminal.attach(0)
         seen = ""
@@ -83,9 +89,33 @@ async def _signalled_by_key(tmp_path: Path, key: str, number: int) -> None:
             seen += chunk
         terminal.write(key)
         await asyncio.wait_for(exited.wait(), 10)
-        assert terminal.exit_code == 128 + number  # the signal, as a shell reports it
     finally:
         await terminal.close()
+    return terminal
+
+
+def _jail(workspace: Path) -> CommandSandbox:
+    view = View(host=True, writable=(workspace,))
+    return Sandbox(kind="bwrap", view=view, bwrap=BWRAP).command(network=False)
+
+
+@requires_sandbox
+@pytest.mark.parametrize(
+    ("key", "number"), [("\x03", signal.SIGINT), ("\x1c", signal.SIGQUIT)], ids=["ctrl-c", "ctrl-backslash"]
+)
+async def test_in_the_sandbox_a_key_reaches_the_program_not_the_sandbox(
+    tmp_path: Path, key: str, number: signal.Signals
+) -> None:
+    """A program in the sandbox that handles ^C (^\\) itself gets the signal and goes on; one that
+    does not is ended by it. bwrap shares the terminal's foreground group with a program that does no
+    job control: without ignoring the keys' signals it died of them and took the sandbox with it."""
+    trap = f"trap 'echo caught; exit 5' {number.name.removeprefix('SIG')}"
+    looping = ["/bin/sh", "-c", f"{trap}; echo ready; while :; do sleep 0.05; done"]
+    handled = await _after_key(looping, tmp_path, key, _jail(tmp_path))
+    assert handled.exit_code == 5 and "caught" in handled.since(0)
+    sleeping = ["/bin/sh", "-c", "echo ready && exec sleep 30"]
+    ended = await _after_key(sleeping, tmp_path, key, _jail(tmp_path))
+    assert ended.exit_code == 128 + number  # bwrap reports its program's signal as a shell does
 
 
 @requires_sandbox
@@ -94,9 +124,7 @@ async def test_a_terminal_runs_in_the_sandbox_and_keeps_its_terminal(tmp_path: P
     outside = (tmp_path / "outside").resolve()
     workspace.mkdir()
     outside.mkdir()
-    jail = Sandbox(kind="bwrap", view=View(host=True, writable=(workspace,)), bwrap=BWRAP).command(
-        network=False
-    )
+    jail = _jail(workspace)
     script = f"echo in > inside.txt; echo out > {outside}/escape.txt; tty >/dev/null && echo has-a-terminal"
 
     terminal = await _finished(["/bin/sh", "-c", script], workspace, jail)

@@ -13,7 +13,8 @@ Every command goes through its `CommandSandbox` (tools/sandbox.py), a required a
 cannot forget it. Inside bwrap the command gets a new session of its own too; the process we start
 and signal is bwrap, and when it dies the kernel kills everything in the sandbox's PID namespace.
 `start_pty` starts the other kind of command: an interactive terminal (the `/pty` routes), on a
-pseudo-terminal instead of pipes.
+pseudo-terminal instead of pipes; in the sandbox bwrap ignores the signals of the terminal's keys,
+which its program gets back (`_TERMINAL_KEYS`).
 
 No command outlives the server: its leader gets SIGKILL when the server dies (PR_SET_PDEATHSIG, set
 in the child before exec; bwrap also has `--die-with-parent`), and what it started in the background
@@ -27,8 +28,11 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
+import functools
+import logging
 import os
 import pty
+import shutil
 import signal
 import struct
 import subprocess
@@ -40,6 +44,8 @@ from typing import Final, Literal
 
 from agentforge.tools.command_ledger import TOKEN_VARIABLE
 from agentforge.tools.sandbox import CommandSandbox
+
+log = logging.getLogger(__name__)
 
 KILL_GRACE_SECONDS = 3.0
 KILL_CONFIRM_SECONDS = 1.0
@@ -298,16 +304,55 @@ def _in_child() -> Callable[[], None]:
     return setup
 
 
-def _take_terminal() -> Callable[[], None]:
+def _take_terminal(ignored: Sequence[signal.Signals] = ()) -> Callable[[], None]:
     """In the child, after setsid: `_in_child`'s set-up, then make its terminal (its stdin) the
-    controlling one, so job control and ^C work."""
+    controlling one, so job control and ^C work. `ignored`: signals it starts with ignored."""
     setup = _in_child()
 
     def take() -> None:
         setup()
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     return take
+
+
+# The signals a terminal's keys send its foreground process group (^C, ^\). In the sandbox, bwrap
+# is in that group with the program (unless the program does job control, as an interactive shell
+# does): killed by them, it took the whole sandbox with it, even a program that traps them. So bwrap
+# starts with them ignored, and the program with them back at their defaults (`_keys_restored`).
+_TERMINAL_KEYS: Final = (signal.SIGINT, signal.SIGQUIT)
+_KEYS_PROBE_SECONDS: Final = 10.0
+
+
+@functools.cache
+def _keys_restored() -> tuple[str, ...] | None:
+    """What runs a sandboxed terminal's program with `_TERMINAL_KEYS` at their defaults: coreutils'
+    `env --default-signal` (8.31 and later), inside the sandbox, where the system directories are
+    visible at the same paths; probed once. None where this host's `env` cannot: its terminals keep
+    the old behaviour (a key's signal ends the sandbox), said once in the log."""
+    found = shutil.which("env", path="/usr/bin:/bin")
+    if found is not None:
+        names = ",".join(number.name.removeprefix("SIG") for number in _TERMINAL_KEYS)
+        prefix = (found, f"--default-signal={names}", "--")
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([*prefix, "true"], check=True, capture_output=True, timeout=_KEYS_PROBE_SECONDS)
+            return prefix
+    log.warning("env --default-signal is missing here: ^C in a sandboxed terminal ends its sandbox")
+    return None
+
+
+def _terminal_command(
+    argv: Sequence[str], cwd: Path, sandbox: CommandSandbox
+) -> tuple[list[str], tuple[signal.Signals, ...]]:
+    """The command line starting a terminal's `argv` in `sandbox`, and the signals its first process
+    starts with ignored (`_TERMINAL_KEYS` when that is bwrap and the program gets them back).
+    Looks at the filesystem and may run the probe: call it off the event loop."""
+    restore = _keys_restored() if sandbox.sandbox.active else None
+    if restore is None:
+        return sandbox.wrap(argv, cwd, interactive=True), ()
+    return sandbox.wrap([*restore, *argv], cwd, interactive=True), _TERMINAL_KEYS
 
 
 def set_terminal_size(fd: int, rows: int, cols: int) -> None:
@@ -328,7 +373,7 @@ async def start_pty(
     kill as a whole, like `run_process_group`). Every interactive terminal starts here. Raises
     SandboxRefusedError (before starting anything) when it may not run."""
     # Building the mounts looks at the filesystem: off the event loop.
-    command = await asyncio.to_thread(sandbox.wrap, argv, cwd, interactive=True)
+    command, ignored = await asyncio.to_thread(_terminal_command, argv, cwd, sandbox)
     controller, terminal = pty.openpty()
     try:
         set_terminal_size(controller, rows, cols)
@@ -340,7 +385,7 @@ async def start_pty(
             stdout=terminal,
             stderr=terminal,
             start_new_session=True,
-            preexec_fn=_take_terminal(),
+            preexec_fn=_take_terminal(ignored),
         )
     except BaseException:
         os.close(controller)
