@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.terminal.terminal import Terminal
+from agentforge.terminal.terminal import Client, Terminal
 from agentforge.tools.process import start_pty
-from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox, Sandbox, View
-from tests.sandboxing import BWRAP, requires_sandbox
+from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox, Limits, Sandbox, View
+from tests.sandboxing import BWRAP, PRLIMIT, requires_sandbox
 from tests.server_signals import as_started, server_ignoring
 
 
@@ -82,11 +82,7 @@ async def _after_key(argv: list[str], cwd: Path, key: str, sandbox: CommandSandb
     terminal = Terminal("pty_test", "test", argv, str(cwd), started, lambda _t: exited.set())
     try:
         _, client = terminal.attach(0)
-        seen = ""
-        while "ready" not in seen:
-            chunk = await asyncio.wait_for(client.next(), 10)
-            assert chunk is not None, f"ended before it was ready: {terminal.since(0)!r}"
-            seen += chunk
+        await _read_until(client, "ready")
         terminal.write(key)
         await asyncio.wait_for(exited.wait(), 10)
     finally:
@@ -94,28 +90,83 @@ async def _after_key(argv: list[str], cwd: Path, key: str, sandbox: CommandSandb
     return terminal
 
 
-def _jail(workspace: Path) -> CommandSandbox:
-    view = View(host=True, writable=(workspace,))
-    return Sandbox(kind="bwrap", view=view, bwrap=BWRAP).command(network=False)
+def _jail(workspace: Path, *, confined: bool = False) -> CommandSandbox:
+    """The local user's sandbox (the host's tree read-only), or a confined tenant's (the system
+    directories only) with per-process limits, so prlimit runs inside it too."""
+    if not confined:
+        view = View(host=True, writable=(workspace,))
+        return Sandbox(kind="bwrap", view=view, bwrap=BWRAP).command(network=False)
+    if PRLIMIT is None:
+        pytest.skip("no prlimit here (util-linux)")
+    limits = Limits(cpu_seconds=60, processes=4096)
+    view = View(host=False, writable=(workspace,))
+    confining = Sandbox(kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, limits=limits)
+    return confining.command(network=False)
 
 
 @requires_sandbox
+@pytest.mark.parametrize("confined", [False, True], ids=["host-view", "confined-with-limits"])
 @pytest.mark.parametrize(
     ("key", "number"), [("\x03", signal.SIGINT), ("\x1c", signal.SIGQUIT)], ids=["ctrl-c", "ctrl-backslash"]
 )
 async def test_in_the_sandbox_a_key_reaches_the_program_not_the_sandbox(
-    tmp_path: Path, key: str, number: signal.Signals
+    tmp_path: Path, key: str, number: signal.Signals, confined: bool
 ) -> None:
-    """A program in the sandbox that handles ^C (^\\) itself gets the signal and goes on; one that
-    does not is ended by it. bwrap shares the terminal's foreground group with a program that does no
-    job control: without ignoring the keys' signals it died of them and took the sandbox with it."""
+    """A sandboxed program that does no job control and traps ^C (^\\) gets it and goes on; one that
+    does not trap it is ended by it (bwrap, in the same foreground group, used to die of it first)."""
     trap = f"trap 'echo caught; exit 5' {number.name.removeprefix('SIG')}"
     looping = ["/bin/sh", "-c", f"{trap}; echo ready; while :; do sleep 0.05; done"]
-    handled = await _after_key(looping, tmp_path, key, _jail(tmp_path))
+    handled = await _after_key(looping, tmp_path, key, _jail(tmp_path, confined=confined))
     assert handled.exit_code == 5 and "caught" in handled.since(0)
     sleeping = ["/bin/sh", "-c", "echo ready && exec sleep 30"]
-    ended = await _after_key(sleeping, tmp_path, key, _jail(tmp_path))
+    ended = await _after_key(sleeping, tmp_path, key, _jail(tmp_path, confined=confined))
     assert ended.exit_code == 128 + number  # bwrap reports its program's signal as a shell does
+
+
+@requires_sandbox
+async def test_in_the_sandbox_an_interactive_shell_interrupts_its_foreground_job(tmp_path: Path) -> None:
+    """bash doing job control: ^C ends the job it runs in the foreground, and the shell goes on."""
+    argv = ["/bin/bash", "--norc", "--noprofile", "-i"]
+    exited = asyncio.Event()
+    env = {"PATH": "/usr/bin:/bin", "PS1": "$ "}
+    started = await start_pty(argv, cwd=tmp_path, env=env, sandbox=_jail(tmp_path))
+    terminal = Terminal("pty_test", "test", argv, str(tmp_path), started, lambda _t: exited.set())
+    try:
+        _, client = terminal.attach(0)
+        # The job says it started (by then it holds the terminal: bash hands it over in the child),
+        # in words split where typed, so that the terminal's echo of the line does not match.
+        await _read_until(client, "$ ")
+        terminal.write("""sh -c 'echo st""arted; exec sleep 30'\n""")
+        await _read_until(client, "started")
+        terminal.write("\x03")
+        terminal.write('echo "alive-$?"\n')
+        await _read_until(client, "alive-130")
+        terminal.write("exit\n")
+        await asyncio.wait_for(exited.wait(), 10)
+        assert terminal.exit_code == 0
+    finally:
+        await terminal.close()
+
+
+async def _read_until(client: Client, wanted: str) -> None:
+    seen = ""
+    while wanted not in seen:
+        chunk = await asyncio.wait_for(client.next(), 10)
+        assert chunk is not None, f"ended before {wanted!r}: {seen!r}"
+        seen += chunk
+
+
+@requires_sandbox
+async def test_in_the_sandbox_a_program_whose_name_holds_an_equals_sign_runs(tmp_path: Path) -> None:
+    """A first word with "=" is a program, not a variable for env to set: it starts as before."""
+    script = tmp_path / "a=b.sh"
+    script.write_text("#!/bin/sh\necho script-ran\n")
+    script.chmod(0o755)
+    terminal = await _finished(["./a=b.sh"], tmp_path, _jail(tmp_path))
+    try:
+        assert terminal.exit_code == 0 and "script-ran" in terminal.since(0)
+    finally:
+        await terminal.close()
 
 
 @requires_sandbox

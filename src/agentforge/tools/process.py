@@ -13,8 +13,7 @@ Every command goes through its `CommandSandbox` (tools/sandbox.py), a required a
 cannot forget it. Inside bwrap the command gets a new session of its own too; the process we start
 and signal is bwrap, and when it dies the kernel kills everything in the sandbox's PID namespace.
 `start_pty` starts the other kind of command: an interactive terminal (the `/pty` routes), on a
-pseudo-terminal instead of pipes; in the sandbox bwrap ignores the signals of the terminal's keys,
-which its program gets back (`_TERMINAL_KEYS`).
+pseudo-terminal instead of pipes (in the sandbox, see `_TERMINAL_KEY_SIGNALS`).
 
 No command outlives the server: its leader gets SIGKILL when the server dies (PR_SET_PDEATHSIG, set
 in the child before exec; bwrap also has `--die-with-parent`), and what it started in the background
@@ -28,7 +27,6 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
-import functools
 import logging
 import os
 import pty
@@ -318,41 +316,58 @@ def _take_terminal(ignored: Sequence[signal.Signals] = ()) -> Callable[[], None]
     return take
 
 
-# The signals a terminal's keys send its foreground process group (^C, ^\). In the sandbox, bwrap
-# is in that group with the program (unless the program does job control, as an interactive shell
-# does): killed by them, it took the whole sandbox with it, even a program that traps them. So bwrap
-# starts with them ignored, and the program with them back at their defaults (`_keys_restored`).
-_TERMINAL_KEYS: Final = (signal.SIGINT, signal.SIGQUIT)
-_KEYS_PROBE_SECONDS: Final = 10.0
+# The signals a terminal's keys send its foreground process group (^C, ^\). In the sandbox bwrap is
+# in that group with a program that does no job control (an interactive shell gives its jobs groups
+# of their own) and died of them, ending the sandbox even when the program traps them. So bwrap
+# starts with them ignored, and the program with them at their defaults again through coreutils'
+# `env --default-signal` (8.31 and later), found on the host at a path the sandbox shows too.
+_TERMINAL_KEY_SIGNALS: Final = (signal.SIGINT, signal.SIGQUIT)
+_PROBE_SECONDS: Final = 10.0
 
 
-@functools.cache
-def _keys_restored() -> tuple[str, ...] | None:
-    """What runs a sandboxed terminal's program with `_TERMINAL_KEYS` at their defaults: coreutils'
-    `env --default-signal` (8.31 and later), inside the sandbox, where the system directories are
-    visible at the same paths; probed once. None where this host's `env` cannot: its terminals keep
-    the old behaviour (a key's signal ends the sandbox), said once in the log."""
+class _Probed:
+    """`_default_signal_prefix`'s answer, once it was a definite one."""
+
+    known = False
+    prefix: tuple[str, ...] | None = None
+
+
+def _default_signal_prefix() -> tuple[str, ...] | None:
+    """The argv prefix starting a program with `_TERMINAL_KEY_SIGNALS` at their defaults, or None
+    where this host's env has no `--default-signal` (its sandboxed terminals end with those keys, as
+    before; said once in the log). A probe that could not run (a timeout, no process to be had) is
+    tried again at the next terminal."""
+    if _Probed.known:
+        return _Probed.prefix
     found = shutil.which("env", path="/usr/bin:/bin")
-    if found is not None:
-        names = ",".join(number.name.removeprefix("SIG") for number in _TERMINAL_KEYS)
-        prefix = (found, f"--default-signal={names}", "--")
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run([*prefix, "true"], check=True, capture_output=True, timeout=_KEYS_PROBE_SECONDS)
-            return prefix
-    log.warning("env --default-signal is missing here: ^C in a sandboxed terminal ends its sandbox")
-    return None
+    names = ",".join(number.name.removeprefix("SIG") for number in _TERMINAL_KEY_SIGNALS)
+    prefix = None if found is None else (found, f"--default-signal={names}", "--")
+    if prefix is not None:
+        try:
+            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=_PROBE_SECONDS)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("could not probe env --default-signal (%s): ^C ends this sandboxed terminal", exc)
+            return None
+        if probe.returncode != 0:
+            prefix = None
+    if prefix is None:
+        log.warning("this host's env has no --default-signal: ^C or ^\\ in a sandboxed terminal ends it")
+    _Probed.prefix, _Probed.known = prefix, True
+    return prefix
 
 
 def _terminal_command(
     argv: Sequence[str], cwd: Path, sandbox: CommandSandbox
 ) -> tuple[list[str], tuple[signal.Signals, ...]]:
     """The command line starting a terminal's `argv` in `sandbox`, and the signals its first process
-    starts with ignored (`_TERMINAL_KEYS` when that is bwrap and the program gets them back).
-    Looks at the filesystem and may run the probe: call it off the event loop."""
-    restore = _keys_restored() if sandbox.sandbox.active else None
-    if restore is None:
+    starts with ignored. Looks at the filesystem and may probe: call it off the event loop."""
+    # env would take a first word holding "=" for a variable to set: such a program starts as before.
+    if not sandbox.sandbox.active or not argv or "=" in argv[0]:
         return sandbox.wrap(argv, cwd, interactive=True), ()
-    return sandbox.wrap([*restore, *argv], cwd, interactive=True), _TERMINAL_KEYS
+    prefix = _default_signal_prefix()
+    if prefix is None:
+        return sandbox.wrap(argv, cwd, interactive=True), ()
+    return sandbox.wrap([*prefix, *argv], cwd, interactive=True), _TERMINAL_KEY_SIGNALS
 
 
 def set_terminal_size(fd: int, rows: int, cols: int) -> None:

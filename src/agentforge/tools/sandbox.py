@@ -151,7 +151,8 @@ class CommandSandbox:
     def wrap(self, argv: Sequence[str], cwd: Path, *, interactive: bool = False) -> list[str]:
         """The command line that runs `argv` in `cwd` inside the sandbox (unchanged when the
         tenant's commands run unsandboxed). `interactive`: a terminal's shell, which keeps the
-        session its pseudo-terminal controls. Raises SandboxRefusedError when they may not run.
+        session its pseudo-terminal controls (built by process.py `_terminal_command`, which adds
+        what the terminal's keys need). Raises SandboxRefusedError when they may not run.
         Looks at the filesystem: call it off the event loop."""
         sandbox = self.sandbox
         sandbox.check()
