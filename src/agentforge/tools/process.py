@@ -325,21 +325,19 @@ _TERMINAL_KEY_SIGNALS: Final = (signal.SIGINT, signal.SIGQUIT)
 _PROBE_SECONDS: Final = 10.0
 
 
-class _Probed:
-    """`_default_signal_prefix`'s answer, once it was a definite one."""
-
-    known = False
-    prefix: tuple[str, ...] | None = None
+_SYSTEM_PATH: Final = "/usr/bin:/bin"
+# `_default_signal_prefix`'s definite answers, by the path searched.
+_probed: dict[str, tuple[str, ...] | None] = {}
 
 
-def _default_signal_prefix() -> tuple[str, ...] | None:
+def _default_signal_prefix(search: str = _SYSTEM_PATH) -> tuple[str, ...] | None:
     """The argv prefix starting a program with `_TERMINAL_KEY_SIGNALS` at their defaults, or None
-    where this host's env has no `--default-signal` (its sandboxed terminals end with those keys, as
-    before; said once in the log). A probe that could not run (a timeout, no process to be had) is
-    tried again at the next terminal."""
-    if _Probed.known:
-        return _Probed.prefix
-    found = shutil.which("env", path="/usr/bin:/bin")
+    where the env on `search` has no `--default-signal` (sandboxed terminals then end with those
+    keys, as before; said once in the log). A probe that could not run (a timeout, no process to be
+    had) is tried again at the next terminal."""
+    if search in _probed:
+        return _probed[search]
+    found = shutil.which("env", path=search)
     names = ",".join(number.name.removeprefix("SIG") for number in _TERMINAL_KEY_SIGNALS)
     prefix = None if found is None else (found, f"--default-signal={names}", "--")
     if prefix is not None:
@@ -351,8 +349,8 @@ def _default_signal_prefix() -> tuple[str, ...] | None:
         if probe.returncode != 0:
             prefix = None
     if prefix is None:
-        log.warning("this host's env has no --default-signal: ^C or ^\\ in a sandboxed terminal ends it")
-    _Probed.prefix, _Probed.known = prefix, True
+        log.warning("no env with --default-signal on %s: ^C or ^\\ in a sandboxed terminal ends it", search)
+    _probed[search] = prefix
     return prefix
 
 
