@@ -6,12 +6,22 @@ with the kernel's reason, only when bwrap exists but the kernel refuses it its n
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import pytest
 
-from agentforge.tools.sandbox import locate_bwrap, locate_prlimit, probe
+from agentforge.tools.sandbox import (
+    CommandSandbox,
+    Limits,
+    Sandbox,
+    View,
+    locate_bwrap,
+    locate_default_signal_env,
+    locate_prlimit,
+    probe,
+)
 
 
 def _bwrap() -> Path:
@@ -23,6 +33,7 @@ def _bwrap() -> Path:
 
 BWRAP = _bwrap()
 PRLIMIT = locate_prlimit()
+DEFAULT_SIGNAL_ENV = locate_default_signal_env()
 KERNEL_REFUSES = probe(BWRAP)
 
 requires_sandbox = pytest.mark.skipif(
@@ -37,3 +48,18 @@ def python_readable() -> dict[str, list[str]]:
     tests_dir = Path(__file__).resolve().parent
     paths = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)} | {str(tests_dir)}
     return {"readable": sorted(paths)}
+
+
+def terminal_jail(workspace: Path, *, confined: bool = False) -> CommandSandbox:
+    """A terminal's sandbox as the server builds it (with the env its keys need): the local user's
+    (the host's tree read-only), or with `confined` a confined tenant's (the system directories
+    only) with per-process limits, so prlimit runs inside it too."""
+    if not confined:
+        view = View(host=True, writable=(workspace.resolve(),))
+        return Sandbox(kind="bwrap", view=view, bwrap=BWRAP, env=DEFAULT_SIGNAL_ENV).command(network=False)
+    if PRLIMIT is None:
+        pytest.skip("no prlimit here (util-linux)")
+    limits = Limits(cpu_seconds=60, processes=4096)
+    view = View(host=False, writable=(workspace.resolve(),))
+    confining = Sandbox(kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, limits=limits)
+    return dataclasses.replace(confining, env=DEFAULT_SIGNAL_ENV).command(network=False)

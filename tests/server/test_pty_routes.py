@@ -200,10 +200,11 @@ async def test_ctrl_c_reaches_a_sandboxed_program_that_handles_it(
     it chooses; bwrap, in the same foreground group, no longer dies of it with the whole sandbox."""
     events = EventCollector()
     await events.start(live.client)
-    script = "trap 'echo caught; exit 5' INT; echo ready; while :; do sleep 0.05; done"
+    # Its first process is bwrap's (the sandbox's pid 1): the fix is under test, not a bare shell.
+    script = "trap 'echo caught; exit 5' INT; echo in-$(cat /proc/1/comm); while :; do sleep 0.05; done"
     info = await _shell(live, command="/bin/sh", args=["-c", script])
     async with terminal_socket(live, info["id"]) as screen:
-        await screen.until("ready")
+        await screen.until("in-bwrap")
         await screen.socket.send("\x03")
         await screen.until("caught")
         exited = await events.wait_for(

@@ -13,8 +13,8 @@ import pytest
 
 from agentforge.terminal.terminal import Client, Terminal
 from agentforge.tools.process import start_pty
-from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox, Limits, Sandbox, View
-from tests.sandboxing import BWRAP, PRLIMIT, requires_sandbox
+from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox
+from tests.sandboxing import requires_sandbox, terminal_jail
 from tests.server_signals import as_started, server_ignoring
 
 
@@ -90,20 +90,6 @@ async def _after_key(argv: list[str], cwd: Path, key: str, sandbox: CommandSandb
     return terminal
 
 
-def _jail(workspace: Path, *, confined: bool = False) -> CommandSandbox:
-    """The local user's sandbox (the host's tree read-only), or a confined tenant's (the system
-    directories only) with per-process limits, so prlimit runs inside it too."""
-    if not confined:
-        view = View(host=True, writable=(workspace,))
-        return Sandbox(kind="bwrap", view=view, bwrap=BWRAP).command(network=False)
-    if PRLIMIT is None:
-        pytest.skip("no prlimit here (util-linux)")
-    limits = Limits(cpu_seconds=60, processes=4096)
-    view = View(host=False, writable=(workspace,))
-    confining = Sandbox(kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, limits=limits)
-    return confining.command(network=False)
-
-
 @requires_sandbox
 @pytest.mark.parametrize("confined", [False, True], ids=["host-view", "confined-with-limits"])
 @pytest.mark.parametrize(
@@ -116,20 +102,22 @@ async def test_in_the_sandbox_a_key_reaches_the_program_not_the_sandbox(
     does not trap it is ended by it (bwrap, in the same foreground group, used to die of it first)."""
     trap = f"trap 'echo caught; exit 5' {number.name.removeprefix('SIG')}"
     looping = ["/bin/sh", "-c", f"{trap}; echo ready; while :; do sleep 0.05; done"]
-    handled = await _after_key(looping, tmp_path, key, _jail(tmp_path, confined=confined))
+    handled = await _after_key(looping, tmp_path, key, terminal_jail(tmp_path, confined=confined))
     assert handled.exit_code == 5 and "caught" in handled.since(0)
     sleeping = ["/bin/sh", "-c", "echo ready && exec sleep 30"]
-    ended = await _after_key(sleeping, tmp_path, key, _jail(tmp_path, confined=confined))
+    ended = await _after_key(sleeping, tmp_path, key, terminal_jail(tmp_path, confined=confined))
     assert ended.exit_code == 128 + number  # bwrap reports its program's signal as a shell does
 
 
 @requires_sandbox
 async def test_in_the_sandbox_an_interactive_shell_interrupts_its_foreground_job(tmp_path: Path) -> None:
-    """bash doing job control: ^C ends the job it runs in the foreground, and the shell goes on."""
+    """bash doing job control gives its job a process group of its own, so bwrap never saw its keys:
+    a guard, not the fix's test. ^C still ends the foreground job (it gets SIGINT back at its
+    default, not ignored as bwrap starts), and the shell goes on."""
     argv = ["/bin/bash", "--norc", "--noprofile", "-i"]
     exited = asyncio.Event()
     env = {"PATH": "/usr/bin:/bin", "PS1": "$ "}
-    started = await start_pty(argv, cwd=tmp_path, env=env, sandbox=_jail(tmp_path))
+    started = await start_pty(argv, cwd=tmp_path, env=env, sandbox=terminal_jail(tmp_path))
     terminal = Terminal("pty_test", "test", argv, str(tmp_path), started, lambda _t: exited.set())
     try:
         _, client = terminal.attach(0)
@@ -162,7 +150,7 @@ async def test_in_the_sandbox_a_program_whose_name_holds_an_equals_sign_runs(tmp
     script = tmp_path / "a=b.sh"
     script.write_text("#!/bin/sh\necho script-ran\n")
     script.chmod(0o755)
-    terminal = await _finished(["./a=b.sh"], tmp_path, _jail(tmp_path))
+    terminal = await _finished(["./a=b.sh"], tmp_path, terminal_jail(tmp_path))
     try:
         assert terminal.exit_code == 0 and "script-ran" in terminal.since(0)
     finally:
@@ -175,7 +163,7 @@ async def test_a_terminal_runs_in_the_sandbox_and_keeps_its_terminal(tmp_path: P
     outside = (tmp_path / "outside").resolve()
     workspace.mkdir()
     outside.mkdir()
-    jail = _jail(workspace)
+    jail = terminal_jail(workspace)
     script = f"echo in > inside.txt; echo out > {outside}/escape.txt; tty >/dev/null && echo has-a-terminal"
 
     terminal = await _finished(["/bin/sh", "-c", script], workspace, jail)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -16,10 +19,12 @@ from agentforge.tools.sandbox import (
     Sandbox,
     SandboxRefusedError,
     View,
+    locate_default_signal_env,
     probe,
     refused,
 )
 from tests.sandboxing import BWRAP, PRLIMIT, requires_sandbox
+from tests.server_signals import server_ignoring
 from tests.tools.harness import run_command, text_of
 
 pytestmark = requires_sandbox
@@ -242,3 +247,39 @@ def test_probe_names_what_is_wrong(tmp_path: Path) -> None:
     reason = probe(fake) or ""
     assert "No permissions to create new namespace" in reason
     assert "user namespaces are unavailable" in reason
+
+
+def test_the_env_giving_a_terminals_program_its_keys_back_is_probed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The host's env knows `--default-signal` (coreutils here) and gives a program the keys' signals
+    back when it starts with them ignored (as bwrap does); an env that refuses the option (busybox's)
+    or none at all is no answer, said once in the log and kept; an answer the probe could not get (an
+    odd exit) is asked again."""
+    env = locate_default_signal_env()
+    assert env is not None
+    with server_ignoring(signal.SIGINT), server_ignoring(signal.SIGQUIT):
+        argv = [str(env), "--default-signal=INT,QUIT", "--", "grep", "^SigIgn", "/proc/self/status"]
+        started = subprocess.run(argv, capture_output=True, text=True, check=True)
+    ignored = int(started.stdout.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGINT - 1) | 1 << (signal.SIGQUIT - 1))
+
+    def env_that(script: str) -> str:
+        directory = tmp_path / str(len(list(tmp_path.iterdir())))
+        directory.mkdir()
+        (directory / "env").write_text(f"#!/bin/sh\n{script}\n")
+        (directory / "env").chmod(0o755)
+        return str(directory)
+
+    refusing = env_that("exit 125")  # env's answer to an option it does not know
+    odd = env_that("exit 3")
+    missing = env_that("exit 0")
+    (Path(missing) / "env").unlink()
+    with caplog.at_level(logging.WARNING, logger="agentforge.tools.sandbox"):
+        for search in (refusing, missing, refusing, odd, odd):
+            assert locate_default_signal_env(search) is None
+    said = [record.getMessage() for record in caplog.records]
+    assert said.count("no env with --default-signal found: ^C or ^\\ in a sandboxed terminal ends it") == 2
+    assert [line for line in said if "exited 3" in line] == [
+        f"{Path(odd, 'env').resolve()} --default-signal=INT,QUIT exited 3: tried again next time"
+    ] * 2

@@ -33,6 +33,7 @@ from agentforge.tools.sandbox import (
     Sandbox,
     View,
     locate_bwrap,
+    locate_default_signal_env,
     locate_prlimit,
     probe,
     refused,
@@ -147,6 +148,7 @@ def tenant_sandbox(
         view=view,
         bwrap=bwrap,
         prlimit=prlimit,
+        env=locate_default_signal_env(),
         limits=limits_of(config.limits),
         network=config.network_granted(tenant_id),  # then the `network` permission decides
         output_bytes=output_bytes,

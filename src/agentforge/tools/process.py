@@ -10,10 +10,11 @@ We use the low-level subprocess protocol rather than `asyncio.subprocess.Process
 close the pipe when we stop reading.
 
 Every command goes through its `CommandSandbox` (tools/sandbox.py), a required argument: a call site
-cannot forget it. Inside bwrap the command gets a new session of its own too; the process we start
+cannot forget it. Inside bwrap a command gets a new session of its own too; the process we start
 and signal is bwrap, and when it dies the kernel kills everything in the sandbox's PID namespace.
 `start_pty` starts the other kind of command: an interactive terminal (the `/pty` routes), on a
-pseudo-terminal instead of pipes (in the sandbox, see `_TERMINAL_KEY_SIGNALS`).
+pseudo-terminal instead of pipes. A terminal's program keeps the terminal's session, bwrap with it,
+so bwrap starts with the signals of the terminal's keys ignored (sandbox.py `TERMINAL_KEY_SIGNALS`).
 
 No command outlives the server: its leader gets SIGKILL when the server dies (PR_SET_PDEATHSIG, set
 in the child before exec; bwrap also has `--die-with-parent`), and what it started in the background
@@ -27,10 +28,8 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
-import logging
 import os
 import pty
-import shutil
 import signal
 import struct
 import subprocess
@@ -41,9 +40,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from agentforge.tools.command_ledger import TOKEN_VARIABLE
-from agentforge.tools.sandbox import CommandSandbox
-
-log = logging.getLogger(__name__)
+from agentforge.tools.sandbox import TERMINAL_KEY_SIGNALS, CommandSandbox
 
 KILL_GRACE_SECONDS = 3.0
 KILL_CONFIRM_SECONDS = 1.0
@@ -316,58 +313,6 @@ def _take_terminal(ignored: Sequence[signal.Signals] = ()) -> Callable[[], None]
     return take
 
 
-# The signals a terminal's keys send its foreground process group (^C, ^\). In the sandbox bwrap is
-# in that group with a program that does no job control (an interactive shell gives its jobs groups
-# of their own) and died of them, ending the sandbox even when the program traps them. So bwrap
-# starts with them ignored, and the program with them at their defaults again through coreutils'
-# `env --default-signal` (8.31 and later), found on the host at a path the sandbox shows too.
-_TERMINAL_KEY_SIGNALS: Final = (signal.SIGINT, signal.SIGQUIT)
-_PROBE_SECONDS: Final = 10.0
-
-
-_SYSTEM_PATH: Final = "/usr/bin:/bin"
-# `_default_signal_prefix`'s definite answers, by the path searched.
-_probed: dict[str, tuple[str, ...] | None] = {}
-
-
-def _default_signal_prefix(search: str = _SYSTEM_PATH) -> tuple[str, ...] | None:
-    """The argv prefix starting a program with `_TERMINAL_KEY_SIGNALS` at their defaults, or None
-    where the env on `search` has no `--default-signal` (sandboxed terminals then end with those
-    keys, as before; said once in the log). A probe that could not run (a timeout, no process to be
-    had) is tried again at the next terminal."""
-    if search in _probed:
-        return _probed[search]
-    found = shutil.which("env", path=search)
-    names = ",".join(number.name.removeprefix("SIG") for number in _TERMINAL_KEY_SIGNALS)
-    prefix = None if found is None else (found, f"--default-signal={names}", "--")
-    if prefix is not None:
-        try:
-            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=_PROBE_SECONDS)
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.warning("could not probe env --default-signal (%s): ^C ends this sandboxed terminal", exc)
-            return None
-        if probe.returncode != 0:
-            prefix = None
-    if prefix is None:
-        log.warning("no env with --default-signal on %s: ^C or ^\\ in a sandboxed terminal ends it", search)
-    _probed[search] = prefix
-    return prefix
-
-
-def _terminal_command(
-    argv: Sequence[str], cwd: Path, sandbox: CommandSandbox
-) -> tuple[list[str], tuple[signal.Signals, ...]]:
-    """The command line starting a terminal's `argv` in `sandbox`, and the signals its first process
-    starts with ignored. Looks at the filesystem and may probe: call it off the event loop."""
-    # env would take a first word holding "=" for a variable to set: such a program starts as before.
-    if not sandbox.sandbox.active or not argv or "=" in argv[0]:
-        return sandbox.wrap(argv, cwd, interactive=True), ()
-    prefix = _default_signal_prefix()
-    if prefix is None:
-        return sandbox.wrap(argv, cwd, interactive=True), ()
-    return sandbox.wrap([*prefix, *argv], cwd, interactive=True), _TERMINAL_KEY_SIGNALS
-
-
 def set_terminal_size(fd: int, rows: int, cols: int) -> None:
     """Resize the terminal; its foreground process group gets SIGWINCH."""
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -386,7 +331,7 @@ async def start_pty(
     kill as a whole, like `run_process_group`). Every interactive terminal starts here. Raises
     SandboxRefusedError (before starting anything) when it may not run."""
     # Building the mounts looks at the filesystem: off the event loop.
-    command, ignored = await asyncio.to_thread(_terminal_command, argv, cwd, sandbox)
+    command, keys_ignored = await asyncio.to_thread(sandbox.terminal, argv, cwd)
     controller, terminal = pty.openpty()
     try:
         set_terminal_size(controller, rows, cols)
@@ -398,7 +343,7 @@ async def start_pty(
             stdout=terminal,
             stderr=terminal,
             start_new_session=True,
-            preexec_fn=_take_terminal(ignored),
+            preexec_fn=_take_terminal(TERMINAL_KEY_SIGNALS if keys_ignored else ()),
         )
     except BaseException:
         os.close(controller)

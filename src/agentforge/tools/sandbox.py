@@ -14,7 +14,8 @@ Inside the sandbox (bwrap, see `_mounts`):
 - the server's data directory and the other tenants' roots are covered by empty tmpfs mounts, so
   they are invisible even when the workspace or the read-only tree contains them;
 - new user, PID, IPC, UTS and (unless the command may use it) network namespaces; no capabilities;
-  no new privileges (bwrap always sets PR_SET_NO_NEW_PRIVS); its own session. `--die-with-parent`
+  no new privileges (bwrap always sets PR_SET_NO_NEW_PRIVS); its own session (a terminal's program
+  keeps its terminal's: `TERMINAL_KEY_SIGNALS`). `--die-with-parent`
   and the PID namespace make the whole tree die with the command: when its first process ends, or
   when we kill bwrap, every process it started is killed by the kernel;
 - per-process limits (prlimit): CPU seconds, data segment, processes, size of a written file.
@@ -29,6 +30,7 @@ import functools
 import logging
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,6 +49,14 @@ _LIFETIME = ("--die-with-parent", "--cap-drop", "ALL")
 # interactive terminal keeps its session: its pseudo-terminal is private to it and must stay its
 # controlling terminal for job control.
 _OWN_SESSION = ("--new-session",)
+# The signals a terminal's keys send its foreground process group (^C, ^\). A program in a sandboxed
+# terminal that does no job control (an interactive shell gives its jobs groups of their own) shares
+# that group with bwrap, which would die of them and end the sandbox even when the program traps
+# them: bwrap starts with them ignored (process.py `start_pty`), and the program with them at their
+# defaults again through coreutils' `env --default-signal` (`Sandbox.env`).
+TERMINAL_KEY_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
+_DEFAULT_SIGNAL = "--default-signal=" + ",".join(n.name.removeprefix("SIG") for n in TERMINAL_KEY_SIGNALS)
+_ENV_USAGE_ERROR = 125  # env's exit status for an option it does not know
 # What a confined tenant's commands see of the host, read-only: enough to run programs.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Secrets under /etc that stay covered even though /etc is readable.
@@ -118,6 +128,9 @@ class Sandbox:
     network: bool = False
     output_bytes: int | None = None
     sandbox_mcp: bool = True  # whether its stdio MCP servers run in it too
+    # coreutils' env, where it has `--default-signal`: its terminals' programs get the keys' signals
+    # back (TERMINAL_KEY_SIGNALS); without it a key typed there ends the sandbox.
+    env: Path | None = None
     # Where its running commands are recorded, so a crashed server's leftovers die at start-up.
     ledger: CommandLedger | None = None
 
@@ -150,10 +163,9 @@ class CommandSandbox:
 
     def wrap(self, argv: Sequence[str], cwd: Path, *, interactive: bool = False) -> list[str]:
         """The command line that runs `argv` in `cwd` inside the sandbox (unchanged when the
-        tenant's commands run unsandboxed). `interactive`: a terminal's shell, which keeps the
-        session its pseudo-terminal controls (built by process.py `_terminal_command`, which adds
-        what the terminal's keys need). Raises SandboxRefusedError when they may not run.
-        Looks at the filesystem: call it off the event loop."""
+        tenant's commands run unsandboxed). `interactive`: a terminal's program, which keeps the
+        session its pseudo-terminal controls (`terminal` builds its command line). Raises
+        SandboxRefusedError when they may not run. Looks at the filesystem: call it off the loop."""
         sandbox = self.sandbox
         sandbox.check()
         if sandbox.kind == "unsandboxed":
@@ -177,6 +189,15 @@ class CommandSandbox:
             "--",
             *limited,
         ]
+
+    def terminal(self, argv: Sequence[str], cwd: Path) -> tuple[list[str], bool]:
+        """The command line starting a terminal's `argv`, and whether its first process (bwrap) must
+        start with TERMINAL_KEY_SIGNALS ignored, the program getting them back through `env`. A
+        program whose name holds "=" starts as before: env would take it for a variable to set."""
+        env = self.sandbox.env
+        if not self.sandbox.active or env is None or not argv or "=" in argv[0]:
+            return self.wrap(argv, cwd, interactive=True), False
+        return self.wrap([str(env), _DEFAULT_SIGNAL, "--", *argv], cwd, interactive=True), True
 
 
 UNSANDBOXED = Sandbox(kind="unsandboxed", note="no sandbox configured")
@@ -277,6 +298,37 @@ def locate_bwrap(configured: str | None) -> Path | None:
 def locate_prlimit() -> Path | None:
     found = shutil.which("prlimit")
     return Path(found).resolve() if found is not None else None
+
+
+# locate_default_signal_env's definite answers, by the PATH searched.
+_default_signal_env: dict[str | None, Path | None] = {}
+
+
+def locate_default_signal_env(search: str | None = None) -> Path | None:
+    """coreutils' env (8.31 and later) on `search` (PATH when None), resolved as prlimit is, when it
+    knows `--default-signal`; else None, said once in the log. A probe that could not tell (a
+    timeout, no process to be had, an odd exit) is tried again next time. Blocking: from a thread."""
+    if search in _default_signal_env:
+        return _default_signal_env[search]
+    found = shutil.which("env", path=search)
+    env = Path(found).resolve() if found is not None else None
+    if env is not None:
+        try:
+            # No command: env prints its environment, or refuses an option it does not know.
+            argv = [str(env), _DEFAULT_SIGNAL]
+            probe = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("could not probe %s %s (%s): tried again next time", env, _DEFAULT_SIGNAL, exc)
+            return None
+        if probe.returncode not in (0, _ENV_USAGE_ERROR):
+            log.warning("%s %s exited %s: tried again next time", env, _DEFAULT_SIGNAL, probe.returncode)
+            return None
+        if probe.returncode == _ENV_USAGE_ERROR:
+            env = None
+    if env is None:
+        log.warning("no env with --default-signal found: ^C or ^\\ in a sandboxed terminal ends it")
+    _default_signal_env[search] = env
+    return env
 
 
 @functools.cache
