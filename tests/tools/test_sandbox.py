@@ -253,9 +253,9 @@ def test_the_env_giving_a_terminals_program_its_keys_back_is_probed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The host's env knows `--default-signal` (coreutils here) and gives a program the keys' signals
-    back when it starts with them ignored (as bwrap does); an env that refuses the option (busybox's)
-    or none at all is no answer, said once in the log and kept; an answer the probe could not get (an
-    odd exit) is asked again."""
+    back when it starts with them ignored (as bwrap does); an env that refuses the option (coreutils
+    before 8.31 says 125, busybox 1) or none at all is no answer, said once in the log and kept; a
+    probe that could not tell (killed) is asked again."""
     env = locate_default_signal_env()
     assert env is not None
     with server_ignoring(signal.SIGINT), server_ignoring(signal.SIGQUIT):
@@ -271,15 +271,16 @@ def test_the_env_giving_a_terminals_program_its_keys_back_is_probed(
         (directory / "env").chmod(0o755)
         return str(directory)
 
-    refusing = env_that("exit 125")  # env's answer to an option it does not know
-    odd = env_that("exit 3")
+    older = env_that("exit 125")  # coreutils' answer to an option it does not know
+    busybox = env_that("exit 1")
+    killed = env_that("kill -KILL $$")
     missing = env_that("exit 0")
     (Path(missing) / "env").unlink()
     with caplog.at_level(logging.WARNING, logger="agentforge.tools.sandbox"):
-        for search in (refusing, missing, refusing, odd, odd):
+        for search in (older, busybox, missing, older, busybox, killed, killed):
             assert locate_default_signal_env(search) is None
     said = [record.getMessage() for record in caplog.records]
-    assert said.count("no env with --default-signal found: ^C or ^\\ in a sandboxed terminal ends it") == 2
-    assert [line for line in said if "exited 3" in line] == [
-        f"{Path(odd, 'env').resolve()} --default-signal=INT,QUIT exited 3: tried again next time"
+    assert said.count("no env with --default-signal found: ^C or ^\\ in a sandboxed terminal ends it") == 3
+    assert [line for line in said if "was killed" in line] == [
+        f"{Path(killed, 'env').resolve()} --default-signal=INT,QUIT was killed (9): tried again next time"
     ] * 2

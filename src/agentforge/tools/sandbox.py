@@ -56,7 +56,6 @@ _OWN_SESSION = ("--new-session",)
 # defaults again through coreutils' `env --default-signal` (`Sandbox.env`).
 TERMINAL_KEY_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
 _DEFAULT_SIGNAL = "--default-signal=" + ",".join(n.name.removeprefix("SIG") for n in TERMINAL_KEY_SIGNALS)
-_ENV_USAGE_ERROR = 125  # env's exit status for an option it does not know
 # What a confined tenant's commands see of the host, read-only: enough to run programs.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Secrets under /etc that stay covered even though /etc is readable.
@@ -307,7 +306,7 @@ _default_signal_env: dict[str | None, Path | None] = {}
 def locate_default_signal_env(search: str | None = None) -> Path | None:
     """coreutils' env (8.31 and later) on `search` (PATH when None), resolved as prlimit is, when it
     knows `--default-signal`; else None, said once in the log. A probe that could not tell (a
-    timeout, no process to be had, an odd exit) is tried again next time. Blocking: from a thread."""
+    timeout, no process to be had, killed) is tried again next time. Blocking: from a thread."""
     if search in _default_signal_env:
         return _default_signal_env[search]
     found = shutil.which("env", path=search)
@@ -320,10 +319,10 @@ def locate_default_signal_env(search: str | None = None) -> Path | None:
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("could not probe %s %s (%s): tried again next time", env, _DEFAULT_SIGNAL, exc)
             return None
-        if probe.returncode not in (0, _ENV_USAGE_ERROR):
-            log.warning("%s %s exited %s: tried again next time", env, _DEFAULT_SIGNAL, probe.returncode)
+        if (code := probe.returncode) < 0:
+            log.warning("%s %s was killed (%s): tried again next time", env, _DEFAULT_SIGNAL, -code)
             return None
-        if probe.returncode == _ENV_USAGE_ERROR:
+        if probe.returncode != 0:  # coreutils says 125 to an option it does not know, busybox 1
             env = None
     if env is None:
         log.warning("no env with --default-signal found: ^C or ^\\ in a sandboxed terminal ends it")
