@@ -36,15 +36,27 @@ function App() {
   const statusHeard = useRef({ count: 0, at: new Map<string, number>() });
   const heardStatus = (id: string) => statusHeard.current.at.set(id, ++statusHeard.current.count);
 
+  // Likewise per session, the last change to the list heard (an event, or a session made here): a
+  // refresh asked before it keeps what was heard (a session created, changed or deleted meanwhile)
+  // over its older answer, which would drop a session created while the list was on its way.
+  const listHeard = useRef({ count: 0, at: new Map<string, number>() });
+  const heardSession = (id: string) => listHeard.current.at.set(id, ++listHeard.current.count);
+
   const refresh = async () => {
     const asked = statusHeard.current.count;
+    const listAsked = listHeard.current.count;
     const [list, status, perms, qs] = await Promise.all([
       api.sessions(),
       api.status(),
       api.permissions(),
       api.questions(),
     ]);
-    setSessions(list);
+    const heardSince = (id: string) => (listHeard.current.at.get(id) ?? 0) > listAsked;
+    setSessions((current) =>
+      [...current.filter((s) => heardSince(s.id)), ...list.filter((s) => !heardSince(s.id))].sort(
+        (a, b) => b.time.updated - a.time.updated,
+      ),
+    );
     const fresh = ([id]: [string, unknown]) => (statusHeard.current.at.get(id) ?? 0) <= asked;
     const read = Object.entries(status).filter(fresh);
     setBusy((all) => ({
@@ -106,6 +118,7 @@ function App() {
       case "session.created":
       case "session.updated": {
         const info = p.info as Session;
+        heardSession(info.id);
         setSessions((all) => [info, ...all.filter((s) => s.id !== info.id)].sort((a, b) => b.time.updated - a.time.updated));
         break;
       }
@@ -113,6 +126,7 @@ function App() {
         void refresh().catch(() => {});
         break;
       case "session.deleted":
+        heardSession(p.info?.id ?? p.sessionID);
         setSessions((all) => all.filter((s) => s.id !== (p.info?.id ?? p.sessionID)));
         break;
       case "session.status":
@@ -227,7 +241,9 @@ function App() {
         {view === "audit" ? (
           <AuditView />
         ) : view === "new" ? (
-          <NewSession onCreated={(s) => (setSessions((all) => [s, ...all.filter((x) => x.id !== s.id)]), choose(s.id))} />
+          <NewSession
+            onCreated={(s) => (heardSession(s.id), setSessions((all) => [s, ...all.filter((x) => x.id !== s.id)]), choose(s.id))}
+          />
         ) : session ? (
           <>
             <SessionActions session={session} onChanged={() => void refresh()} onForked={choose} onDeleted={() => setSelected(null)} />

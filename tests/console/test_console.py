@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 import pytest
-from playwright.async_api import Browser, Page, Request, expect
+from playwright.async_api import Browser, Page, Request, Route, expect
 
 from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import ADMIN
@@ -192,6 +192,46 @@ async def test_a_long_session_opens_at_its_end_and_pages_back(
         await expect(earlier).to_have_count(0)
         await page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
         await expect(view.get_by_text("question 0: please look at file_0.py")).to_be_visible()
+
+
+async def test_a_session_created_while_the_list_is_read_again_stays_listed_and_open(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The list is read again when the event stream goes live; a session created while that answer
+    is on its way must not be dropped by it (the older answer lacks it): it stays listed and open."""
+    async with console(browser, tmp_path, fake_openai) as (_live, watched):
+        page = watched.page
+        lists = 0
+        created = asyncio.Event()
+        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def hold_the_second_list(route: Route) -> None:
+            nonlocal lists
+            if route.request.method != "GET":
+                await route.continue_()
+                return
+            lists += 1
+            if lists != 2:
+                await route.continue_()
+                return
+            older = await route.fetch()  # read now, before the session exists
+            await created.wait()
+            await route.fulfill(response=older)
+            answered.set_result(None)
+
+        await page.route(re.compile(r"/session$"), hold_the_second_list)
+        await new_session(page)
+        created.set()
+        await answered
+        # The older answer has been applied once two frames were drawn after it.
+        await page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        await expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+        await expect(
+            page.get_by_role("complementary", name="Sessions").get_by_role(
+                "button", name=re.compile("New session - ")
+            )
+        ).to_have_count(1)
+        assert lists == 2
 
 
 async def test_sessions_list_as_a_tree_and_rename_and_fork(
