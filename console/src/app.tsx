@@ -1,7 +1,7 @@
 // The console's shell: sign-in, the session list (a tree of parents and subagent children), the
 // pending-requests indicator, and the selected session or the audit log.
 import { render } from "preact";
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, ApiError, onUnauthorized } from "./api";
 import { apiKey, signIn, signOut } from "./auth";
 import { AuditView } from "./audit";
@@ -12,6 +12,30 @@ import { SessionView } from "./session";
 import type { AgentInfo, Command, PermissionRequest, Provider, Question, ServerEvent, Session } from "./types";
 
 type Phase = "loading" | "signin" | "ready";
+
+/** Per id, the number of the last change heard, for a list that is also read again in whole. */
+class Heard {
+  private count = 0;
+  private readonly at = new Map<string, number>();
+
+  hear(id: string): void {
+    this.at.set(id, ++this.count);
+  }
+
+  /** Where a read asked now stands. */
+  mark(): number {
+    return this.count;
+  }
+
+  since(id: string, mark: number): boolean {
+    return (this.at.get(id) ?? 0) > mark;
+  }
+
+  /** `read` (asked at `mark`), with what `current` holds of the ids heard since instead. */
+  merge<T extends { id: string }>(current: T[], read: T[], mark: number): T[] {
+    return [...read.filter((t) => !this.since(t.id, mark)), ...current.filter((t) => this.since(t.id, mark))];
+  }
+}
 
 function App() {
   const [phase, setPhase] = useState<Phase>("loading");
@@ -31,40 +55,38 @@ function App() {
 
   onUnauthorized.handler = () => setPhase("signin");
 
-  // Per session, the number of the last status event heard: a refresh that was asked before it must
-  // not overwrite what it said with an older answer.
-  const statusHeard = useRef({ count: 0, at: new Map<string, number>() });
-  const heardStatus = (id: string) => statusHeard.current.at.set(id, ++statusHeard.current.count);
-
-  // Likewise per session, the last change to the list heard (an event, or a session made here): a
-  // refresh asked before it keeps what was heard (a session created, changed or deleted meanwhile)
-  // over its older answer, which would drop a session created while the list was on its way.
-  const listHeard = useRef({ count: 0, at: new Map<string, number>() });
-  const heardSession = (id: string) => listHeard.current.at.set(id, ++listHeard.current.count);
+  // What was heard per list (an event, or a change made here): a refresh asked before it keeps that
+  // over its older answer, which would drop a session or a request made while it was on its way, or
+  // bring back one answered or deleted meanwhile.
+  const heard = useMemo(
+    () => ({ status: new Heard(), sessions: new Heard(), permissions: new Heard(), questions: new Heard() }),
+    [],
+  );
 
   const refresh = async () => {
-    const asked = statusHeard.current.count;
-    const listAsked = listHeard.current.count;
+    const asked = {
+      status: heard.status.mark(),
+      sessions: heard.sessions.mark(),
+      permissions: heard.permissions.mark(),
+      questions: heard.questions.mark(),
+    };
     const [list, status, perms, qs] = await Promise.all([
       api.sessions(),
       api.status(),
       api.permissions(),
       api.questions(),
     ]);
-    const heardSince = (id: string) => (listHeard.current.at.get(id) ?? 0) > listAsked;
     setSessions((current) =>
-      [...current.filter((s) => heardSince(s.id)), ...list.filter((s) => !heardSince(s.id))].sort(
-        (a, b) => b.time.updated - a.time.updated,
-      ),
+      heard.sessions.merge(current, list, asked.sessions).sort((a, b) => b.time.updated - a.time.updated),
     );
-    const fresh = ([id]: [string, unknown]) => (statusHeard.current.at.get(id) ?? 0) <= asked;
+    const fresh = ([id]: [string, unknown]) => !heard.status.since(id, asked.status);
     const read = Object.entries(status).filter(fresh);
     setBusy((all) => ({
       ...Object.fromEntries(Object.entries(all).filter((entry) => !fresh(entry))),
       ...Object.fromEntries(read.map(([id, s]) => [id, s.type !== "idle"])),
     }));
-    setPermissions(perms);
-    setQuestions(qs);
+    setPermissions((current) => heard.permissions.merge(current, perms, asked.permissions));
+    setQuestions((current) => heard.questions.merge(current, qs, asked.questions));
   };
 
   const start = async () => {
@@ -118,7 +140,7 @@ function App() {
       case "session.created":
       case "session.updated": {
         const info = p.info as Session;
-        heardSession(info.id);
+        heard.sessions.hear(info.id);
         setSessions((all) => [info, ...all.filter((s) => s.id !== info.id)].sort((a, b) => b.time.updated - a.time.updated));
         break;
       }
@@ -126,11 +148,11 @@ function App() {
         void refresh().catch(() => {});
         break;
       case "session.deleted":
-        heardSession(p.info?.id ?? p.sessionID);
+        heard.sessions.hear(p.info?.id ?? p.sessionID);
         setSessions((all) => all.filter((s) => s.id !== (p.info?.id ?? p.sessionID)));
         break;
       case "session.status":
-        heardStatus(p.sessionID);
+        heard.status.hear(p.sessionID);
         setBusy((all) => ({ ...all, [p.sessionID]: p.status?.type !== "idle" }));
         setRetrying((all) => ({
           ...all,
@@ -138,20 +160,24 @@ function App() {
         }));
         break;
       case "session.idle":
-        heardStatus(p.sessionID);
+        heard.status.hear(p.sessionID);
         setBusy((all) => ({ ...all, [p.sessionID]: false }));
         break;
       case "permission.asked":
+        heard.permissions.hear(p.id);
         setPermissions((all) => [...all.filter((r) => r.id !== p.id), p as PermissionRequest]);
         break;
       case "permission.replied":
+        heard.permissions.hear(p.requestID ?? p.id);
         setPermissions((all) => all.filter((r) => r.id !== (p.requestID ?? p.id)));
         break;
       case "question.asked":
+        heard.questions.hear(p.id);
         setQuestions((all) => [...all.filter((q) => q.id !== p.id), p as Question]);
         break;
       case "question.replied":
       case "question.rejected":
+        heard.questions.hear(p.requestID ?? p.id);
         setQuestions((all) => all.filter((q) => q.id !== (p.requestID ?? p.id)));
         break;
     }
@@ -242,7 +268,7 @@ function App() {
           <AuditView />
         ) : view === "new" ? (
           <NewSession
-            onCreated={(s) => (heardSession(s.id), setSessions((all) => [s, ...all.filter((x) => x.id !== s.id)]), choose(s.id))}
+            onCreated={(s) => (heard.sessions.hear(s.id), setSessions((all) => [s, ...all.filter((x) => x.id !== s.id)]), choose(s.id))}
           />
         ) : session ? (
           <>

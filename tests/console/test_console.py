@@ -194,44 +194,73 @@ async def test_a_long_session_opens_at_its_end_and_pages_back(
         await expect(view.get_by_text("question 0: please look at file_0.py")).to_be_visible()
 
 
+class HeldRead:
+    """The console's second read of a list (`GET path`, when its event stream goes live) answered as
+    it stood when asked, but only once `release` is set: an older answer arriving late."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.reads = 0
+        self.release = asyncio.Event()
+        self.answered = asyncio.Event()
+
+    async def route(self, route: Route) -> None:
+        if route.request.method != "GET" or urlsplit(route.request.url).path != self.path:
+            await route.continue_()
+            return
+        self.reads += 1
+        if self.reads != 2:
+            await route.continue_()
+            return
+        older = await route.fetch()  # read now, before what the test makes next
+        await self.release.wait()
+        await route.fulfill(response=older)
+        self.answered.set()
+
+    async def deliver(self, page: Page) -> None:
+        """Let the older answer through, and wait until the page has drawn twice after it."""
+        self.release.set()
+        await self.answered.wait()
+        await page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        assert self.reads == 2
+
+
 async def test_a_session_created_while_the_list_is_read_again_stays_listed_and_open(
     browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    """The list is read again when the event stream goes live; a session created while that answer
+    """The lists are read again when the event stream goes live; a session created while that answer
     is on its way must not be dropped by it (the older answer lacks it): it stays listed and open."""
     async with console(browser, tmp_path, fake_openai) as (_live, watched):
         page = watched.page
-        lists = 0
-        created = asyncio.Event()
-        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        async def hold_the_second_list(route: Route) -> None:
-            nonlocal lists
-            if route.request.method != "GET":
-                await route.continue_()
-                return
-            lists += 1
-            if lists != 2:
-                await route.continue_()
-                return
-            older = await route.fetch()  # read now, before the session exists
-            await created.wait()
-            await route.fulfill(response=older)
-            answered.set_result(None)
-
-        await page.route(re.compile(r"/session$"), hold_the_second_list)
+        held = HeldRead("/session")
+        await page.route(re.compile(r"/session$"), held.route)
         await new_session(page)
-        created.set()
-        await answered
-        # The older answer has been applied once two frames were drawn after it.
-        await page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        await held.deliver(page)
         await expect(page.get_by_role("textbox", name="Message")).to_be_visible()
-        await expect(
-            page.get_by_role("complementary", name="Sessions").get_by_role(
-                "button", name=re.compile("New session - ")
-            )
-        ).to_have_count(1)
-        assert lists == 2
+        sidebar = page.get_by_role("complementary", name="Sessions")
+        await expect(sidebar.get_by_role("button", name=re.compile("New session - "))).to_have_count(1)
+
+
+async def test_a_permission_asked_while_the_requests_are_read_again_stays_to_answer(
+    browser: Browser, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Likewise a permission request asked while the pending requests are read again stays on screen,
+    and can be answered."""
+    config = fake_provider_config(fake_openai)
+    config["permission"] = {"edit": "ask"}
+    fake_openai.enqueue(call("write", {"filePath": "a.txt", "content": "a\n"}), reply("Wrote it."))
+    async with console(browser, tmp_path, fake_openai, config) as (live, watched):
+        page = watched.page
+        held = HeldRead("/permission")
+        await page.route(re.compile(r"/permission$"), held.route)
+        await new_session(page)
+        await send(page, "Write a.txt")
+        await expect(page.get_by_role("button", name="Allow once")).to_be_visible()
+        await held.deliver(page)
+        await expect(page.get_by_role("button", name="1 pending request")).to_be_visible()
+        await page.get_by_role("button", name="Allow once").click()
+        await expect(transcript(page).get_by_text("Wrote it.")).to_be_visible()
+        assert (live.workspace / "a.txt").read_text() == "a\n"
 
 
 async def test_sessions_list_as_a_tree_and_rename_and_fork(
