@@ -6,7 +6,6 @@ with the kernel's reason, only when bwrap exists but the kernel refuses it its n
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -50,10 +49,10 @@ def python_readable() -> dict[str, list[str]]:
     return {"readable": sorted(paths)}
 
 
-def terminal_jail(workspace: Path, *, confined: bool = False) -> CommandSandbox:
-    """A terminal's sandbox as the server builds it (with the env its keys need): the local user's
-    (the host's tree read-only), or with `confined` a confined tenant's (the system directories
-    only) with per-process limits, so prlimit runs inside it too."""
+def jail(workspace: Path, *, confined: bool = False) -> CommandSandbox:
+    """A command's or a terminal's sandbox as the server builds one (with the env a terminal's keys
+    need): the local user's (the host's tree read-only), or with `confined` a confined tenant's (the
+    system directories only) with per-process limits, so prlimit runs inside it too."""
     if not confined:
         view = View(host=True, writable=(workspace.resolve(),))
         return Sandbox(kind="bwrap", view=view, bwrap=BWRAP, env=DEFAULT_SIGNAL_ENV).command(network=False)
@@ -61,5 +60,7 @@ def terminal_jail(workspace: Path, *, confined: bool = False) -> CommandSandbox:
         pytest.skip("no prlimit here (util-linux)")
     limits = Limits(cpu_seconds=60, processes=4096)
     view = View(host=False, writable=(workspace.resolve(),))
-    confining = Sandbox(kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, limits=limits)
-    return dataclasses.replace(confining, env=DEFAULT_SIGNAL_ENV).command(network=False)
+    confining = Sandbox(
+        kind="bwrap", view=view, bwrap=BWRAP, prlimit=PRLIMIT, limits=limits, env=DEFAULT_SIGNAL_ENV
+    )
+    return confining.command(network=False)

@@ -14,7 +14,7 @@ import pytest
 from agentforge.terminal.terminal import Client, Terminal
 from agentforge.tools.process import start_pty
 from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox
-from tests.sandboxing import requires_sandbox, terminal_jail
+from tests.sandboxing import jail, requires_sandbox
 from tests.server_signals import as_started, server_ignoring
 
 
@@ -102,10 +102,10 @@ async def test_in_the_sandbox_a_key_reaches_the_program_not_the_sandbox(
     does not trap it is ended by it (bwrap, in the same foreground group, used to die of it first)."""
     trap = f"trap 'echo caught; exit 5' {number.name.removeprefix('SIG')}"
     looping = ["/bin/sh", "-c", f"{trap}; echo ready; while :; do sleep 0.05; done"]
-    handled = await _after_key(looping, tmp_path, key, terminal_jail(tmp_path, confined=confined))
+    handled = await _after_key(looping, tmp_path, key, jail(tmp_path, confined=confined))
     assert handled.exit_code == 5 and "caught" in handled.since(0)
     sleeping = ["/bin/sh", "-c", "echo ready && exec sleep 30"]
-    ended = await _after_key(sleeping, tmp_path, key, terminal_jail(tmp_path, confined=confined))
+    ended = await _after_key(sleeping, tmp_path, key, jail(tmp_path, confined=confined))
     assert ended.exit_code == 128 + number  # bwrap reports its program's signal as a shell does
 
 
@@ -117,7 +117,7 @@ async def test_in_the_sandbox_an_interactive_shell_interrupts_its_foreground_job
     argv = ["/bin/bash", "--norc", "--noprofile", "-i"]
     exited = asyncio.Event()
     env = {"PATH": "/usr/bin:/bin", "PS1": "$ "}
-    started = await start_pty(argv, cwd=tmp_path, env=env, sandbox=terminal_jail(tmp_path))
+    started = await start_pty(argv, cwd=tmp_path, env=env, sandbox=jail(tmp_path))
     terminal = Terminal("pty_test", "test", argv, str(tmp_path), started, lambda _t: exited.set())
     try:
         _, client = terminal.attach(0)
@@ -150,7 +150,7 @@ async def test_in_the_sandbox_a_program_whose_name_holds_an_equals_sign_runs(tmp
     script = tmp_path / "a=b.sh"
     script.write_text("#!/bin/sh\necho script-ran\n")
     script.chmod(0o755)
-    terminal = await _finished(["./a=b.sh"], tmp_path, terminal_jail(tmp_path))
+    terminal = await _finished(["./a=b.sh"], tmp_path, jail(tmp_path))
     try:
         assert terminal.exit_code == 0 and "script-ran" in terminal.since(0)
     finally:
@@ -163,10 +163,9 @@ async def test_a_terminal_runs_in_the_sandbox_and_keeps_its_terminal(tmp_path: P
     outside = (tmp_path / "outside").resolve()
     workspace.mkdir()
     outside.mkdir()
-    jail = terminal_jail(workspace)
     script = f"echo in > inside.txt; echo out > {outside}/escape.txt; tty >/dev/null && echo has-a-terminal"
 
-    terminal = await _finished(["/bin/sh", "-c", script], workspace, jail)
+    terminal = await _finished(["/bin/sh", "-c", script], workspace, jail(workspace))
 
     try:
         output = terminal.since(0)

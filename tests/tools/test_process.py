@@ -9,18 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools.sandbox import NO_SANDBOX, CommandSandbox, Sandbox, View
-from tests.sandboxing import BWRAP, requires_sandbox
+from agentforge.tools.sandbox import NO_SANDBOX
+from tests.sandboxing import jail, requires_sandbox
 from tests.server_signals import server_blocking, server_ignoring
 from tests.tools.harness import run_command
 
 MASKS = "exec grep -E '^Sig(Ign|Blk)' /proc/self/status"  # the masks the command's program starts with
 SIGNALS = [signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM, signal.SIGTSTP]
-
-
-def _in_bwrap(workspace: Path) -> CommandSandbox:
-    sandbox = Sandbox(kind="bwrap", view=View(host=True, writable=(workspace.resolve(),)), bwrap=BWRAP)
-    return sandbox.command(network=False)
 
 
 @pytest.mark.parametrize("number", SIGNALS, ids=lambda number: signal.Signals(number).name)
@@ -31,9 +26,9 @@ def _in_bwrap(workspace: Path) -> CommandSandbox:
 async def test_a_command_gets_every_signal_at_its_default_whatever_the_server_ignores_or_blocks(
     tmp_path: Path, state: Callable[[int], AbstractContextManager[None]], number: int, sandboxed: bool
 ) -> None:
-    jail = _in_bwrap(tmp_path) if sandboxed else NO_SANDBOX
+    sandbox = jail(tmp_path) if sandboxed else NO_SANDBOX
     with state(number):
-        code, output = await run_command(jail, MASKS, tmp_path)
+        code, output = await run_command(sandbox, MASKS, tmp_path)
     masks = dict(line.split(":\t") for line in output.splitlines())
     assert code == 0 and set(masks) == {"SigIgn", "SigBlk"}
     bit = 1 << (number - 1)
