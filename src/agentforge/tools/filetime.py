@@ -34,11 +34,28 @@ def _key(path: Path) -> Path:
     return path.resolve()
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A file as a read found it (`look`), to be noted for a session (`note_read`)."""
+
+    key: Path
+    stamp: _ReadStamp
+
+
+def look(path: Path) -> Seen:
+    """The file's fingerprint now. Blocking (a stat and a resolve): where the read itself runs."""
+    stat = os.stat(path)
+    return Seen(_key(path), _ReadStamp(mtime_ns=stat.st_mtime_ns, size=stat.st_size, read_at=time.time()))
+
+
+def note_read(session_id: str, seen: Seen) -> None:
+    """Remember that this session has seen the file as `seen` found it."""
+    _reads.setdefault(session_id, {})[seen.key] = seen.stamp
+
+
 def record_read(session_id: str, path: Path) -> None:
     """Remember that this session has seen the file as it is now on disk."""
-    stat = os.stat(path)
-    stamp = _ReadStamp(mtime_ns=stat.st_mtime_ns, size=stat.st_size, read_at=time.time())
-    _reads.setdefault(session_id, {})[_key(path)] = stamp
+    note_read(session_id, look(path))
 
 
 def last_read(session_id: str, path: Path) -> float | None:

@@ -80,19 +80,28 @@ class ReadTool(Tool[ReadParams]):
         title = display_path(ctx, path)
         offset = args.offset or 1
         limit = args.limit or DEFAULT_READ_LIMIT
-
-        if not await asyncio.to_thread(path.exists):
-            raise ToolError(await asyncio.to_thread(_not_found_message, path))
-        if await asyncio.to_thread(path.is_dir):
-            return await _read_directory(path, title, offset, limit)
-
-        media = _media_type(path)
-        if media is not None:
-            result = await _read_attachment(path, title, media)
-        else:
-            result = await _read_text(path, title, offset, limit)
-        filetime.record_read(ctx.session_id, path)
+        # Everything the file system answers in one hop off the loop: a hop costs a tool turn
+        # ~0.3 ms of waiting for a thread and the loop again (bench/README.md, sixteenth round).
+        result, seen = await asyncio.to_thread(_read, path, title, offset, limit)
+        if seen is not None:
+            filetime.note_read(ctx.session_id, seen)
         return result
+
+
+def _read(path: Path, title: str, offset: int, limit: int) -> tuple[ToolResult, filetime.Seen | None]:
+    """The file's lines, the directory's entries or the image or PDF, with the file as the read
+    found it (what edit and write compare with later; None for a directory). Blocking."""
+    if not path.exists():
+        raise ToolError(_not_found_message(path))
+    if path.is_dir():
+        return _read_directory(path, title, offset, limit), None
+    # Looked at before reading: a change made meanwhile makes the record older than what was
+    # read (an edit is then refused until the file is read again), never newer.
+    seen = filetime.look(path)
+    media = _media_type(path)
+    if media is not None:
+        return _read_attachment(path, title, media), seen
+    return _read_text(path, title, offset, limit), seen
 
 
 async def readable_path(ctx: ToolContext, raw: str | Path) -> Path:
@@ -124,8 +133,8 @@ def _similar_siblings(path: Path) -> list[Path]:
     return [path.parent / name for name in unique[:MAX_SUGGESTIONS]]
 
 
-async def _read_directory(path: Path, title: str, offset: int, limit: int) -> ToolResult:
-    entries = await asyncio.to_thread(_directory_entries, path)
+def _read_directory(path: Path, title: str, offset: int, limit: int) -> ToolResult:
+    entries = _directory_entries(path)
     shown = entries[offset - 1 : offset - 1 + limit]
     truncated = offset - 1 + len(shown) < len(entries)
     if truncated:
@@ -164,8 +173,8 @@ def _media_type(path: Path) -> str | None:
     return None
 
 
-async def _read_attachment(path: Path, title: str, mime: str) -> ToolResult:
-    data = await asyncio.to_thread(path.read_bytes)
+def _read_attachment(path: Path, title: str, mime: str) -> ToolResult:
+    data = path.read_bytes()
     url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
     message = "PDF read successfully" if mime == "application/pdf" else "Image read successfully"
     return ToolResult(
@@ -189,10 +198,10 @@ def _looks_binary(path: Path) -> bool:
     return non_printable / len(sample) > NON_PRINTABLE_RATIO
 
 
-async def _read_text(path: Path, title: str, offset: int, limit: int) -> ToolResult:
-    if await asyncio.to_thread(_looks_binary, path):
+def _read_text(path: Path, title: str, offset: int, limit: int) -> ToolResult:
+    if _looks_binary(path):
         raise ToolError(f"Cannot read binary file: {path}")
-    window = await asyncio.to_thread(_read_window, path, offset, limit)
+    window = _read_window(path, offset, limit)
     if window.total_lines < offset and not (window.total_lines == 0 and offset == 1):
         raise ToolError(f"Offset {offset} is out of range for this file ({window.total_lines} lines)")
     numbered = [f"{offset + index}: {line}" for index, line in enumerate(window.lines)]
