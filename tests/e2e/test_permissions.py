@@ -117,6 +117,33 @@ async def test_ask_holds_the_call_until_once(
         assert (row["status"], row["decision"], row["decided_by"]) == ("approved", "once", "local")
 
 
+async def test_a_file_changed_while_its_edit_waits_for_approval_keeps_the_change(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    async with server(tmp_path, fake_openai, database_url, permission={"edit": "ask"}) as (live, events):
+        notes = live.workspace / "notes.txt"
+        notes.write_text("draft\n")
+        sid = (await live.create_session())["id"]
+        live.fake.enqueue(
+            call("read", {"filePath": "notes.txt"}),
+            call("edit", {"filePath": "notes.txt", "oldString": "draft", "newString": "final"}),
+            reply("It changed under me."),
+        )
+        prompt = asyncio.create_task(live.prompt(sid, "finish the notes"))
+        request = await asked(events, "edit")
+        notes.write_text("draft\nand a line someone added meanwhile\n")  # e.g. in their editor
+        await reply_to(live, request, "once")
+        assert (await asyncio.wait_for(prompt, 10)).status_code == 200
+
+        assert text_of(notes) == "draft\nand a line someone added meanwhile\n"
+        history = (await live.client.get(f"/session/{sid}/message")).json()
+        [edit] = [part for item in history for part in tool_parts(item) if part["tool"] == "edit"]
+        assert edit["state"]["status"] == "error"
+        assert f"File {notes} was modified while this change waited" in edit["state"]["error"]
+        answered = live.fake.requests[-1]["messages"][-1]
+        assert answered["role"] == "tool" and "was modified while this change waited" in str(answered)
+
+
 async def test_reject_with_feedback_stops_the_loop_and_the_model_reads_it(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:

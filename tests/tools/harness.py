@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,16 @@ class Harness:
 
     def asked(self, permission: str) -> list[PermissionRequest]:
         return [request for request in self.asks if request.permission == permission]
+
+
+def approved_after(change: Callable[[], object]) -> AskPermission:
+    """An ask answered yes once `change` ran: someone changes the files while the tool waits for
+    approval."""
+
+    async def ask(request: PermissionRequest) -> None:
+        change()
+
+    return ask
 
 
 def text_of(path: str | Path) -> str:

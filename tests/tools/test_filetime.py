@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +68,33 @@ async def test_file_lock_is_shared_per_file(tmp_path: Path) -> None:
     a = filetime.file_lock(tmp_path / "a")
     assert filetime.file_lock(tmp_path / "a") is a
     assert filetime.file_lock(tmp_path / "b") is not a
+
+
+def test_a_file_as_it_was_seen_is_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("x")
+    filetime.assert_unchanged(path, filetime.look(path))
+    filetime.assert_unchanged(tmp_path / "absent.txt", None)  # none then, none now
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        (lambda path: path.write_text("changed"), "was modified"),
+        (lambda path: path.unlink(), "was deleted"),
+    ],
+)
+def test_a_file_changed_since_it_was_seen_is_refused(tmp_path: Path, change: Any, what: str) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("x")
+    seen = filetime.look(path)
+    change(path)
+    with pytest.raises(ToolError, match=f"File {path} {what} while this change waited"):
+        filetime.assert_unchanged(path, seen)
+
+
+def test_a_file_created_since_there_was_none_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("someone else's")
+    with pytest.raises(ToolError, match=f"File {path} was created while this change waited"):
+        filetime.assert_unchanged(path, None)

@@ -83,6 +83,29 @@ def assert_fresh(session_id: str, path: Path) -> None:
         )
 
 
+def assert_unchanged(path: Path, seen: Seen | None) -> None:
+    """Raise ToolError unless the file is still as `seen` found it (None: there was no file), e.g.
+    when it changed while a change to it waited for approval: written over, what was done meanwhile
+    would be lost. Blocking: where the write runs, right before it."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        if seen is None:
+            return
+        raise ToolError(_changed_meanwhile(path, "was deleted")) from None
+    if seen is None:
+        raise ToolError(_changed_meanwhile(path, "was created"))
+    if stat.st_mtime_ns != seen.stamp.mtime_ns or stat.st_size != seen.stamp.size:
+        raise ToolError(_changed_meanwhile(path, "was modified"))
+
+
+def _changed_meanwhile(path: Path, what: str) -> str:
+    return (
+        f"File {path} {what} while this change waited to be made, so nothing was written "
+        "(it would have undone that). Read the file again, then make the change anew."
+    )
+
+
 def forget_session(session_id: str) -> None:
     _reads.pop(session_id, None)
 

@@ -11,7 +11,7 @@ from agentforge.tools.base import PermissionDeniedError, PermissionRequest, Tool
 from agentforge.tools.builtin.apply_patch import ApplyPatchTool
 from agentforge.tools.builtin.read import ReadTool
 from agentforge.tools.execute import run_tool
-from tests.tools.harness import Harness
+from tests.tools.harness import Harness, approved_after
 
 
 def patch(*lines: str) -> str:
@@ -243,3 +243,37 @@ async def test_paths_outside_the_workspace_are_refused(harness: Harness, tmp_pat
     assert victim.read_text() == "safe\n"
     assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
     assert (harness.workspace / "inside.txt").read_text() == "in\n"
+
+
+async def test_a_file_changed_while_the_patch_waits_for_approval_leaves_every_file_as_it_was(
+    harness: Harness,
+) -> None:
+    first = await read_first(harness, "a.txt", "a\n")
+    second = await read_first(harness, "b.txt", "b\n")
+    harness.ask_override = approved_after(lambda: second.write_text("b, theirs\n"))
+    with pytest.raises(ToolError, match=f"File {second} was modified while this change waited"):
+        await apply(
+            harness,
+            "*** Update File: a.txt",
+            "-a",
+            "+A",
+            "*** Delete File: b.txt",
+            "*** Add File: c.txt",
+            "+c",
+        )
+    assert (first.read_text(), second.read_text()) == ("a\n", "b, theirs\n")
+    assert not (harness.workspace / "c.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "hunk", [("*** Add File: new.txt", "+mine"), ("*** Update File: a.txt", "*** Move to: new.txt")]
+)
+async def test_a_destination_taken_while_the_patch_waits_is_kept(
+    harness: Harness, hunk: tuple[str, ...]
+) -> None:
+    source = await read_first(harness, "a.txt", "a\n")
+    taken = harness.workspace / "new.txt"
+    harness.ask_override = approved_after(lambda: taken.write_text("theirs\n"))
+    with pytest.raises(ToolError, match=f"File {taken} was created while this change waited"):
+        await apply(harness, *hunk)
+    assert (source.read_text(), taken.read_text()) == ("a\n", "theirs\n")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.edit import EditTool
 from agentforge.tools.builtin.read import ReadTool
 from agentforge.tools.replace import MULTIPLE, NOT_FOUND
-from tests.tools.harness import Harness
+from tests.tools.harness import Harness, approved_after
 
 
 async def read_first(harness: Harness, name: str, content: str | bytes) -> Path:
@@ -151,3 +152,35 @@ async def test_edits_outside_the_workspace_are_refused(harness: Harness, tmp_pat
     with pytest.raises(ToolError, match="outside the workspace"):
         await harness.run(EditTool(), filePath="link.txt", oldString="x", newString="y")
     assert target.read_text() == "x\n"
+
+
+@pytest.mark.parametrize(
+    ("change", "what", "left"),
+    [
+        (lambda path: path.write_text("x = 1\ny = 'theirs'\n"), "was modified", "x = 1\ny = 'theirs'\n"),
+        (Path.unlink, "was deleted", None),  # not made again
+    ],
+)
+async def test_a_file_changed_while_the_edit_waits_for_approval_is_left_as_changed(
+    harness: Harness, change: Callable[[Path], object], what: str, left: str | None
+) -> None:
+    path = await read_first(harness, "a.py", "x = 1\n")
+    harness.ask_override = approved_after(lambda: change(path))
+    with pytest.raises(ToolError, match=f"File {path} {what} while this change waited"):
+        await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
+    assert (path.read_text() if path.exists() else None) == left
+
+
+async def test_a_file_created_while_its_creation_waits_is_kept(harness: Harness) -> None:
+    path = harness.workspace / "new.py"
+    harness.ask_override = approved_after(lambda: path.write_text("theirs\n"))
+    with pytest.raises(ToolError, match=f"File {path} was created while this change waited"):
+        await harness.run(EditTool(), filePath="new.py", oldString="", newString="mine\n")
+    assert path.read_text() == "theirs\n"
+
+
+async def test_an_approved_edit_counts_as_read_for_the_next(harness: Harness) -> None:
+    path = await read_first(harness, "a.py", "x = 1\n")
+    await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
+    await harness.run(EditTool(), filePath="a.py", oldString="x = 2", newString="x = 3")
+    assert path.read_text() == "x = 3\n"

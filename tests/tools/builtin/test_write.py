@@ -9,7 +9,7 @@ from agentforge.tools import filetime
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.read import ReadTool
 from agentforge.tools.builtin.write import WriteTool
-from tests.tools.harness import Harness
+from tests.tools.harness import Harness, approved_after
 
 
 async def test_creates_a_new_file_with_parent_dirs(harness: Harness) -> None:
@@ -85,3 +85,23 @@ async def test_writes_outside_the_workspace_are_refused(harness: Harness, tmp_pa
     assert not (tmp_path / "abs.txt").exists()
     assert not (tmp_path / "out" / "f.txt").exists()
     assert harness.asked("edit") == []
+
+
+async def test_a_file_changed_while_the_write_waits_for_approval_is_not_written_over(
+    harness: Harness,
+) -> None:
+    path = harness.workspace / "a.txt"
+    path.write_text("old\n")
+    await harness.run(ReadTool(), filePath="a.txt")
+    harness.ask_override = approved_after(lambda: path.write_text("theirs, longer\n"))
+    with pytest.raises(ToolError, match=f"File {path} was modified while this change waited"):
+        await harness.run(WriteTool(), filePath="a.txt", content="mine\n")
+    assert path.read_text() == "theirs, longer\n"
+
+
+async def test_a_file_created_while_the_write_waits_is_kept(harness: Harness) -> None:
+    path = harness.workspace / "new.txt"
+    harness.ask_override = approved_after(lambda: path.write_text("theirs\n"))
+    with pytest.raises(ToolError, match=f"File {path} was created while this change waited"):
+        await harness.run(WriteTool(), filePath="new.txt", content="mine\n")
+    assert path.read_text() == "theirs\n"

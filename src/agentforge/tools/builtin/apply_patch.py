@@ -104,6 +104,7 @@ class _Change:
     before: str  # "\n" line endings, for the diff
     after: str
     written: str | None  # the content to write, in the file's own style; None for a deletion
+    seen: filetime.Seen | None  # the file at `path` as it was read (None: there was none)
 
 
 class ApplyPatchTool(Tool[ApplyPatchParams]):
@@ -119,11 +120,8 @@ class ApplyPatchTool(Tool[ApplyPatchParams]):
         targets = [await _guard(ctx, hunk) for hunk in hunks]
         _refuse_repeated_paths(ctx, targets)
         async with _locked([path for t in targets for path in (t.path, t.move_to) if path is not None]):
-            try:
-                changes = [await _verify(ctx, target) for target in targets]
-            except (PatchError, ToolError) as error:
-                raise ToolError(VERIFICATION_FAILED + str(error)) from None
-            files = await asyncio.to_thread(_describe, ctx, changes)
+            # The file system's part in two hops off the loop, one each side of the ask.
+            changes, files = await asyncio.to_thread(_plan, ctx, targets)
             diff = "".join(str(item["diff"]) for item in files)
             await ctx.ask(
                 PermissionRequest(
@@ -133,10 +131,8 @@ class ApplyPatchTool(Tool[ApplyPatchParams]):
                     metadata={"diff": diff, "files": files},
                 )
             )
-            await asyncio.to_thread(_apply_all, changes)
-            for change in changes:
-                if change.written is not None:
-                    filetime.record_read(ctx.session_id, change.destination)
+            for seen in await asyncio.to_thread(_apply_all, changes):
+                filetime.note_read(ctx.session_id, seen)
         summary = [f"{_LETTERS[c.kind]} {display_path(ctx, c.destination)}" for c in changes]
         return ToolResult(
             title=", ".join(display_path(ctx, c.destination) for c in changes),
@@ -173,60 +169,72 @@ async def _locked(paths: list[Path]) -> AsyncIterator[None]:
         yield
 
 
-async def _verify(ctx: ToolContext, target: _Target) -> _Change:
+def _plan(ctx: ToolContext, targets: list[_Target]) -> tuple[list[_Change], list[dict[str, Any]]]:
+    """Every hunk checked against its file as it is now, and the entries describing the changes.
+    Blocking."""
+    try:
+        changes = [_verify(ctx, target) for target in targets]
+    except (PatchError, ToolError) as error:
+        raise ToolError(VERIFICATION_FAILED + str(error)) from None
+    return changes, _describe(ctx, changes)
+
+
+def _verify(ctx: ToolContext, target: _Target) -> _Change:
     hunk = target.hunk
     if isinstance(hunk, AddFile):
-        return await _verify_add(ctx, target.path, hunk)
+        return _verify_add(ctx, target.path, hunk)
     if isinstance(hunk, DeleteFile):
-        return await _verify_delete(ctx, target.path)
-    return await _verify_update(ctx, target.path, target.move_to, hunk)
+        return _verify_delete(ctx, target.path)
+    return _verify_update(ctx, target.path, target.move_to, hunk)
 
 
-async def _verify_add(ctx: ToolContext, path: Path, hunk: AddFile) -> _Change:
-    existing = await asyncio.to_thread(_existing_file, path, must_exist=False)
+def _verify_add(ctx: ToolContext, path: Path, hunk: AddFile) -> _Change:
+    existing, seen = _existing_file(path, must_exist=False)
     if existing is None:
-        return _Change("add", path, path, "", hunk.contents, hunk.contents)
+        return _Change("add", path, path, "", hunk.contents, hunk.contents, None)
     # Overwriting a file is only safe when the model has seen what it replaces.
     filetime.assert_fresh(ctx.session_id, path)
     style = TextFile.decode(existing, display_path(ctx, path))
-    return _Change("add", path, path, style.text, hunk.contents, style.encode(hunk.contents))
+    return _Change("add", path, path, style.text, hunk.contents, style.encode(hunk.contents), seen)
 
 
-async def _verify_delete(ctx: ToolContext, path: Path) -> _Change:
-    existing = await asyncio.to_thread(_existing_file, path, must_exist=True)
+def _verify_delete(ctx: ToolContext, path: Path) -> _Change:
+    existing, seen = _existing_file(path, must_exist=True)
     assert existing is not None
     if filetime.last_read(ctx.session_id, path) is not None:
         filetime.assert_fresh(ctx.session_id, path)  # read before: it must not have changed since
     before = existing.decode("utf-8", errors="replace").removeprefix("\ufeff").replace("\r\n", "\n")
-    return _Change("delete", path, path, before, "", None)
+    return _Change("delete", path, path, before, "", None, seen)
 
 
-async def _verify_update(ctx: ToolContext, path: Path, move_to: Path | None, hunk: UpdateFile) -> _Change:
-    existing = await asyncio.to_thread(_existing_file, path, must_exist=True)
+def _verify_update(ctx: ToolContext, path: Path, move_to: Path | None, hunk: UpdateFile) -> _Change:
+    existing, seen = _existing_file(path, must_exist=True)
     assert existing is not None
     filetime.assert_fresh(ctx.session_id, path)
     name = display_path(ctx, path)
     original = TextFile.decode(existing, name)
-    updated = await asyncio.to_thread(apply_update, original.text, hunk.chunks, name)
+    updated = apply_update(original.text, hunk.chunks, name)
     destination = path
     if move_to is not None and move_to != path:
-        if await asyncio.to_thread(move_to.exists):
+        if move_to.exists():
             raise PatchError(f"cannot move {name} to {display_path(ctx, move_to)}: the destination exists")
-        await asyncio.to_thread(_check_can_create, move_to)
+        _check_can_create(move_to)
         destination = move_to
     kind: ChangeKind = "move" if destination != path else "update"
-    return _Change(kind, path, destination, original.text, updated, original.encode(updated))
+    return _Change(kind, path, destination, original.text, updated, original.encode(updated), seen)
 
 
-def _existing_file(path: Path, *, must_exist: bool) -> bytes | None:
+def _existing_file(path: Path, *, must_exist: bool) -> tuple[bytes | None, filetime.Seen | None]:
+    """The file's bytes and the file as they were read; (None, None) when there is none."""
     if path.is_dir():
         raise PatchError(f"{path} is a directory, not a file")
     if path.exists():
-        return path.read_bytes()
+        seen = filetime.look(path)  # before reading: a change meanwhile makes it older, never newer
+        return path.read_bytes(), seen
     if must_exist:
         raise PatchError(f"file not found: {path}")
     _check_can_create(path)
-    return None
+    return None, None
 
 
 def _check_can_create(path: Path) -> None:
@@ -263,7 +271,13 @@ def _touched(ctx: ToolContext, changes: list[_Change]) -> list[str]:
     return list(dict.fromkeys(display_path(ctx, path) for path in paths))
 
 
-def _apply_all(changes: list[_Change]) -> None:
+def _apply_all(changes: list[_Change]) -> list[filetime.Seen]:
+    """Make every change, unless any file changed since the patch was checked (while the ask
+    waited, say): then none. The files written, as written. Blocking."""
+    for change in changes:
+        filetime.assert_unchanged(change.path, change.seen)
+        if change.destination != change.path:
+            filetime.assert_unchanged(change.destination, None)  # a move's destination is still free
     for change in changes:
         if change.written is None:
             change.path.unlink()
@@ -275,3 +289,4 @@ def _apply_all(changes: list[_Change]) -> None:
         if change.destination != change.path:
             shutil.copymode(change.path, change.destination)
             change.path.unlink()
+    return [filetime.look(change.destination) for change in changes if change.written is not None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field
@@ -34,6 +35,13 @@ class WriteParams(ToolParams):
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    exists: bool
+    seen: filetime.Seen | None  # the file as its content was read (None: there was none)
+    diff: str
+
+
 class WriteTool(Tool[WriteParams]):
     id = "write"
     description = DESCRIPTION
@@ -43,30 +51,47 @@ class WriteTool(Tool[WriteParams]):
         path = await guard_path(ctx, args.file_path, kind="file")
         relative = display_path(ctx, path)
         async with filetime.file_lock(path):
-            exists = await asyncio.to_thread(path.exists)
-            before = ""
-            if exists:
-                if await asyncio.to_thread(path.is_dir):
-                    raise ToolError(f"Path is a directory, not a file: {path}")
-                filetime.assert_fresh(ctx.session_id, path)
-                before = await asyncio.to_thread(_read_existing, path)
-            diff = await asyncio.to_thread(unified_diff, str(path), before, args.content)
+            # The file system's part in two hops off the loop, one each side of the ask.
+            planned = await asyncio.to_thread(_plan, path, args.content, ctx.session_id)
             await ctx.ask(
                 PermissionRequest(
                     permission="edit",
                     patterns=[relative],
                     always=["*"],
-                    metadata={"filepath": str(path), "diff": diff},
+                    metadata={"filepath": str(path), "diff": planned.diff},
                 )
             )
-            await asyncio.to_thread(_write_file, path, args.content)
-            filetime.record_read(ctx.session_id, path)
+            filetime.note_read(ctx.session_id, await asyncio.to_thread(_make, path, args.content, planned))
         return ToolResult(
             title=relative,
             output="Wrote file successfully.",
             # No language server runs here, so no diagnostics (opencode's clients expect the key).
-            metadata={"filepath": str(path), "exists": exists, "diff": diff, "diagnostics": {}},
+            metadata={
+                "filepath": str(path),
+                "exists": planned.exists,
+                "diff": planned.diff,
+                "diagnostics": {},
+            },
         )
+
+
+def _plan(path: Path, content: str, session_id: str) -> _Planned:
+    """What writing `content` changes, from the file as it is now. Blocking."""
+    if not path.exists():
+        return _Planned(False, None, unified_diff(str(path), "", content))
+    if path.is_dir():
+        raise ToolError(f"Path is a directory, not a file: {path}")
+    filetime.assert_fresh(session_id, path)
+    seen = filetime.look(path)
+    return _Planned(True, seen, unified_diff(str(path), _read_existing(path), content))
+
+
+def _make(path: Path, content: str, planned: _Planned) -> filetime.Seen:
+    """Write unless the file changed since it was planned (while the ask waited, say); the file as
+    written. Blocking."""
+    filetime.assert_unchanged(path, planned.seen)
+    _write_file(path, content)
+    return filetime.look(path)
 
 
 def _read_existing(path: Path) -> str:
