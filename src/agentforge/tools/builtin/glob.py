@@ -55,9 +55,7 @@ class GlobTool(Tool[GlobParams]):
                 metadata={"pattern": args.pattern, "path": args.path},
             )
         )
-        if not await asyncio.to_thread(root.is_dir):
-            raise ToolError(f"Directory not found: {root}")
-        matches, total = await asyncio.to_thread(find_files, root, args.pattern, LIMIT)
+        matches, total = await asyncio.to_thread(_find, root, args.pattern)
         truncated = total > len(matches)
         if not matches:
             output = "No files found"
@@ -70,6 +68,13 @@ class GlobTool(Tool[GlobParams]):
             output=output,
             metadata={"count": len(matches), "truncated": truncated},
         )
+
+
+def _find(root: Path, pattern: str) -> tuple[list[Path], int]:
+    """`find_files` under `root`, which must be a directory; in one hop off the loop. Blocking."""
+    if not root.is_dir():
+        raise ToolError(f"Directory not found: {root}")
+    return find_files(root, pattern, LIMIT)
 
 
 def relative_pattern(root: Path, pattern: str) -> str:

@@ -63,9 +63,7 @@ class ListTool(Tool[ListParams]):
     async def execute(self, args: ListParams, ctx: ToolContext) -> ToolResult:
         root = await guard_path(ctx, args.path or ".", kind="directory")
         await ctx.ask(PermissionRequest(permission="list", patterns=[str(root)], always=["*"], metadata={}))
-        if not await asyncio.to_thread(root.is_dir):
-            raise ToolError(f"Directory not found: {root}")
-        tree, count, truncated = await asyncio.to_thread(collect_tree, root, args.ignore or [], LIMIT)
+        tree, count, truncated = await asyncio.to_thread(_collect, root, args.ignore or [])
         output = f"{root}/\n" + render_tree(tree, depth=1)
         if truncated:
             output += "\n" + TRUNCATED_NOTE
@@ -74,6 +72,13 @@ class ListTool(Tool[ListParams]):
             output=output,
             metadata={"count": count, "truncated": truncated},
         )
+
+
+def _collect(root: Path, ignore: list[str]) -> tuple[_Node, int, bool]:
+    """`collect_tree` of `root`, which must be a directory; in one hop off the loop. Blocking."""
+    if not root.is_dir():
+        raise ToolError(f"Directory not found: {root}")
+    return collect_tree(root, ignore, LIMIT)
 
 
 def _ignored(name: str, relative: str, patterns: list[str]) -> bool:
