@@ -144,6 +144,30 @@ async def test_a_file_changed_while_its_edit_waits_for_approval_keeps_the_change
         assert answered["role"] == "tool" and "was modified while this change waited" in str(answered)
 
 
+async def test_a_symlink_swapped_in_while_a_read_waits_for_approval_is_not_followed(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    secret = tmp_path / "elsewhere" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("what this workspace must not see\n")
+    async with server(tmp_path, fake_openai, database_url, permission={"read": "ask"}) as (live, events):
+        notes = live.workspace / "notes.txt"
+        notes.write_text("notes\n")
+        sid = (await live.create_session())["id"]
+        live.fake.enqueue(call("read", {"filePath": "notes.txt"}), reply("Done."))
+        prompt = asyncio.create_task(live.prompt(sid, "read the notes"))
+        request = await asked(events, "read")
+        notes.unlink()  # what a command running beside the call may do
+        notes.symlink_to(secret)
+        await reply_to(live, request, "once")
+        assert (await asyncio.wait_for(prompt, 10)).status_code == 200
+
+        [read] = tool_parts((await live.client.get(f"/session/{sid}/message")).json()[1])
+        assert read["state"]["status"] == "error"
+        assert "no longer where its path led" in read["state"]["error"]
+        assert "must not see" not in str(live.fake.requests)
+
+
 async def test_reject_with_feedback_stops_the_loop_and_the_model_reads_it(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,7 +20,7 @@ def test_never_read_file_must_be_read_first(tmp_path: Path) -> None:
 def test_unchanged_file_is_fresh(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.record_read("ses_fresh", path)
+    filetime.note_read("ses_fresh", filetime.look(path))
     filetime.assert_fresh("ses_fresh", path)
     assert filetime.last_read("ses_fresh", path) is not None
 
@@ -29,7 +29,7 @@ def test_modified_file_is_stale_even_within_the_same_second(tmp_path: Path) -> N
     path = tmp_path / "a.txt"
     path.write_text("x")
     stat = path.stat()
-    filetime.record_read("ses_stale", path)
+    filetime.note_read("ses_stale", filetime.look(path))
     path.write_text("yy")
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime, different size
     with pytest.raises(ToolError) as caught:
@@ -42,7 +42,7 @@ def test_modified_file_is_stale_even_within_the_same_second(tmp_path: Path) -> N
 def test_reads_are_per_session(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.record_read("ses_one", path)
+    filetime.note_read("ses_one", filetime.look(path))
     with pytest.raises(ToolError):
         filetime.assert_fresh("ses_two", path)
 
@@ -50,7 +50,7 @@ def test_reads_are_per_session(tmp_path: Path) -> None:
 def test_forget_session_drops_its_reads(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.record_read("ses_forget", path)
+    filetime.note_read("ses_forget", filetime.look(path))
     filetime.forget_session("ses_forget")
     assert filetime.last_read("ses_forget", path) is None
 
@@ -60,7 +60,7 @@ def test_symlinked_name_shares_the_record(tmp_path: Path) -> None:
     real.write_text("x")
     link = tmp_path / "link.txt"
     link.symlink_to(real)
-    filetime.record_read("ses_link", link)
+    filetime.note_read("ses_link", filetime.look(link))
     filetime.assert_fresh("ses_link", real)
 
 
@@ -73,28 +73,33 @@ async def test_file_lock_is_shared_per_file(tmp_path: Path) -> None:
 def test_a_file_as_it_was_seen_is_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.assert_unchanged(path, filetime.look(path))
-    filetime.assert_unchanged(tmp_path / "absent.txt", None)  # none then, none now
+    filetime.assert_unchanged(path, path.resolve(), filetime.look(path))
+    filetime.assert_unchanged(
+        tmp_path / "absent.txt", tmp_path.resolve() / "absent.txt", None
+    )  # none then, none now
 
 
 @pytest.mark.parametrize(
     ("change", "what"),
     [
         (lambda path: path.write_text("changed"), "was modified"),
-        (lambda path: path.unlink(), "was deleted"),
+        (Path.unlink, "was deleted"),
     ],
+    ids=["modified", "deleted"],
 )
-def test_a_file_changed_since_it_was_seen_is_refused(tmp_path: Path, change: Any, what: str) -> None:
+def test_a_file_changed_since_it_was_seen_is_refused(
+    tmp_path: Path, change: Callable[[Path], object], what: str
+) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
     seen = filetime.look(path)
     change(path)
     with pytest.raises(ToolError, match=f"File {path} {what} while this change waited"):
-        filetime.assert_unchanged(path, seen)
+        filetime.assert_unchanged(path, path.resolve(), seen)
 
 
 def test_a_file_created_since_there_was_none_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("someone else's")
     with pytest.raises(ToolError, match=f"File {path} was created while this change waited"):
-        filetime.assert_unchanged(path, None)
+        filetime.assert_unchanged(path, path.resolve(), None)

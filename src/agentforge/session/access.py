@@ -21,7 +21,7 @@ from agentforge.permission.rules import Ruleset, from_tools_map, merge
 from agentforge.permission.service import PermissionService
 from agentforge.session.errors import InvalidInputError
 from agentforge.tools.base import ToolContext, ToolError
-from agentforge.tools.builtin.read import readable_path
+from agentforge.tools.builtin.read import readable
 from agentforge.tools.confinement import Confinement
 from agentforge.tools.paths import guard_command_paths, guard_path
 from agentforge.tools.services import NO_SERVICES
@@ -82,10 +82,11 @@ class RequestAccess:
         except ToolError as exc:
             raise InvalidInputError(str(exc)) from None
 
-    async def readable(self, raw: str | Path) -> Path:
-        """`raw` as an absolute path, when the request may read it (the read tool's check)."""
+    async def readable(self, raw: str | Path) -> tuple[Path, Path]:
+        """`raw` as an absolute path and where it was checked to lead (what to open: tools/pinned.py),
+        when the request may read it (the read tool's check)."""
         try:
-            return await readable_path(self.context, raw)
+            return await readable(self.context, raw)
         except ToolError as exc:
             raise InvalidInputError(str(exc)) from None
 

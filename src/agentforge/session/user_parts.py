@@ -27,6 +27,7 @@ from agentforge.model.part import AgentPart, FilePart, Part, SubtaskPart, TextPa
 from agentforge.session.access import RequestAccess
 from agentforge.session.errors import InvalidInputError
 from agentforge.session.inputs import AgentPartInput, FilePartInput, PartInput, TextPartInput
+from agentforge.tools import pinned
 from agentforge.tools.base import Tool, ToolError
 from agentforge.tools.execute import run_tool
 from agentforge.tools.truncation import TruncationLimits
@@ -181,12 +182,12 @@ async def _local_file(ctx: PartContext, part: FilePartInput) -> list[Part]:
         raise InvalidInputError(f"parts: invalid file URL {part.url}") from None
     # Checked before anything looks at the file: whether it exists is the caller's business only
     # when the caller may read it.
-    path = await ctx.access.readable(raw)
+    path, real = await ctx.access.readable(raw)
     is_dir = await asyncio.to_thread(path.is_dir)
     mime = DIRECTORY_MIME if is_dir else part.mime
     if is_dir or mime == "text/plain":
-        return await _read_with_tool(ctx, part, path, line_range, mime)
-    return await _binary_file(ctx, part, path, mime)
+        return await _read_with_tool(ctx, part, path, line_range, mime)  # which checks it again
+    return await _binary_file(ctx, part, path, real, mime)
 
 
 async def _read_with_tool(
@@ -204,11 +205,19 @@ async def _read_with_tool(
     return parts
 
 
-async def _binary_file(ctx: PartContext, part: FilePartInput, path: Path, mime: str) -> list[Part]:
+async def _binary_file(
+    ctx: PartContext, part: FilePartInput, path: Path, real: Path, mime: str
+) -> list[Part]:
     try:
-        data = await asyncio.to_thread(path.read_bytes)
+        # Opened where the check saw the path lead (tools/pinned.py), not wherever it leads now.
+        found = await asyncio.to_thread(pinned.read_file, path, real)
     except OSError as exc:
         raise InvalidInputError(f"Cannot attach {path}: {exc.strerror or exc}") from None
+    except ToolError as exc:
+        raise InvalidInputError(f"Cannot attach {path}: {exc}") from None
+    if found is None:
+        raise InvalidInputError(f"Cannot attach {path}: No such file or directory")
+    data = found[0]
     mime = mime or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
     arguments = {"filePath": str(path)}

@@ -35,6 +35,7 @@ command (tools/shell_paths.py) and asks `external_directory` for the paths it ca
 redirections, simple variables, path literals in interpreter code), but a path computed at run time
 is invisible to it, and a path is checked before the command uses it (a symlink swapped in between
 is not seen). The sandbox is what confines arbitrary commands; the checks give the user a say first.
+The server's own file tools open what the check saw, whatever was swapped in since (tools/pinned.py).
 """
 
 from __future__ import annotations

@@ -1,29 +1,50 @@
-"""Per-session record of which files the model has read, and per-file edit locks (KERNEL 7.7).
+"""Per-session record of which files the model has read, per-file edit locks, and the write that
+checks the file is still as it was read (KERNEL 7.7).
 
 edit and write refuse to touch an existing file the session has not read, or one that changed on
-disk since it was read: the model would otherwise overwrite changes it has never seen. We keep the
-file's modification time and size at read time (a fingerprint, not the wall clock, so coarse
-filesystem timestamps cannot hide a change made right after the read).
+disk since it was read: the model would otherwise overwrite changes it has never seen. And a change
+computed from a file is written only if the file is still as it was then (`write_if_unchanged`,
+`assert_unchanged`): a person may take minutes to approve it, and whatever was done to the file
+meanwhile would be undone. A file is known by its modification and change times, its size and its
+inode (a fingerprint, not the wall clock: a change right after a read shows even within the same
+second; only one of the same size within one tick of the file system's clock could go unseen).
+
+What stats and resolves (`look`, `assert_fresh`, `last_read`, `assert_unchanged`,
+`write_if_unchanged`) blocks: tools call it in their hops off the loop. The record itself is
+changed on the loop (`note_read`, `forget_session`). A file is written through tools/pinned.py:
+where the guard saw its path lead, whatever symlink was put in it since.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from agentforge.tools import pinned
 from agentforge.tools.base import ToolError
 
 
 @dataclass(frozen=True, slots=True)
 class _ReadStamp:
+    # The modification time and size, the change time (no program can set it back, as `touch -r`
+    # or `cp -p` do the modification time) and the inode (an editor's save by rename makes a new
+    # file): any of them differs, the file is not the one read.
+    version: tuple[int, ...]
     mtime_ns: int
-    size: int
     read_at: float
+
+    def matches(self, stat: os.stat_result) -> bool:
+        return _version(stat) == self.version
+
+
+def _version(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns, stat.st_dev, stat.st_ino)
 
 
 _reads: dict[str, dict[Path, _ReadStamp]] = {}
@@ -36,26 +57,32 @@ def _key(path: Path) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """A file as a read found it (`look`), to be noted for a session (`note_read`)."""
+    """A file as a read found it (`seen_as`), to be noted for a session (`note_read`)."""
 
-    key: Path
+    key: Path  # where it is (symlinks followed)
     stamp: _ReadStamp
+    mode: int  # its permission bits
+
+    @property
+    def inode(self) -> tuple[int, int]:
+        """Which file it is, whatever its names (device, inode)."""
+        return self.stamp.version[3], self.stamp.version[4]
 
 
 def look(path: Path) -> Seen:
-    """The file's fingerprint now. Blocking (a stat and a resolve): where the read itself runs."""
-    stat = os.stat(path)
-    return Seen(_key(path), _ReadStamp(mtime_ns=stat.st_mtime_ns, size=stat.st_size, read_at=time.time()))
+    """The file's fingerprint now (symlinks followed)."""
+    return seen_as(path.resolve(), os.stat(path))
+
+
+def seen_as(real: Path, stat: os.stat_result) -> Seen:
+    """The file at `real` (resolved) as `stat`, taken of it, found it."""
+    stamp = _ReadStamp(_version(stat), stat.st_mtime_ns, read_at=time.time())
+    return Seen(real, stamp, mode=stat.st_mode & 0o7777)
 
 
 def note_read(session_id: str, seen: Seen) -> None:
     """Remember that this session has seen the file as `seen` found it."""
     _reads.setdefault(session_id, {})[seen.key] = seen.stamp
-
-
-def record_read(session_id: str, path: Path) -> None:
-    """Remember that this session has seen the file as it is now on disk."""
-    note_read(session_id, look(path))
 
 
 def last_read(session_id: str, path: Path) -> float | None:
@@ -66,43 +93,86 @@ def last_read(session_id: str, path: Path) -> float | None:
 
 def assert_fresh(session_id: str, path: Path) -> None:
     """Raise ToolError unless the session read this file and it has not changed since."""
-    stamp = _reads.get(session_id, {}).get(_key(path))
-    if stamp is None:
-        raise ToolError(f"You must read file {path} before overwriting it. Use the read tool first.")
+    stamp = _read_stamp(session_id, path, _key(path))
     try:
-        stat = os.stat(path)
+        now = os.stat(path)
     except FileNotFoundError:
         # Gone since the read: callers that need the file report that themselves.
         return
-    if stat.st_mtime_ns != stamp.mtime_ns or stat.st_size != stamp.size:
-        raise ToolError(
-            f"File {path} has been modified since it was last read.\n"
-            f"Last modification: {_iso(stat.st_mtime_ns / 1e9)}\n"
-            f"Last read: {_iso(stamp.read_at)}\n\n"
-            "Please read the file again before modifying it."
-        )
+    if not stamp.matches(now):
+        raise ToolError(_modified_since_read(path, now.st_mtime_ns, stamp))
 
 
-def assert_unchanged(path: Path, seen: Seen | None) -> None:
-    """Raise ToolError unless the file is still as `seen` found it (None: there was no file), e.g.
-    when it changed while a change to it waited for approval: written over, what was done meanwhile
-    would be lost. Blocking: where the write runs, right before it."""
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
+def assert_fresh_as(session_id: str, shown: Path, seen: Seen) -> None:
+    """`assert_fresh` for a file just opened (`seen`: as its descriptor says it is)."""
+    stamp = _read_stamp(session_id, shown, seen.key)
+    if stamp.version != seen.stamp.version:
+        raise ToolError(_modified_since_read(shown, seen.stamp.mtime_ns, stamp))
+
+
+def _read_stamp(session_id: str, shown: Path, key: Path) -> _ReadStamp:
+    stamp = _reads.get(session_id, {}).get(key)
+    if stamp is None:
+        raise ToolError(f"You must read file {shown} before overwriting it. Use the read tool first.")
+    return stamp
+
+
+def _modified_since_read(shown: Path, mtime_ns: int, stamp: _ReadStamp) -> str:
+    return (
+        f"File {shown} has been modified since it was last read.\n"
+        f"Last modification: {_iso(mtime_ns / 1e9)}\n"
+        f"Last read: {_iso(stamp.read_at)}\n\n"
+        "Please read the file again before modifying it."
+    )
+
+
+def assert_unchanged(shown: Path, real: Path, seen: Seen | None) -> None:
+    """Raise ToolError unless the file at `real` (`shown` in messages) is still as `seen` found it
+    (None: there was no file)."""
+    now = pinned.lstat(real)
+    if now is None:
         if seen is None:
             return
-        raise ToolError(_changed_meanwhile(path, "was deleted")) from None
+        raise ToolError(_changed_meanwhile(shown, "was deleted"))
     if seen is None:
-        raise ToolError(_changed_meanwhile(path, "was created"))
-    if stat.st_mtime_ns != seen.stamp.mtime_ns or stat.st_size != seen.stamp.size:
-        raise ToolError(_changed_meanwhile(path, "was modified"))
+        raise ToolError(_changed_meanwhile(shown, "was created"))
+    if not (stat.S_ISREG(now.st_mode) and seen.stamp.matches(now)):
+        raise ToolError(_changed_meanwhile(shown, "was modified"))
+
+
+def write_if_unchanged(
+    shown: Path, real: Path, content: str, seen: Seen | None, *, mode: int | None = None
+) -> Seen:
+    """Write `content` (its line endings as they are) to the file at `real` (`shown` in messages),
+    unless it changed since `seen` (None: there was none; missing directories are made; `mode`: the
+    new file's permission bits); the file as written. The file is opened through no symlink and
+    checked once open, so what is checked is what is written."""
+    try:
+        if seen is None:
+            fd = pinned.open_file(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_parents=True)
+        else:
+            fd = pinned.open_file(real, os.O_WRONLY | os.O_NONBLOCK)
+    except FileExistsError:
+        raise ToolError(_changed_meanwhile(shown, "was created")) from None
+    except FileNotFoundError:
+        raise ToolError(_changed_meanwhile(shown, "was deleted")) from None
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        if seen is not None:
+            now = os.fstat(fd)
+            if not (stat.S_ISREG(now.st_mode) and seen.stamp.matches(now)):
+                raise ToolError(_changed_meanwhile(shown, "was modified"))
+            os.ftruncate(fd, 0)
+        if mode is not None:
+            os.fchmod(fd, mode)
+        handle.write(content)
+        handle.flush()
+        return seen_as(real, os.fstat(fd))  # as written: a change after it is one the model has not seen
 
 
 def _changed_meanwhile(path: Path, what: str) -> str:
     return (
         f"File {path} {what} while this change waited to be made, so nothing was written "
-        "(it would have undone that). Read the file again, then make the change anew."
+        "(it would have undone that). Look at the file again, then make the change anew."
     )
 
 

@@ -107,6 +107,13 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
     `kind` says whether the external-directory permission names the path itself (a directory)
     or its parent (a file); "auto" looks at the filesystem.
     """
+    path, _ = await guard_real(ctx, raw, kind=kind)
+    return path
+
+
+async def guard_real(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "auto") -> tuple[Path, Path]:
+    """`guard_path`, with the real location it checked (symlinks followed): what the file tools open
+    (tools/pinned.py), so that a symlink put in the path afterwards cannot lead them elsewhere."""
     path = absolute_path(ctx, raw)
     # Resolving symlinks and checking for a directory touch the filesystem: keep them off the loop.
     real, directory = await asyncio.to_thread(_resolve, path, kind)
@@ -114,7 +121,7 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
     if boundary is not None:
         await _check_boundary(boundary, path, real, is_directory=real == directory)
     if _inside_workspace(ctx, path, real) or _in_truncation_dir(ctx, real):
-        return path
+        return path, real
 
     pattern = f"{directory.as_posix().rstrip('/')}/*"
     request = PermissionRequest(
@@ -133,7 +140,7 @@ async def guard_path(ctx: ToolContext, raw: str | Path, *, kind: PathKind = "aut
     except OutsideWorkspaceError:
         # Nobody can approve outside paths here: say precisely where the path leads.
         raise OutsideWorkspaceError(_outside_message(ctx, path, real)) from None
-    return path
+    return path, real
 
 
 async def guard_command_paths(

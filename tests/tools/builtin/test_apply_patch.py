@@ -277,3 +277,28 @@ async def test_a_destination_taken_while_the_patch_waits_is_kept(
     with pytest.raises(ToolError, match=f"File {taken} was created while this change waited"):
         await apply(harness, *hunk)
     assert (source.read_text(), taken.read_text()) == ("a\n", "theirs\n")
+
+
+async def test_two_names_of_one_file_are_one_hunk_too_many(harness: Harness) -> None:
+    path = harness.workspace / "a.txt"
+    path.write_text("a\n")
+    (harness.workspace / "link.txt").symlink_to(path)
+    (harness.workspace / "hard.txt").hardlink_to(path)
+    for name in ("a.txt", "hard.txt"):
+        await harness.run(ReadTool(), filePath=name)
+    for other in ("link.txt", "hard.txt"):
+        with pytest.raises(ToolError, match="appears in more than one hunk"):
+            await apply(
+                harness, "*** Update File: a.txt", "-a", "+A", f"*** Update File: {other}", "-a", "+B"
+            )
+    assert path.read_text() == "a\n"
+
+
+async def test_a_move_keeps_the_file_mode_and_is_noted_as_read(harness: Harness) -> None:
+    script = await read_first(harness, "run.sh", "echo one\n")
+    script.chmod(0o750)
+    await harness.run(ReadTool(), filePath="run.sh")
+    await apply(harness, "*** Update File: run.sh", "*** Move to: bin/go.sh", "-echo one", "+echo two")
+    moved = harness.workspace / "bin" / "go.sh"
+    assert (moved.read_text(), moved.stat().st_mode & 0o777, script.exists()) == ("echo two\n", 0o750, False)
+    await apply(harness, "*** Update File: bin/go.sh", "-echo two", "+echo three")  # read: as written

@@ -160,6 +160,7 @@ async def test_edits_outside_the_workspace_are_refused(harness: Harness, tmp_pat
         (lambda path: path.write_text("x = 1\ny = 'theirs'\n"), "was modified", "x = 1\ny = 'theirs'\n"),
         (Path.unlink, "was deleted", None),  # not made again
     ],
+    ids=["modified", "deleted"],
 )
 async def test_a_file_changed_while_the_edit_waits_for_approval_is_left_as_changed(
     harness: Harness, change: Callable[[Path], object], what: str, left: str | None
@@ -184,3 +185,20 @@ async def test_an_approved_edit_counts_as_read_for_the_next(harness: Harness) ->
     await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
     await harness.run(EditTool(), filePath="a.py", oldString="x = 2", newString="x = 3")
     assert path.read_text() == "x = 3\n"
+
+
+async def test_a_symlink_swapped_in_while_the_edit_waits_is_not_written_through(
+    harness: Harness, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.py"
+    outside.write_text("x = 1\n")
+    path = await read_first(harness, "a.py", "x = 1\n")
+
+    def swap() -> None:
+        path.unlink()
+        path.symlink_to(outside)
+
+    harness.ask_override = approved_after(swap)
+    with pytest.raises(ToolError, match="no longer where its path led"):
+        await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
+    assert outside.read_text() == "x = 1\n"

@@ -105,3 +105,31 @@ async def test_a_file_created_while_the_write_waits_is_kept(harness: Harness) ->
     with pytest.raises(ToolError, match=f"File {path} was created while this change waited"):
         await harness.run(WriteTool(), filePath="new.txt", content="mine\n")
     assert path.read_text() == "theirs\n"
+
+
+async def test_a_directory_swapped_for_a_symlink_while_the_write_waits_is_not_written_through(
+    harness: Harness, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (harness.workspace / "docs").mkdir()
+
+    def swap() -> None:
+        (harness.workspace / "docs").rmdir()
+        (harness.workspace / "docs").symlink_to(outside)
+
+    harness.ask_override = approved_after(swap)
+    with pytest.raises(ToolError, match="no longer where its path led"):
+        await harness.run(WriteTool(), filePath="docs/new.md", content="mine\n")
+    assert list(outside.iterdir()) == []
+
+
+async def test_a_dangling_symlink_put_where_a_new_file_goes_is_not_written_through(
+    harness: Harness, tmp_path: Path
+) -> None:
+    target = tmp_path / "planted.txt"
+    path = harness.workspace / "new.txt"
+    harness.ask_override = approved_after(lambda: path.symlink_to(target))
+    with pytest.raises(ToolError, match=f"File {path} was created while this change waited"):
+        await harness.run(WriteTool(), filePath="new.txt", content="mine\n")
+    assert not target.exists()

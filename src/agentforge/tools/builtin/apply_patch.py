@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agentforge.tools import filetime
+from agentforge.tools import filetime, pinned
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.diff import file_diff
 from agentforge.tools.params import ToolParams
@@ -31,7 +30,7 @@ from agentforge.tools.patch import (
     apply_update,
     parse_patch,
 )
-from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.paths import display_path, guard_real
 
 VERIFICATION_FAILED = "apply_patch verification failed: "
 
@@ -93,14 +92,18 @@ class _Target:
 
     hunk: Hunk
     path: Path
+    real: Path  # where the guard saw `path` lead: what is opened (tools/pinned.py)
     move_to: Path | None = None
+    move_real: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class _Change:
     kind: ChangeKind
     path: Path
+    real: Path
     destination: Path  # where the content ends up (== path unless moved)
+    destination_real: Path
     before: str  # "\n" line endings, for the diff
     after: str
     written: str | None  # the content to write, in the file's own style; None for a deletion
@@ -119,7 +122,7 @@ class ApplyPatchTool(Tool[ApplyPatchParams]):
             raise ToolError(VERIFICATION_FAILED + str(error)) from None
         targets = [await _guard(ctx, hunk) for hunk in hunks]
         _refuse_repeated_paths(ctx, targets)
-        async with _locked([path for t in targets for path in (t.path, t.move_to) if path is not None]):
+        async with _locked([real for t in targets for real in (t.real, t.move_real) if real is not None]):
             # The file system's part in two hops off the loop, one each side of the ask.
             changes, files = await asyncio.to_thread(_plan, ctx, targets)
             diff = "".join(str(item["diff"]) for item in files)
@@ -142,22 +145,32 @@ class ApplyPatchTool(Tool[ApplyPatchParams]):
 
 
 async def _guard(ctx: ToolContext, hunk: Hunk) -> _Target:
-    path = await guard_path(ctx, hunk.path, kind="file")
+    path, real = await guard_real(ctx, hunk.path, kind="file")
     if isinstance(hunk, UpdateFile) and hunk.move_to is not None:
-        return _Target(hunk, path, await guard_path(ctx, hunk.move_to, kind="file"))
-    return _Target(hunk, path)
+        move_to, move_real = await guard_real(ctx, hunk.move_to, kind="file")
+        return _Target(hunk, path, real, move_to, move_real)
+    return _Target(hunk, path, real)
 
 
 def _refuse_repeated_paths(ctx: ToolContext, targets: list[_Target]) -> None:
+    """One hunk per file, by where its path leads: two names of one file (a symlink) would take its
+    lock twice and lose one hunk's change."""
     seen: set[Path] = set()
     for target in targets:
-        for path in {target.path, target.move_to or target.path}:
-            if path in seen:
-                raise ToolError(
-                    f"{VERIFICATION_FAILED}{display_path(ctx, path)} appears in more than one hunk; "
-                    "put all changes to a file in one Update File section"
-                )
-            seen.add(path)
+        places = {target.real: target.path}
+        if target.move_to is not None and target.move_real is not None:
+            places[target.move_real] = target.move_to
+        for real, path in places.items():
+            if real in seen:
+                raise ToolError(_repeated(ctx, path))
+            seen.add(real)
+
+
+def _repeated(ctx: ToolContext, path: Path) -> str:
+    return (
+        f"{VERIFICATION_FAILED}{display_path(ctx, path)} appears in more than one hunk; "
+        "put all changes to a file in one Update File section"
+    )
 
 
 @contextlib.asynccontextmanager
@@ -176,64 +189,76 @@ def _plan(ctx: ToolContext, targets: list[_Target]) -> tuple[list[_Change], list
         changes = [_verify(ctx, target) for target in targets]
     except (PatchError, ToolError) as error:
         raise ToolError(VERIFICATION_FAILED + str(error)) from None
+    files: set[tuple[int, int]] = set()
+    for change in changes:  # hard links: two names of one file, which no path comparison tells
+        if change.seen is not None:
+            if change.seen.inode in files:
+                raise ToolError(_repeated(ctx, change.path))
+            files.add(change.seen.inode)
     return changes, _describe(ctx, changes)
 
 
 def _verify(ctx: ToolContext, target: _Target) -> _Change:
     hunk = target.hunk
     if isinstance(hunk, AddFile):
-        return _verify_add(ctx, target.path, hunk)
+        return _verify_add(ctx, target, hunk)
     if isinstance(hunk, DeleteFile):
-        return _verify_delete(ctx, target.path)
-    return _verify_update(ctx, target.path, target.move_to, hunk)
+        return _verify_delete(ctx, target)
+    return _verify_update(ctx, target, hunk)
 
 
-def _verify_add(ctx: ToolContext, path: Path, hunk: AddFile) -> _Change:
-    existing, seen = _existing_file(path, must_exist=False)
-    if existing is None:
-        return _Change("add", path, path, "", hunk.contents, hunk.contents, None)
+def _verify_add(ctx: ToolContext, target: _Target, hunk: AddFile) -> _Change:
+    path, real = target.path, target.real
+    existing, seen = _existing_file(path, real, must_exist=False)
+    if existing is None or seen is None:
+        return _Change("add", path, real, path, real, "", hunk.contents, hunk.contents, None)
     # Overwriting a file is only safe when the model has seen what it replaces.
-    filetime.assert_fresh(ctx.session_id, path)
+    filetime.assert_fresh_as(ctx.session_id, path, seen)
     style = TextFile.decode(existing, display_path(ctx, path))
-    return _Change("add", path, path, style.text, hunk.contents, style.encode(hunk.contents), seen)
+    return _Change(
+        "add", path, real, path, real, style.text, hunk.contents, style.encode(hunk.contents), seen
+    )
 
 
-def _verify_delete(ctx: ToolContext, path: Path) -> _Change:
-    existing, seen = _existing_file(path, must_exist=True)
-    assert existing is not None
-    if filetime.last_read(ctx.session_id, path) is not None:
-        filetime.assert_fresh(ctx.session_id, path)  # read before: it must not have changed since
+def _verify_delete(ctx: ToolContext, target: _Target) -> _Change:
+    path, real = target.path, target.real
+    existing, seen = _existing_file(path, real, must_exist=True)
+    assert existing is not None and seen is not None
+    if filetime.last_read(ctx.session_id, real) is not None:
+        filetime.assert_fresh_as(ctx.session_id, path, seen)  # read before: it must not have changed since
     before = existing.decode("utf-8", errors="replace").removeprefix("\ufeff").replace("\r\n", "\n")
-    return _Change("delete", path, path, before, "", None, seen)
+    return _Change("delete", path, real, path, real, before, "", None, seen)
 
 
-def _verify_update(ctx: ToolContext, path: Path, move_to: Path | None, hunk: UpdateFile) -> _Change:
-    existing, seen = _existing_file(path, must_exist=True)
-    assert existing is not None
-    filetime.assert_fresh(ctx.session_id, path)
+def _verify_update(ctx: ToolContext, target: _Target, hunk: UpdateFile) -> _Change:
+    path, real = target.path, target.real
+    existing, seen = _existing_file(path, real, must_exist=True)
+    assert existing is not None and seen is not None
+    filetime.assert_fresh_as(ctx.session_id, path, seen)
     name = display_path(ctx, path)
     original = TextFile.decode(existing, name)
     updated = apply_update(original.text, hunk.chunks, name)
-    destination = path
-    if move_to is not None and move_to != path:
-        if move_to.exists():
-            raise PatchError(f"cannot move {name} to {display_path(ctx, move_to)}: the destination exists")
-        _check_can_create(move_to)
-        destination = move_to
-    kind: ChangeKind = "move" if destination != path else "update"
-    return _Change(kind, path, destination, original.text, updated, original.encode(updated), seen)
+    destination, destination_real = path, real
+    if target.move_to is not None and target.move_real is not None and target.move_real != real:
+        if pinned.lstat(target.move_real) is not None:
+            raise PatchError(
+                f"cannot move {name} to {display_path(ctx, target.move_to)}: the destination exists"
+            )
+        _check_can_create(target.move_real)
+        destination, destination_real = target.move_to, target.move_real
+    kind: ChangeKind = "move" if destination_real != real else "update"
+    encoded = original.encode(updated)
+    return _Change(kind, path, real, destination, destination_real, original.text, updated, encoded, seen)
 
 
-def _existing_file(path: Path, *, must_exist: bool) -> tuple[bytes | None, filetime.Seen | None]:
+def _existing_file(path: Path, real: Path, *, must_exist: bool) -> tuple[bytes | None, filetime.Seen | None]:
     """The file's bytes and the file as they were read; (None, None) when there is none."""
-    if path.is_dir():
-        raise PatchError(f"{path} is a directory, not a file")
-    if path.exists():
-        seen = filetime.look(path)  # before reading: a change meanwhile makes it older, never newer
-        return path.read_bytes(), seen
+    found = pinned.read_file(path, real)
+    if found is not None:
+        return found[0], filetime.seen_as(real, found[1])
     if must_exist:
         raise PatchError(f"file not found: {path}")
-    _check_can_create(path)
+    _check_can_create(real)
     return None, None
 
 
@@ -273,20 +298,24 @@ def _touched(ctx: ToolContext, changes: list[_Change]) -> list[str]:
 
 def _apply_all(changes: list[_Change]) -> list[filetime.Seen]:
     """Make every change, unless any file changed since the patch was checked (while the ask
-    waited, say): then none. The files written, as written. Blocking."""
+    waited, say): then none (each write checks its file again as it opens it, where the guard saw
+    its path lead: tools/pinned.py). The files written, as written. Blocking."""
     for change in changes:
-        filetime.assert_unchanged(change.path, change.seen)
-        if change.destination != change.path:
-            filetime.assert_unchanged(change.destination, None)  # a move's destination is still free
-    for change in changes:
-        if change.written is None:
-            change.path.unlink()
-            continue
-        change.destination.parent.mkdir(parents=True, exist_ok=True)
-        # newline="" writes the text byte for byte (its line endings are already the file's own).
-        with change.destination.open("w", encoding="utf-8", newline="") as handle:
-            handle.write(change.written)
-        if change.destination != change.path:
-            shutil.copymode(change.path, change.destination)
-            change.path.unlink()
-    return [filetime.look(change.destination) for change in changes if change.written is not None]
+        filetime.assert_unchanged(change.path, change.real, change.seen)
+        if change.kind == "move":  # its destination is still free
+            filetime.assert_unchanged(change.destination, change.destination_real, None)
+    return [seen for change in changes if (seen := _apply(change)) is not None]
+
+
+def _apply(change: _Change) -> filetime.Seen | None:
+    if change.written is None:
+        pinned.unlink(change.real)
+        return None
+    if change.kind != "move":
+        return filetime.write_if_unchanged(change.path, change.real, change.written, change.seen)
+    assert change.seen is not None  # a moved file was read
+    written = filetime.write_if_unchanged(
+        change.destination, change.destination_real, change.written, None, mode=change.seen.mode
+    )
+    pinned.unlink(change.real)
+    return written

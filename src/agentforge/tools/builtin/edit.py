@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agentforge.tools import filetime
+from agentforge.tools import filetime, pinned
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.diff import FileDiff, file_diff
 from agentforge.tools.params import ToolParams
-from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.paths import display_path, guard_real
 from agentforge.tools.replace import IDENTICAL, replace
 
 DESCRIPTION = """Performs exact string replacements in files.
@@ -62,12 +62,12 @@ class EditTool(Tool[EditParams]):
     async def execute(self, args: EditParams, ctx: ToolContext) -> ToolResult:
         if args.old_string == args.new_string:
             raise ToolError(IDENTICAL)
-        path = await guard_path(ctx, args.file_path, kind="file")
+        path, real = await guard_real(ctx, args.file_path, kind="file")
         relative = display_path(ctx, path)
-        async with filetime.file_lock(path):
-            # The file system's part in two hops off the loop, one each side of the ask (a hop
-            # costs a tool call ~0.3 ms: bench/README.md, sixteenth round).
-            change = await asyncio.to_thread(_plan, args, ctx.session_id, path)
+        async with filetime.file_lock(real):
+            # The file system's part in two hops off the loop, one each side of the ask; the file
+            # opened where the guard saw its path lead (tools/pinned.py).
+            change = await asyncio.to_thread(_plan, path, real, args, ctx.session_id)
             await ctx.ask(
                 PermissionRequest(
                     permission="edit",
@@ -76,7 +76,10 @@ class EditTool(Tool[EditParams]):
                     metadata={"filepath": str(path), "diff": change.diff.patch},
                 )
             )
-            filetime.note_read(ctx.session_id, await asyncio.to_thread(_make, path, change))
+            written = await asyncio.to_thread(
+                filetime.write_if_unchanged, path, real, change.written, change.seen
+            )
+            filetime.note_read(ctx.session_id, written)
         return ToolResult(
             title=relative,
             output="Edit applied successfully.",
@@ -84,44 +87,26 @@ class EditTool(Tool[EditParams]):
         )
 
 
-def _plan(args: EditParams, session_id: str, path: Path) -> _Change:
+def _plan(path: Path, real: Path, args: EditParams, session_id: str) -> _Change:
     """The change, from the file as it is now. Blocking."""
-    exists = path.exists()
-    if exists and path.is_dir():
-        raise ToolError(f"Path is a directory, not a file: {path}")
-    if args.old_string == "":
-        return _whole_file(args, session_id, path, exists)
-    if not exists:
+    found = pinned.read_file(path, real)
+    seen = None if found is None else filetime.seen_as(real, found[1])
+    if seen is not None:
+        filetime.assert_fresh_as(session_id, path, seen)
+    if args.old_string == "":  # create the file, or replace all of an existing file's content
+        before = "" if found is None else _to_lf(_decoded(path, found[0]))
+        return _planned(path, before, _to_lf(args.new_string), args.new_string, seen)
+    if found is None:
         raise ToolError(f"File {path} not found")
-    filetime.assert_fresh(session_id, path)
-    seen = filetime.look(path)
-    raw = _read_file(path)
+    raw = _decoded(path, found[0])
     ending = "\r\n" if "\r\n" in raw else "\n"
     before = _to_lf(raw)
     after = replace(before, _to_lf(args.old_string), _to_lf(args.new_string), replace_all=args.replace_all)
     return _planned(path, before, after, _from_lf(after, ending), seen)
 
 
-def _whole_file(args: EditParams, session_id: str, path: Path, exists: bool) -> _Change:
-    """Empty oldString: create the file, or replace all of an existing file's content."""
-    before, seen = "", None
-    if exists:
-        filetime.assert_fresh(session_id, path)
-        seen = filetime.look(path)
-        before = _to_lf(_read_file(path))
-    return _planned(path, before, _to_lf(args.new_string), args.new_string, seen)
-
-
 def _planned(path: Path, before: str, after: str, written: str, seen: filetime.Seen | None) -> _Change:
     return _Change(before, after, written, seen, file_diff(str(path), before, after))
-
-
-def _make(path: Path, change: _Change) -> filetime.Seen:
-    """Write the change unless the file changed since it was planned (while the ask waited, say);
-    the file as written. Blocking."""
-    filetime.assert_unchanged(path, change.seen)
-    _write_file(path, change.written)
-    return filetime.look(path)
 
 
 def _to_lf(text: str) -> str:
@@ -132,16 +117,9 @@ def _from_lf(text: str, ending: str) -> str:
     return text if ending == "\n" else text.replace("\n", ending)
 
 
-def _read_file(path: Path) -> str:
+def _decoded(path: Path, data: bytes) -> str:
+    """The file's text, its "\r\n" kept so its line endings can be preserved."""
     try:
-        # newline="" keeps "\r\n" visible so the file's line endings can be preserved.
-        with path.open(encoding="utf-8", newline="") as handle:
-            return handle.read()
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ToolError(f"Cannot edit {path}: it is not UTF-8 text ({error.reason}).") from None
-
-
-def _write_file(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        handle.write(content)

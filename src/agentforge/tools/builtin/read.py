@@ -5,17 +5,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import difflib
+import io
 import mimetypes
 import os
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import Field
 
-from agentforge.tools import filetime
+from agentforge.tools import filetime, pinned
 from agentforge.tools.base import Attachment, PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.params import ToolParams
-from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.paths import display_path, guard_real
 
 DEFAULT_READ_LIMIT = 2000
 MAX_LINE_LENGTH = 2000
@@ -76,55 +80,64 @@ class ReadTool(Tool[ReadParams]):
     parameters = ReadParams
 
     async def execute(self, args: ReadParams, ctx: ToolContext) -> ToolResult:
-        path = await readable_path(ctx, args.file_path)
+        path, real = await readable(ctx, args.file_path)
         title = display_path(ctx, path)
         offset = args.offset or 1
         limit = args.limit or DEFAULT_READ_LIMIT
-        # Everything the file system answers in one hop off the loop: a hop costs a tool turn
-        # ~0.3 ms of waiting for a thread and the loop again (bench/README.md, sixteenth round).
-        result, seen = await asyncio.to_thread(_read, path, title, offset, limit)
+        # Everything the file system answers in one hop off the loop (a hop costs a tool turn
+        # ~0.3 ms of waiting for a thread and the loop again: bench/README.md, sixteenth round),
+        # the file opened where the guard saw its path lead (tools/pinned.py).
+        result, seen = await asyncio.to_thread(_read, path, real, title, offset, limit)
         if seen is not None:
             filetime.note_read(ctx.session_id, seen)
         return result
 
 
-def _read(path: Path, title: str, offset: int, limit: int) -> tuple[ToolResult, filetime.Seen | None]:
+def _read(
+    path: Path, real: Path, title: str, offset: int, limit: int
+) -> tuple[ToolResult, filetime.Seen | None]:
     """The file's lines, the directory's entries or the image or PDF, with the file as the read
     found it (what edit and write compare with later; None for a directory). Blocking."""
-    if not path.exists():
-        raise ToolError(_not_found_message(path))
-    if path.is_dir():
-        return _read_directory(path, title, offset, limit), None
-    # Looked at before reading: a change made meanwhile makes the record older than what was
-    # read (an edit is then refused until the file is read again), never newer.
-    seen = filetime.look(path)
-    media = _media_type(path)
-    if media is not None:
-        return _read_attachment(path, title, media), seen
-    return _read_text(path, title, offset, limit), seen
+    try:
+        with pinned.opened(real) as (fd, now):
+            if stat.S_ISDIR(now.st_mode):
+                return _read_directory(path, fd, title, offset, limit), None
+            if not stat.S_ISREG(now.st_mode):
+                raise ToolError(f"Cannot read {path}: it is not a regular file")
+            # As the open file was before its first byte was read: a change made while it is read
+            # makes the record older than what was read (an edit then waits for a new read).
+            seen = filetime.seen_as(real, now)
+            with open(fd, "rb", closefd=False) as handle:
+                media = _media_type(path)
+                if media is not None:
+                    return _read_attachment(path, handle.read(), title, media), seen
+                return _read_text(path, handle, title, offset, limit), seen
+    except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file on the way
+        raise ToolError(_not_found_message(path, real)) from None
 
 
-async def readable_path(ctx: ToolContext, raw: str | Path) -> Path:
-    """`raw` as an absolute path, once the context's confinement and the `read` permission let it
-    be read: what this tool checks before it opens anything, and what a file a user attaches goes
-    through too."""
-    path = await guard_path(ctx, raw)
+async def readable(ctx: ToolContext, raw: str | Path) -> tuple[Path, Path]:
+    """`raw` as an absolute path and the real location checked for it (what to open: tools/pinned.py),
+    once the context's confinement and the `read` permission let it be read: what this tool checks
+    before it opens anything, and what a file a user attaches goes through too."""
+    path, real = await guard_real(ctx, raw)
     await ctx.ask(PermissionRequest(permission="read", patterns=[str(path)], always=["*"]))
-    return path
+    return path, real
 
 
-def _not_found_message(path: Path) -> str:
+def _not_found_message(path: Path, real: Path) -> str:
     message = f"File not found: {path}"
-    suggestions = _similar_siblings(path)
+    suggestions = _similar_siblings(path, real)
     if suggestions:
         message += "\n\nDid you mean one of these?\n" + "\n".join(str(p) for p in suggestions)
     return message
 
 
-def _similar_siblings(path: Path) -> list[Path]:
+def _similar_siblings(path: Path, real: Path) -> list[Path]:
     try:
-        names = sorted(os.listdir(path.parent))
-    except OSError:
+        with pinned.opened(real.parent) as (directory, _):
+            names = sorted(os.listdir(directory))
+    except (OSError, ToolError, ValueError):
         return []
     wanted = path.name.lower()
     chosen = [n for n in names if wanted in n.lower() or (n.lower() in wanted and n)]
@@ -133,8 +146,8 @@ def _similar_siblings(path: Path) -> list[Path]:
     return [path.parent / name for name in unique[:MAX_SUGGESTIONS]]
 
 
-def _read_directory(path: Path, title: str, offset: int, limit: int) -> ToolResult:
-    entries = _directory_entries(path)
+def _read_directory(path: Path, directory: int, title: str, offset: int, limit: int) -> ToolResult:
+    entries = _directory_entries(directory)
     shown = entries[offset - 1 : offset - 1 + limit]
     truncated = offset - 1 + len(shown) < len(entries)
     if truncated:
@@ -151,9 +164,9 @@ def _read_directory(path: Path, title: str, offset: int, limit: int) -> ToolResu
     return ToolResult(title=title, output=output, metadata=metadata)
 
 
-def _directory_entries(path: Path) -> list[str]:
+def _directory_entries(directory: int) -> list[str]:
     entries: list[str] = []
-    with os.scandir(path) as scan:
+    with os.scandir(directory) as scan:
         for entry in scan:
             try:
                 is_dir = entry.is_dir()  # follows symlinks: a link to a directory lists as one
@@ -173,8 +186,7 @@ def _media_type(path: Path) -> str | None:
     return None
 
 
-def _read_attachment(path: Path, title: str, mime: str) -> ToolResult:
-    data = path.read_bytes()
+def _read_attachment(path: Path, data: bytes, title: str, mime: str) -> ToolResult:
     url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
     message = "PDF read successfully" if mime == "application/pdf" else "Image read successfully"
     return ToolResult(
@@ -185,11 +197,11 @@ def _read_attachment(path: Path, title: str, mime: str) -> ToolResult:
     )
 
 
-def _looks_binary(path: Path) -> bool:
+def _looks_binary(path: Path, handle: BinaryIO) -> bool:
     if path.suffix.lower() in BINARY_EXTENSIONS:
         return True
-    with path.open("rb") as handle:
-        sample = handle.read(BINARY_SAMPLE)
+    sample = handle.read(BINARY_SAMPLE)
+    handle.seek(0)
     if not sample:
         return False
     if b"\0" in sample:
@@ -198,10 +210,10 @@ def _looks_binary(path: Path) -> bool:
     return non_printable / len(sample) > NON_PRINTABLE_RATIO
 
 
-def _read_text(path: Path, title: str, offset: int, limit: int) -> ToolResult:
-    if _looks_binary(path):
+def _read_text(path: Path, handle: BinaryIO, title: str, offset: int, limit: int) -> ToolResult:
+    if _looks_binary(path, handle):
         raise ToolError(f"Cannot read binary file: {path}")
-    window = _read_window(path, offset, limit)
+    window = _read_window(handle, offset, limit)
     if window.total_lines < offset and not (window.total_lines == 0 and offset == 1):
         raise ToolError(f"Offset {offset} is out of range for this file ({window.total_lines} lines)")
     numbered = [f"{offset + index}: {line}" for index, line in enumerate(window.lines)]
@@ -227,26 +239,33 @@ def _footer(window: _Window, offset: int) -> str:
     return f"(End of file - total {window.total_lines} lines)"
 
 
-def _read_window(path: Path, offset: int, limit: int) -> _Window:
+def _read_window(handle: BinaryIO, offset: int, limit: int) -> _Window:
     """Stream the file line by line: only the requested window is kept in memory."""
+    text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
+    try:
+        return _window_of(text, offset, limit)
+    finally:
+        text.detach()  # the file is the caller's to close
+
+
+def _window_of(lines: Iterable[str], offset: int, limit: int) -> _Window:
     kept: list[str] = []
     kept_bytes = 0
     total = 0
     more_lines = False
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for raw in handle:
-            total += 1
-            if total < offset:
-                continue
-            if len(kept) >= limit:
-                more_lines = True  # keep counting so the footer can give the total
-                continue
-            line = raw[:-1] if raw.endswith("\n") else raw
-            if len(line) > MAX_LINE_LENGTH:
-                line = line[:MAX_LINE_LENGTH] + MAX_LINE_SUFFIX
-            size = len(line.encode("utf-8")) + (1 if kept else 0)
-            if kept_bytes + size > MAX_BYTES:
-                return _Window(kept, total, more_lines=True, capped_by_bytes=True)
-            kept.append(line)
-            kept_bytes += size
+    for raw in lines:
+        total += 1
+        if total < offset:
+            continue
+        if len(kept) >= limit:
+            more_lines = True  # keep counting so the footer can give the total
+            continue
+        line = raw[:-1] if raw.endswith("\n") else raw
+        if len(line) > MAX_LINE_LENGTH:
+            line = line[:MAX_LINE_LENGTH] + MAX_LINE_SUFFIX
+        size = len(line.encode("utf-8")) + (1 if kept else 0)
+        if kept_bytes + size > MAX_BYTES:
+            return _Window(kept, total, more_lines=True, capped_by_bytes=True)
+        kept.append(line)
+        kept_bytes += size
     return _Window(kept, total, more_lines=more_lines, capped_by_bytes=False)

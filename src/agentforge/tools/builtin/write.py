@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agentforge.tools import filetime
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools import filetime, pinned
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolResult
 from agentforge.tools.diff import unified_diff
 from agentforge.tools.params import ToolParams
-from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.paths import display_path, guard_real
 
 DESCRIPTION = """Writes a file to the local filesystem.
 
@@ -48,11 +48,12 @@ class WriteTool(Tool[WriteParams]):
     parameters = WriteParams
 
     async def execute(self, args: WriteParams, ctx: ToolContext) -> ToolResult:
-        path = await guard_path(ctx, args.file_path, kind="file")
+        path, real = await guard_real(ctx, args.file_path, kind="file")
         relative = display_path(ctx, path)
-        async with filetime.file_lock(path):
-            # The file system's part in two hops off the loop, one each side of the ask.
-            planned = await asyncio.to_thread(_plan, path, args.content, ctx.session_id)
+        async with filetime.file_lock(real):
+            # The file system's part in two hops off the loop, one each side of the ask; the file
+            # opened where the guard saw its path lead (tools/pinned.py).
+            planned = await asyncio.to_thread(_plan, path, real, args.content, ctx.session_id)
             await ctx.ask(
                 PermissionRequest(
                     permission="edit",
@@ -61,7 +62,10 @@ class WriteTool(Tool[WriteParams]):
                     metadata={"filepath": str(path), "diff": planned.diff},
                 )
             )
-            filetime.note_read(ctx.session_id, await asyncio.to_thread(_make, path, args.content, planned))
+            written = await asyncio.to_thread(
+                filetime.write_if_unchanged, path, real, args.content, planned.seen
+            )
+            filetime.note_read(ctx.session_id, written)
         return ToolResult(
             title=relative,
             output="Wrote file successfully.",
@@ -75,32 +79,14 @@ class WriteTool(Tool[WriteParams]):
         )
 
 
-def _plan(path: Path, content: str, session_id: str) -> _Planned:
+def _plan(path: Path, real: Path, content: str, session_id: str) -> _Planned:
     """What writing `content` changes, from the file as it is now. Blocking."""
-    if not path.exists():
+    found = pinned.read_file(path, real)
+    if found is None:
         return _Planned(False, None, unified_diff(str(path), "", content))
-    if path.is_dir():
-        raise ToolError(f"Path is a directory, not a file: {path}")
-    filetime.assert_fresh(session_id, path)
-    seen = filetime.look(path)
-    return _Planned(True, seen, unified_diff(str(path), _read_existing(path), content))
-
-
-def _make(path: Path, content: str, planned: _Planned) -> filetime.Seen:
-    """Write unless the file changed since it was planned (while the ask waited, say); the file as
-    written. Blocking."""
-    filetime.assert_unchanged(path, planned.seen)
-    _write_file(path, content)
-    return filetime.look(path)
-
-
-def _read_existing(path: Path) -> str:
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
-        return handle.read()
-
-
-def _write_file(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # newline="" writes the content byte for byte: no "\n" -> os.linesep translation.
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        handle.write(content)
+    data, now = found
+    seen = filetime.seen_as(real, now)
+    filetime.assert_fresh_as(session_id, path, seen)
+    # newline="" as a text read would: the diff shows the file's own line endings.
+    before = data.decode("utf-8", errors="replace")
+    return _Planned(True, seen, unified_diff(str(path), before, content))
