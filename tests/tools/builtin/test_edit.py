@@ -202,3 +202,17 @@ async def test_a_symlink_swapped_in_while_the_edit_waits_is_not_written_through(
     with pytest.raises(ToolError, match="no longer where its path led"):
         await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
     assert outside.read_text() == "x = 1\n"
+
+
+async def test_a_same_size_change_with_its_time_put_back_is_seen(harness: Harness) -> None:
+    path = await read_first(harness, "a.py", "x = 1\n")
+    before = path.stat()
+
+    def change_quietly() -> None:  # as `cp -p` or `touch -r` would leave it: same size, same mtime
+        path.write_text("x = 9\n")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    harness.ask_override = approved_after(change_quietly)
+    with pytest.raises(ToolError, match=f"File {path} was modified while this change waited"):
+        await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
+    assert path.read_text() == "x = 9\n"
