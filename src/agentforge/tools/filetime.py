@@ -42,6 +42,10 @@ class _ReadStamp:
     def matches(self, stat: os.stat_result) -> bool:
         return _version(stat) == self.version
 
+    def same_content(self, stat: os.stat_result) -> bool:
+        """The modification time and size alone: what a copy-up keeps."""
+        return (stat.st_mtime_ns, stat.st_size) == self.version[:2]
+
 
 def _version(stat: os.stat_result) -> tuple[int, ...]:
     return (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns, stat.st_dev, stat.st_ino)
@@ -85,9 +89,9 @@ def note_read(session_id: str, seen: Seen) -> None:
     _reads.setdefault(session_id, {})[seen.key] = seen.stamp
 
 
-def last_read(session_id: str, path: Path) -> float | None:
-    """When this session last read the file (epoch seconds), or None."""
-    stamp = _reads.get(session_id, {}).get(_key(path))
+def last_read(session_id: str, real: Path) -> float | None:
+    """When this session last read the file at `real` (as the guard resolved it), or None."""
+    stamp = _reads.get(session_id, {}).get(real)
     return stamp.read_at if stamp else None
 
 
@@ -145,28 +149,46 @@ def write_if_unchanged(
 ) -> Seen:
     """Write `content` (its line endings as they are) to the file at `real` (`shown` in messages),
     unless it changed since `seen` (None: there was none; missing directories are made; `mode`: the
-    new file's permission bits); the file as written. The file is opened through no symlink and
-    checked once open, so what is checked is what is written."""
+    new file's permission bits); the file as written. Reached through no symlink (tools/pinned.py)
+    and checked right before it is opened, then again once open."""
     try:
-        if seen is None:
-            fd = pinned.open_file(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_parents=True)
-        else:
-            fd = pinned.open_file(real, os.O_WRONLY | os.O_NONBLOCK)
-    except FileExistsError:
-        raise ToolError(_changed_meanwhile(shown, "was created")) from None
-    except FileNotFoundError:
-        raise ToolError(_changed_meanwhile(shown, "was deleted")) from None
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-        if seen is not None:
-            now = os.fstat(fd)
-            if not (stat.S_ISREG(now.st_mode) and seen.stamp.matches(now)):
-                raise ToolError(_changed_meanwhile(shown, "was modified"))
-            os.ftruncate(fd, 0)
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate: refused before the file is touched
+        raise ToolError(f"Cannot write {shown}: the content is not valid text ({error.reason}).") from None
+    with pinned.parent(real, make=seen is None) as (directory, name):
+        fd = _open_unchanged(shown, directory, name, seen)
+    with open(fd, "wb") as handle:
         if mode is not None:
             os.fchmod(fd, mode)
-        handle.write(content)
+        handle.write(data)
         handle.flush()
         return seen_as(real, os.fstat(fd))  # as written: a change after it is one the model has not seen
+
+
+def _open_unchanged(shown: Path, directory: int, name: str, seen: Seen | None) -> int:
+    """`name` in `directory` open for writing, emptied, if it is still as `seen` found it (None:
+    created, if nothing is there)."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    if seen is None:
+        try:
+            return os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=directory)
+        except FileExistsError:  # a symlink there too, never followed
+            raise ToolError(_changed_meanwhile(shown, "was created")) from None
+    # Checked whole before the open: opening a file of a container image's lower layer for writing
+    # copies it up, which gives it a new change time (and, there, maybe a new inode).
+    try:
+        before = os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        raise ToolError(_changed_meanwhile(shown, "was deleted")) from None
+    if not (stat.S_ISREG(before.st_mode) and seen.stamp.matches(before)):
+        raise ToolError(_changed_meanwhile(shown, "was modified"))
+    fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=directory)
+    now = os.fstat(fd)  # what was opened is the file checked: not replaced in between
+    if not (stat.S_ISREG(now.st_mode) and seen.stamp.same_content(now)):
+        os.close(fd)
+        raise ToolError(_changed_meanwhile(shown, "was modified"))
+    os.ftruncate(fd, 0)
+    return fd
 
 
 def _changed_meanwhile(path: Path, what: str) -> str:
@@ -180,13 +202,13 @@ def forget_session(session_id: str) -> None:
     _reads.pop(session_id, None)
 
 
-def file_lock(path: Path) -> asyncio.Lock:
-    """The lock serialising edits of one file (shared by every session in this process)."""
-    key = _key(path)
-    lock = _locks.get(key)
+def file_lock(real: Path) -> asyncio.Lock:
+    """The lock serialising edits of the file at `real` (as the guard resolved it: not resolved again,
+    which could meet a symlink put there since), shared by every session in this process."""
+    lock = _locks.get(real)
     if lock is None:
         lock = asyncio.Lock()
-        _locks[key] = lock
+        _locks[real] = lock
     return lock
 
 

@@ -101,6 +101,8 @@ def _is_symlink(directory: int, name: str) -> bool:
 def lstat(real: Path) -> os.stat_result | None:
     """What is at `real` itself (a symlink there is not followed), reached through no symlink; None
     when nothing is."""
+    if real == Path(real.anchor):
+        return os.stat(real)
     try:
         with parent(real) as (directory, name):
             return os.stat(name, dir_fd=directory, follow_symlinks=False)

@@ -199,7 +199,7 @@ async def test_a_symlink_swapped_in_while_the_edit_waits_is_not_written_through(
         path.symlink_to(outside)
 
     harness.ask_override = approved_after(swap)
-    with pytest.raises(ToolError, match="no longer where its path led"):
+    with pytest.raises(ToolError, match=f"File {path} was modified while this change waited"):
         await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
     assert outside.read_text() == "x = 1\n"
 
@@ -216,3 +216,10 @@ async def test_a_same_size_change_with_its_time_put_back_is_seen(harness: Harnes
     with pytest.raises(ToolError, match=f"File {path} was modified while this change waited"):
         await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
     assert path.read_text() == "x = 9\n"
+
+
+async def test_text_that_cannot_be_written_leaves_the_file_as_it_was(harness: Harness) -> None:
+    path = await read_first(harness, "a.py", "x = 1\n")
+    with pytest.raises(ToolError, match=f"Cannot write {path}: the content is not valid text"):
+        await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = '\ud800'")
+    assert path.read_text() == "x = 1\n"

@@ -174,11 +174,11 @@ def _repeated(ctx: ToolContext, path: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _locked(paths: list[Path]) -> AsyncIterator[None]:
-    """Hold the edit lock of every path, taken in one global order so two patches cannot deadlock."""
+async def _locked(reals: list[Path]) -> AsyncIterator[None]:
+    """Hold the edit lock of every file, taken in one global order so two patches cannot deadlock."""
     async with contextlib.AsyncExitStack() as stack:
-        for path in sorted(set(paths)):
-            await stack.enter_async_context(filetime.file_lock(path))
+        for real in sorted(set(reals)):
+            await stack.enter_async_context(filetime.file_lock(real))
         yield
 
 
