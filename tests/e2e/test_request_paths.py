@@ -239,3 +239,14 @@ async def test_the_shell_route_and_command_snippets_naming_such_paths_are_refuse
         response = await forge.post(f"/session/{session_id}/shell", {"agent": "build", "command": "echo ok"})
         assert response.status_code == 200, response.text
         assert response.json()["parts"][0]["state"]["output"].strip() == "ok"
+
+
+@pytest.mark.parametrize("mime", ["text/plain", "application/octet-stream"])
+async def test_a_symlink_loop_is_refused_and_nothing_stored(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str, mime: str
+) -> None:
+    async with forge_from_the_root(tmp_path, fake_openai, database_url) as forge:
+        loop = tmp_path / "loop"
+        loop.symlink_to(tmp_path / "loop")
+        body = {"parts": [{"type": "text", "text": "read it"}, file_part(loop, mime)]}
+        await assert_refused_and_nothing_stored(forge, body, "message", loop)

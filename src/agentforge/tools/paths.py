@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from agentforge.tools.base import OutsideWorkspaceError, PermissionRequest, ToolContext
+from agentforge.tools.base import OutsideWorkspaceError, PermissionRequest, ToolContext, ToolError
 from agentforge.tools.confinement import WorkspaceBoundary
 from agentforge.tools.fence import EXTERNAL_DIRECTORY, FencedPathError
 from agentforge.tools.shell_command import static_path_arguments
@@ -82,7 +82,10 @@ def _in_truncation_dir(ctx: ToolContext, real: Path) -> bool:
 def _resolve(path: Path, kind: PathKind) -> tuple[Path, Path]:
     """The real path (symlinks followed), and the directory an external-directory ask names:
     the path itself for a directory, its parent for a file."""
-    real = path.resolve()
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError until Python 3.13)
+        raise ToolError(f"Cannot use {path}: it does not resolve to a file ({exc})") from None
     is_directory = kind == "directory" or (kind == "auto" and real.is_dir())
     return real, real if is_directory else real.parent
 
