@@ -77,6 +77,23 @@ def approved_after(change: Callable[[], object]) -> AskPermission:
     return ask
 
 
+def swap_for_symlink(path: Path, target: Path) -> None:
+    """What a command running beside a tool call may do: move what is at `path` aside and put a
+    symlink to `target` there."""
+    path.rename(path.with_name(path.name + ".moved"))
+    path.symlink_to(target)
+
+
+def src_swapped_while_asked(harness: Harness, outside: Path) -> None:
+    """The workspace's `src` (holding mine.txt) becomes a symlink to `outside` (holding
+    secret-name.txt, "not yours") while the tool waits for approval."""
+    (harness.workspace / "src").mkdir()
+    (harness.workspace / "src" / "mine.txt").write_text("needle = 'mine'\n")
+    outside.mkdir()
+    (outside / "secret-name.txt").write_text("needle = 'not yours'\n")
+    harness.ask_override = approved_after(lambda: swap_for_symlink(harness.workspace / "src", outside))
+
+
 def text_of(path: str | Path) -> str:
     """File content, for assertions (a plain function: test bodies stay free of blocking calls)."""
     return Path(path).read_text()

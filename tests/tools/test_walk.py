@@ -1,15 +1,23 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from agentforge.tools import pinned
 from agentforge.tools.walk import walk_files
+
+
+def walked(root: Path) -> dict[str, Path]:
+    """relative -> path shown, walking `root` from its open directory."""
+    with pinned.opened_directory(root, root.resolve()) as directory:
+        return {found.relative: found.path for found in walk_files(root, directory)}
 
 
 def test_files_are_listed_relative_to_the_root_with_git_and_node_modules_skipped(tmp_path: Path) -> None:
     for relative in ("a.txt", "sub/b.txt", ".git/config", "node_modules/x/index.js"):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("x")
-    assert [relative for _, relative in walk_files(tmp_path)] == ["a.txt", "sub/b.txt"]
+    assert list(walked(tmp_path)) == ["a.txt", "sub/b.txt"]
 
 
 def test_symlinks_leading_outside_the_root_are_left_out(tmp_path: Path) -> None:
@@ -21,6 +29,20 @@ def test_symlinks_leading_outside_the_root_are_left_out(tmp_path: Path) -> None:
     (root / "file-link.txt").symlink_to(outside / "secret.txt")
     (root / "dir-link").symlink_to(outside)
     (root / "inner-link.txt").symlink_to(root / "real" / "kept.txt")
-    walked = dict((relative, path) for path, relative in walk_files(root))
-    assert sorted(walked) == ["inner-link.txt", "real/kept.txt"]
-    assert walked["inner-link.txt"] == root / "inner-link.txt"
+    found = walked(root)
+    assert sorted(found) == ["inner-link.txt", "real/kept.txt"]
+    assert found["inner-link.txt"] == root / "inner-link.txt"
+
+
+def test_the_walk_stays_in_the_directory_opened_whatever_its_path_leads_to_since(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "mine.txt").write_text("m")
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    with pinned.opened_directory(root, root.resolve()) as directory:
+        root.rename(tmp_path / "moved")
+        root.symlink_to(outside)  # the root's path now leads elsewhere
+        names = [found.relative for found in walk_files(root, directory)]
+    assert names == ["sub/mine.txt"]
+    assert os.path.islink(root)

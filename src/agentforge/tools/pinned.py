@@ -45,7 +45,8 @@ def open_file(real: Path, flags: int, mode: int = 0o666, *, make_parents: bool =
         try:
             return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=directory)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:  # the file itself is a symlink now
+            # The file itself is a symlink now: ELOOP (ENOTDIR when a directory was asked for).
+            if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(directory, name)):
                 raise PathMovedError(real) from None
             raise
 
@@ -134,3 +135,16 @@ def read_file(shown: Path, real: Path) -> tuple[bytes, os.stat_result] | None:
                 return handle.read(), now
     except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file on the way
         return None
+
+
+@contextlib.contextmanager
+def opened_directory(shown: Path, real: Path) -> Iterator[int]:
+    """The directory at `real` (`shown` in messages) open, through no symlink, to walk from."""
+    try:
+        fd = open_file(real, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"Directory not found: {shown}") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)

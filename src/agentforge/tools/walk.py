@@ -3,27 +3,53 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", "node_modules"})
 
 
-def walk_files(root: Path, skip_dirs: frozenset[str] = ALWAYS_SKIPPED_DIRS) -> Iterator[tuple[Path, str]]:
-    """(absolute path, slash-separated path relative to `root`) for every file under `root`.
+@dataclass(frozen=True, slots=True)
+class Walked:
+    """A file found by `walk_files`."""
 
-    Symlinked directories are not followed (no cycles, no escaping the workspace through them);
-    symlinked files leading outside `root` are left out for the same reason (grep would read them);
-    unreadable directories are skipped.
+    path: Path  # under the root as the caller named it: what the model is shown
+    relative: str  # slash-separated, from the root
+    directory: int  # the directory holding it, open while the walk is there (for `dir_fd`)
+    name: str
+
+
+def walk_files(
+    root: Path, directory: int, skip_dirs: frozenset[str] = ALWAYS_SKIPPED_DIRS
+) -> Iterator[Walked]:
+    """Every file under the directory open as `directory` (`root`, as named, for the paths shown).
+
+    The walk goes down from the open directory one open directory at a time and never through a
+    symlink (os.fwalk: a directory swapped for a symlink meanwhile is not entered), so it stays
+    where the root's check saw it. Symlinked directories are not followed; a symlinked file is
+    listed only when it leads inside the root (glob names it; grep, opening through no symlink,
+    skips it, as ripgrep does); unreadable directories are skipped.
     """
-    real_root = root.resolve()
-    for directory, dirnames, filenames in os.walk(root):
+    inside = os.path.realpath(f"/proc/self/fd/{directory}")
+    for base, dirnames, filenames, held in os.fwalk(".", dir_fd=directory):
         dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs)
-        base = Path(directory)
-        relative_dir = base.relative_to(root).as_posix()
+        relative_dir = os.path.normpath(base)
         for name in sorted(filenames):
-            path = base / name
-            if path.is_symlink() and not path.resolve().is_relative_to(real_root):
-                continue
             relative = name if relative_dir == "." else f"{relative_dir}/{name}"
-            yield path, relative
+            if _is_symlink(held, name) and not _leads_inside(inside, relative):
+                continue
+            yield Walked(root / relative, relative, held, name)
+
+
+def _is_symlink(directory: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _leads_inside(inside: str, relative: str) -> bool:
+    target = os.path.realpath(os.path.join(inside, relative))
+    return target == inside or target.startswith(inside.rstrip("/") + "/")

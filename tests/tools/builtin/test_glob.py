@@ -8,7 +8,7 @@ import pytest
 
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.glob import TRUNCATED_NOTE, GlobTool
-from tests.tools.harness import Harness
+from tests.tools.harness import Harness, src_swapped_while_asked
 
 
 def touch(path: Path, mtime: float | None = None) -> Path:
@@ -93,3 +93,12 @@ async def test_search_path_outside_workspace_is_refused(harness: Harness, tmp_pa
 async def test_missing_directory(harness: Harness) -> None:
     with pytest.raises(ToolError, match="Directory not found"):
         await harness.run(GlobTool(), pattern="*", path="missing")
+
+
+async def test_a_directory_swapped_for_a_symlink_while_the_glob_waits_is_not_walked(
+    harness: Harness, tmp_path: Path
+) -> None:
+    src_swapped_while_asked(harness, tmp_path / "outside")
+    with pytest.raises(ToolError, match="no longer where its path led") as refused:
+        await harness.run(GlobTool(), pattern="**/*", path="src")
+    assert "secret-name" not in str(refused.value) and "not yours" not in str(refused.value)

@@ -9,7 +9,7 @@ import pytest
 
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.grep import LIMIT, TRUNCATED_NOTE, GrepTool
-from tests.tools.harness import Harness
+from tests.tools.harness import Harness, src_swapped_while_asked
 
 RIPGREP = shutil.which("rg")
 
@@ -142,3 +142,12 @@ async def test_a_symlinked_file_leading_outside_is_not_searched(
 async def test_missing_path(harness: Harness, tool: GrepTool) -> None:
     with pytest.raises(ToolError, match="Path not found"):
         await harness.run(tool, pattern="x", path="missing")
+
+
+async def test_a_directory_swapped_for_a_symlink_while_the_grep_waits_is_not_searched(
+    harness: Harness, tool: GrepTool, tmp_path: Path
+) -> None:
+    src_swapped_while_asked(harness, tmp_path / "outside")
+    with pytest.raises(ToolError, match="no longer where its path led") as refused:
+        await harness.run(tool, pattern="needle", path="src")
+    assert "secret-name" not in str(refused.value) and "not yours" not in str(refused.value)

@@ -6,7 +6,7 @@ import pytest
 
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.list import TRUNCATED_NOTE, ListTool
-from tests.tools.harness import Harness
+from tests.tools.harness import Harness, src_swapped_while_asked
 
 
 def put(path: Path) -> None:
@@ -76,3 +76,12 @@ async def test_outside_workspace_is_refused(harness: Harness, tmp_path: Path) ->
 async def test_missing_directory(harness: Harness) -> None:
     with pytest.raises(ToolError, match="Directory not found"):
         await harness.run(ListTool(), path="missing")
+
+
+async def test_a_directory_swapped_for_a_symlink_while_the_list_waits_is_not_walked(
+    harness: Harness, tmp_path: Path
+) -> None:
+    src_swapped_while_asked(harness, tmp_path / "outside")
+    with pytest.raises(ToolError, match="no longer where its path led") as refused:
+        await harness.run(ListTool(), path="src")
+    assert "secret-name" not in str(refused.value) and "not yours" not in str(refused.value)

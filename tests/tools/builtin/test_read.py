@@ -8,7 +8,7 @@ import pytest
 from agentforge.tools import filetime
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.read import MAX_LINE_SUFFIX, ReadTool
-from tests.tools.harness import Harness, approved_after
+from tests.tools.harness import Harness, approved_after, swap_for_symlink
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -206,12 +206,6 @@ async def test_crlf_file_lines_have_no_carriage_returns(harness: Harness) -> Non
     (harness.workspace / "win.txt").write_bytes(b"one\r\ntwo\r\n")
     result = await harness.run(ReadTool(), filePath="win.txt")
     assert content_lines(result.output) == ["1: one", "2: two"]
-
-
-def swap_for_symlink(path: Path, target: Path) -> None:
-    """What a command running beside the call may do: put a symlink where the checked file was."""
-    path.unlink()
-    path.symlink_to(target)
 
 
 async def test_a_symlink_swapped_in_while_the_read_waits_is_not_followed(

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools import pinned
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolResult
 from agentforge.tools.globmatch import compile_glob
 from agentforge.tools.params import ToolParams
-from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.paths import display_path, guard_real
 from agentforge.tools.walk import walk_files
 
 LIMIT = 100
@@ -46,7 +47,7 @@ class GlobTool(Tool[GlobParams]):
     parameters = GlobParams
 
     async def execute(self, args: GlobParams, ctx: ToolContext) -> ToolResult:
-        root = await guard_path(ctx, args.path or ".", kind="directory")
+        root, real = await guard_real(ctx, args.path or ".", kind="directory")
         await ctx.ask(
             PermissionRequest(
                 permission="glob",
@@ -55,7 +56,7 @@ class GlobTool(Tool[GlobParams]):
                 metadata={"pattern": args.pattern, "path": args.path},
             )
         )
-        matches, total = await asyncio.to_thread(_find, root, args.pattern)
+        matches, total = await asyncio.to_thread(_find, root, real, args.pattern)
         truncated = total > len(matches)
         if not matches:
             output = "No files found"
@@ -70,11 +71,11 @@ class GlobTool(Tool[GlobParams]):
         )
 
 
-def _find(root: Path, pattern: str) -> tuple[list[Path], int]:
-    """`find_files` under `root`, which must be a directory; in one hop off the loop. Blocking."""
-    if not root.is_dir():
-        raise ToolError(f"Directory not found: {root}")
-    return find_files(root, pattern, LIMIT)
+def _find(root: Path, real: Path, pattern: str) -> tuple[list[Path], int]:
+    """`find_files` under `root`, which must be a directory, walked from where its check saw it lead
+    (tools/pinned.py); in one hop off the loop. Blocking."""
+    with pinned.opened_directory(root, real) as directory:
+        return find_files(root, directory, pattern, LIMIT)
 
 
 def relative_pattern(root: Path, pattern: str) -> str:
@@ -83,16 +84,17 @@ def relative_pattern(root: Path, pattern: str) -> str:
     return pattern[len(prefix) :] if pattern.startswith(prefix) else pattern
 
 
-def find_files(root: Path, pattern: str, limit: int) -> tuple[list[Path], int]:
-    """The `limit` most recently modified matches, and how many matched in total."""
+def find_files(root: Path, directory: int, pattern: str, limit: int) -> tuple[list[Path], int]:
+    """The `limit` most recently modified matches under the directory open as `directory` (`root`
+    as named), and how many matched in total."""
     regex = compile_glob(relative_pattern(root, pattern))
     found: list[tuple[float, Path]] = []
-    for path, relative in walk_files(root):
-        if regex.match(relative):
+    for walked in walk_files(root, directory):
+        if regex.match(walked.relative):
             try:
-                mtime = os.stat(path).st_mtime
+                mtime = os.stat(walked.name, dir_fd=walked.directory).st_mtime
             except OSError:
                 continue  # vanished or a dangling symlink
-            found.append((mtime, path))
+            found.append((mtime, walked.path))
     found.sort(key=lambda item: (-item[0], str(item[1])))
     return [path for _, path in found[:limit]], len(found)

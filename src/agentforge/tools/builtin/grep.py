@@ -7,9 +7,11 @@ worker thread. Either way matches are grouped by file, most recently modified fi
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,11 +20,12 @@ from typing import Literal
 
 from pydantic import Field
 
+from agentforge.tools import pinned
 from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
 from agentforge.tools.globmatch import compile_glob
 from agentforge.tools.params import ToolParams
-from agentforge.tools.paths import display_path, guard_path
-from agentforge.tools.walk import ALWAYS_SKIPPED_DIRS, walk_files
+from agentforge.tools.paths import display_path, guard_real
+from agentforge.tools.walk import ALWAYS_SKIPPED_DIRS, Walked, walk_files
 
 LIMIT = 100
 MAX_LINE_LENGTH = 2000
@@ -79,7 +82,7 @@ class GrepTool(Tool[GrepParams]):
         self._ripgrep = find_ripgrep() if ripgrep == "auto" else ripgrep
 
     async def execute(self, args: GrepParams, ctx: ToolContext) -> ToolResult:
-        target = await guard_path(ctx, args.path or ".")
+        target, real = await guard_real(ctx, args.path or ".")
         await ctx.ask(
             PermissionRequest(
                 permission="grep",
@@ -88,12 +91,12 @@ class GrepTool(Tool[GrepParams]):
                 metadata={"pattern": args.pattern, "path": args.path, "include": args.include},
             )
         )
-        if not await asyncio.to_thread(target.exists):
-            raise ToolError(f"Path not found: {target}")
+        # Searched where the check saw the path lead, whatever symlink was put in it since
+        # (tools/pinned.py): ripgrep is given the open directory, the Python search walks from it.
         if self._ripgrep:
-            result = await _search_with_ripgrep(self._ripgrep, args.pattern, target, args.include)
+            result = await _search_with_ripgrep(self._ripgrep, args.pattern, target, real, args.include)
         else:
-            result = await asyncio.to_thread(_search_in_python, args.pattern, target, args.include)
+            result = await asyncio.to_thread(_search_in_python, args.pattern, target, real, args.include)
         ordered = await asyncio.to_thread(_newest_files_first, result.matches)
         shown = ordered[:LIMIT]
         truncated = len(ordered) > LIMIT
@@ -112,22 +115,32 @@ def find_ripgrep() -> str | None:
     return shutil.which("rg") or (str(beside_python) if beside_python.is_file() else None)
 
 
-async def _search_with_ripgrep(rg: str, pattern: str, target: Path, include: str | None) -> SearchResult:
-    argv = [rg, "--no-config", "-nH", "--hidden", "--no-messages", "--null", "--color=never"]
-    for skipped in sorted(ALWAYS_SKIPPED_DIRS):
-        argv += ["--glob", f"!{skipped}"]
-    if include:
-        argv += ["--glob", include]
-    argv += ["--regexp", pattern, "--", str(target)]
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    stdout, stderr = await proc.communicate()
+async def _search_with_ripgrep(
+    rg: str, pattern: str, target: Path, real: Path, include: str | None
+) -> SearchResult:
+    held = await asyncio.to_thread(_open_target, target, real)
+    try:
+        # ripgrep searches the open file or directory itself (its /proc/self/fd link leads to it,
+        # not to wherever the path leads now); its paths are shown under the path as named.
+        opened = f"/proc/self/fd/{held}"
+        argv = [rg, "--no-config", "-nH", "--hidden", "--no-messages", "--null", "--color=never"]
+        for skipped in sorted(ALWAYS_SKIPPED_DIRS):
+            argv += ["--glob", f"!{skipped}"]
+        if include:
+            argv += ["--glob", include]
+        argv += ["--regexp", pattern, "--", opened]
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=(held,),
+        )
+        stdout, stderr = await proc.communicate()
+    finally:
+        os.close(held)
     # Exit 1 means no match; 2 means an error, possibly after some matches (unreadable files).
-    matches = list(_parse_ripgrep(stdout))
+    matches = [_shown_under(match, opened, target) for match in _parse_ripgrep(stdout)]
     if proc.returncode == 2 and not matches:
         message = stderr.decode("utf-8", errors="replace").strip()
         raise ToolError(f"ripgrep failed: {message or 'exit status 2'}")
@@ -148,43 +161,81 @@ def _parse_ripgrep(stdout: bytes) -> Iterator[Match]:
         )
 
 
-def _search_in_python(pattern: str, target: Path, include: str | None) -> SearchResult:
+def _open_target(target: Path, real: Path) -> int:
+    """The file or directory to search, open where its check saw it lead. Blocking."""
+    try:
+        return pinned.open_file(real, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"Path not found: {target}") from None
+
+
+def _shown_under(match: Match, opened: str, target: Path) -> Match:
+    shown = str(target) + match.path.removeprefix(opened) if match.path.startswith(opened) else match.path
+    return Match(path=shown, line=match.line, text=match.text)
+
+
+def _search_in_python(pattern: str, target: Path, real: Path, include: str | None) -> SearchResult:
     try:
         regex = re.compile(pattern)
     except re.error as error:
         raise ToolError(f"Invalid regex pattern {pattern!r}: {error}") from None
+    held = _open_target(target, real)
+    try:
+        if stat.S_ISDIR(os.fstat(held).st_mode):
+            return _search_tree(regex, target, held, include)
+        if include is not None and not compile_glob(include).match(target.name):
+            return SearchResult([])
+        return SearchResult(_search_file(regex, held, target))
+    finally:
+        os.close(held)
+
+
+def _search_tree(regex: re.Pattern[str], target: Path, directory: int, include: str | None) -> SearchResult:
+    include_regex = compile_glob(include) if include else None
     matches: list[Match] = []
     skipped = False
-    for path in _candidate_files(target, include):
+    for walked in walk_files(target, directory):
+        if include_regex is not None and not include_regex.match(walked.relative):
+            continue
         try:
-            matches.extend(_search_file(regex, path))
+            # Through no symlink: a symlinked file is skipped, as ripgrep skips it.
+            flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+            held = os.open(walked.name, flags, dir_fd=walked.directory)
+        except OSError:
+            skipped = skipped or not _is_symlink_error(walked)
+            continue
+        try:
+            matches.extend(_search_file(regex, held, walked.path))
         except OSError:
             skipped = True
+        finally:
+            os.close(held)
     return SearchResult(matches, skipped_paths=skipped)
 
 
-def _candidate_files(target: Path, include: str | None) -> Iterator[Path]:
-    if target.is_file():
-        if include is None or compile_glob(include).match(target.name):
-            yield target
-        return
-    include_regex = compile_glob(include) if include else None
-    for path, relative in walk_files(target):
-        if include_regex is None or include_regex.match(relative):
-            yield path
+def _is_symlink_error(walked: Walked) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(walked.name, dir_fd=walked.directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
-def _search_file(regex: re.Pattern[str], path: Path) -> list[Match]:
-    with path.open("rb") as handle:
+def _search_file(regex: re.Pattern[str], held: int, path: Path) -> list[Match]:
+    if not stat.S_ISREG(os.fstat(held).st_mode):
+        return []  # a FIFO or a device: nothing ripgrep would search either
+    with open(held, "rb", closefd=False) as handle:
         if b"\0" in handle.read(BINARY_SAMPLE):
             return []  # binary, as ripgrep skips it
-    found: list[Match] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            text = line.rstrip("\n").rstrip("\r")
-            if regex.search(text):
-                found.append(Match(path=str(path), line=number, text=text))
-    return found
+        handle.seek(0)
+        text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
+        try:
+            return [
+                Match(path=str(path), line=number, text=stripped)
+                for number, line in enumerate(text, start=1)
+                if regex.search(stripped := line.rstrip("\n").rstrip("\r"))
+            ]
+        finally:
+            text.detach()
 
 
 def _newest_files_first(matches: list[Match]) -> list[Match]:

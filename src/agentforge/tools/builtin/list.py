@@ -10,10 +10,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolError, ToolResult
+from agentforge.tools import pinned
+from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolResult
 from agentforge.tools.globmatch import glob_matches
 from agentforge.tools.params import ToolParams
-from agentforge.tools.paths import display_path, guard_path
+from agentforge.tools.paths import display_path, guard_real
 
 LIMIT = 100
 DEFAULT_IGNORES = frozenset(
@@ -61,9 +62,9 @@ class ListTool(Tool[ListParams]):
     parameters = ListParams
 
     async def execute(self, args: ListParams, ctx: ToolContext) -> ToolResult:
-        root = await guard_path(ctx, args.path or ".", kind="directory")
+        root, real = await guard_real(ctx, args.path or ".", kind="directory")
         await ctx.ask(PermissionRequest(permission="list", patterns=[str(root)], always=["*"], metadata={}))
-        tree, count, truncated = await asyncio.to_thread(_collect, root, args.ignore or [])
+        tree, count, truncated = await asyncio.to_thread(_collect, root, real, args.ignore or [])
         output = f"{root}/\n" + render_tree(tree, depth=1)
         if truncated:
             output += "\n" + TRUNCATED_NOTE
@@ -74,11 +75,11 @@ class ListTool(Tool[ListParams]):
         )
 
 
-def _collect(root: Path, ignore: list[str]) -> tuple[_Node, int, bool]:
-    """`collect_tree` of `root`, which must be a directory; in one hop off the loop. Blocking."""
-    if not root.is_dir():
-        raise ToolError(f"Directory not found: {root}")
-    return collect_tree(root, ignore, LIMIT)
+def _collect(root: Path, real: Path, ignore: list[str]) -> tuple[_Node, int, bool]:
+    """`collect_tree` of `root`, which must be a directory, walked from where its check saw it lead
+    (tools/pinned.py); in one hop off the loop. Blocking."""
+    with pinned.opened_directory(root, real) as directory:
+        return collect_tree(directory, ignore, LIMIT)
 
 
 def _ignored(name: str, relative: str, patterns: list[str]) -> bool:
@@ -87,30 +88,54 @@ def _ignored(name: str, relative: str, patterns: list[str]) -> bool:
     return any(glob_matches(p, relative) or glob_matches(p, name) for p in patterns)
 
 
-def collect_tree(root: Path, ignore: list[str], limit: int) -> tuple[_Node, int, bool]:
-    """Breadth-first, so a big first subdirectory cannot hide the rest of the top level."""
+def collect_tree(directory: int, ignore: list[str], limit: int) -> tuple[_Node, int, bool]:
+    """The tree under the directory open as `directory`, breadth-first, so a big first subdirectory
+    cannot hide the rest of the top level. Each subdirectory is entered through its open parent
+    and no symlink (one swapped in since it was listed is listed but not entered)."""
     top = _Node()
-    queue: deque[tuple[Path, str, _Node]] = deque([(root, "", top)])
+    queue: deque[tuple[int, str, _Node]] = deque([(os.dup(directory), "", top)])
+    try:
+        return _collect_into(top, queue, ignore, limit)
+    finally:
+        for held, _, _ in queue:
+            os.close(held)
+
+
+def _collect_into(
+    top: _Node, queue: deque[tuple[int, str, _Node]], ignore: list[str], limit: int
+) -> tuple[_Node, int, bool]:
     count = 0
     while queue:
-        directory, prefix, node = queue.popleft()
+        held, prefix, node = queue.popleft()
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            entries = sorted(os.scandir(held), key=lambda e: e.name)
         except OSError:
-            continue
-        for entry in entries:
-            relative = prefix + entry.name
-            if _ignored(entry.name, relative, ignore):
-                continue
-            if count >= limit:
-                return top, count, True
-            count += 1
-            if entry.is_dir(follow_symlinks=False):
-                child = node.dirs.setdefault(entry.name, _Node())
-                queue.append((Path(entry.path), relative + "/", child))
-            else:
-                node.files.append(entry.name)
+            entries = []
+        try:
+            for entry in entries:
+                relative = prefix + entry.name
+                if _ignored(entry.name, relative, ignore):
+                    continue
+                if count >= limit:
+                    return top, count, True
+                count += 1
+                if entry.is_dir(follow_symlinks=False):
+                    child = node.dirs.setdefault(entry.name, _Node())
+                    inner = _enter(held, entry.name)
+                    if inner is not None:
+                        queue.append((inner, relative + "/", child))
+                else:
+                    node.files.append(entry.name)
+        finally:
+            os.close(held)
     return top, count, False
+
+
+def _enter(directory: int, name: str) -> int | None:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    except OSError:  # unreadable, or no longer a directory
+        return None
 
 
 def render_tree(node: _Node, depth: int) -> str:
