@@ -11,6 +11,7 @@ path, and nothing is stored, published or sent to the model.
 from __future__ import annotations
 
 import contextlib
+import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,3 +251,15 @@ async def test_a_symlink_loop_is_refused_and_nothing_stored(
         loop.symlink_to(tmp_path / "loop")
         body = {"parts": [{"type": "text", "text": "read it"}, file_part(loop, mime)]}
         await assert_refused_and_nothing_stored(forge, body, "message", loop)
+
+
+@pytest.mark.parametrize("name", ["a" * 5000, "bad\x00name"], ids=["too-long", "nul"])
+async def test_a_path_that_cannot_be_resolved_is_refused_and_nothing_stored(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str, name: str
+) -> None:
+    async with forge_from_the_root(tmp_path, fake_openai, database_url) as forge:
+        url = "file://" + urllib.parse.quote(str(tmp_path / name))
+        body = {
+            "parts": [{"type": "text", "text": "read it"}, {"type": "file", "mime": "text/plain", "url": url}]
+        }
+        await assert_refused_and_nothing_stored(forge, body, "message", tmp_path)

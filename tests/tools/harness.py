@@ -15,10 +15,11 @@ from typing import Any
 from agentforge.model.ids import ascending
 from agentforge.testing.tools import refuse_outside, unconfined
 from agentforge.tools.base import AskPermission, PermissionRequest, Tool, ToolContext, ToolResult
-from agentforge.tools.confinement import Confinement
+from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.execute import run_tool
+from agentforge.tools.fence import Fence
 from agentforge.tools.process import run_process_group
-from agentforge.tools.sandbox import CommandSandbox
+from agentforge.tools.sandbox import UNSANDBOXED, CommandSandbox
 from agentforge.tools.services import NO_SERVICES, ToolServices
 from agentforge.tools.truncation import TruncationLimits
 
@@ -45,6 +46,16 @@ class Harness:
 
     async def _metadata(self, title: str | None, metadata: dict[str, Any]) -> None:
         self.updates.append((title, dict(metadata)))
+
+    def confine(self) -> None:
+        """Make the context a confined tenant's: a hard boundary at the workspace."""
+        self.confinement = Confinement(
+            env=ProcessEnv(),
+            boundary=WorkspaceBoundary(workspace=self.workspace.resolve()),
+            fence=Fence(),
+            sandbox=UNSANDBOXED,
+            shell_denied=None,
+        )
 
     def context(self) -> ToolContext:
         return ToolContext(

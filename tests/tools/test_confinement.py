@@ -140,13 +140,7 @@ async def test_every_file_tool_of_a_confined_tenant_stops_at_the_boundary(
     outside = tmp_path / "other-tenant"
     outside.mkdir()
     (outside / "f.txt").write_text("a")
-    harness.confinement = Confinement(
-        env=ProcessEnv(),
-        boundary=WorkspaceBoundary(workspace=harness.workspace.resolve()),
-        fence=Fence(),
-        sandbox=UNSANDBOXED,
-        shell_denied=None,
-    )
+    harness.confine()
     harness.approve_external = True  # whatever a person would answer
     tool, arguments = outside_call(name, outside)
     with pytest.raises(OutsideWorkspaceError, match="outside this tenant's workspace"):

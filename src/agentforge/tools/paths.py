@@ -84,9 +84,9 @@ def _resolve(path: Path, kind: PathKind) -> tuple[Path, Path]:
     the path itself for a directory, its parent for a file."""
     try:
         real = path.resolve()
-    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError until Python 3.13)
-        raise ToolError(f"Cannot use {path}: it does not resolve to a file ({exc})") from None
-    is_directory = kind == "directory" or (kind == "auto" and real.is_dir())
+        is_directory = kind == "directory" or (kind == "auto" and real.is_dir())
+    except (RuntimeError, OSError, ValueError) as exc:  # a symlink loop (RuntimeError until 3.13), NUL
+        raise ToolError(f"Cannot use {path}: {exc}") from None
     return real, real if is_directory else real.parent
 
 

@@ -46,7 +46,7 @@ def open_file(real: Path, flags: int, mode: int = 0o666, *, make_parents: bool =
             return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=directory)
         except OSError as exc:
             # The file itself is a symlink now: ELOOP (ENOTDIR when a directory was asked for).
-            if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(directory, name)):
+            if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and is_symlink(directory, name)):
                 raise PathMovedError(real) from None
             raise
 
@@ -87,12 +87,13 @@ def _enter(directory: int, name: str, make: bool, real: Path) -> int:
     except OSError as exc:
         # A symlink where the check saw a directory: ENOTDIR (ELOOP without O_PATH). A file there
         # is no move: the path names nothing, as the check saw.
-        if exc.errno in (errno.ENOTDIR, errno.ELOOP) and _is_symlink(directory, name):
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP) and is_symlink(directory, name):
             raise PathMovedError(real) from None
         raise
 
 
-def _is_symlink(directory: int, name: str) -> bool:
+def is_symlink(directory: int, name: str) -> bool:
+    """Whether `name` in the open `directory` is a symlink (not followed)."""
     try:
         return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
     except OSError:
@@ -137,14 +138,30 @@ def read_file(shown: Path, real: Path) -> tuple[bytes, os.stat_result] | None:
         return None
 
 
+def open_to_search(shown: Path, real: Path, *, missing: str = "Path not found") -> int:
+    """The file or directory at `real` (`shown` in messages) open to search or walk, through no
+    symlink; anything else there (a FIFO, a device) or nothing (`missing`) is refused as a
+    ToolError."""
+    try:
+        fd = open_file(real, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"{missing}: {shown}") from None
+    except PermissionError:
+        raise ToolError(f"Permission denied: {shown}") from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        os.close(fd)
+        raise ToolError(f"Cannot search {shown}: it is neither a file nor a directory")
+    return fd
+
+
 @contextlib.contextmanager
 def opened_directory(shown: Path, real: Path) -> Iterator[int]:
     """The directory at `real` (`shown` in messages) open, through no symlink, to walk from."""
+    fd = open_to_search(shown, real, missing="Directory not found")
     try:
-        fd = open_file(real, os.O_RDONLY | os.O_DIRECTORY)
-    except (FileNotFoundError, NotADirectoryError):
-        raise ToolError(f"Directory not found: {shown}") from None
-    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise ToolError(f"Directory not found: {shown}")
         yield fd
     finally:
         os.close(fd)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentforge.tools import pinned
+
 ALWAYS_SKIPPED_DIRS = frozenset({".git", "node_modules"})
+# How deep a walk goes: os.fwalk holds a descriptor per level (and recurses, up to Python 3.12).
+MAX_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +25,10 @@ class Walked:
 
 
 def walk_files(
-    root: Path, directory: int, skip_dirs: frozenset[str] = ALWAYS_SKIPPED_DIRS
+    root: Path, real: Path, directory: int, skip_dirs: frozenset[str] = ALWAYS_SKIPPED_DIRS
 ) -> Iterator[Walked]:
-    """Every file under the directory open as `directory` (`root`, as named, for the paths shown).
+    """Every file under the directory open as `directory` (`root`, as named, for the paths shown;
+    `real`, where its check saw it lead), down to `MAX_DEPTH` levels.
 
     The walk goes down from the open directory one open directory at a time and never through a
     symlink (os.fwalk: a directory swapped for a symlink meanwhile is not entered), so it stays
@@ -32,24 +36,20 @@ def walk_files(
     listed only when it leads inside the root (glob names it; grep, opening through no symlink,
     skips it, as ripgrep does); unreadable directories are skipped.
     """
-    inside = os.path.realpath(f"/proc/self/fd/{directory}")
     for base, dirnames, filenames, held in os.fwalk(".", dir_fd=directory):
-        dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs)
         relative_dir = os.path.normpath(base)
+        deep = relative_dir != "." and relative_dir.count("/") + 1 >= MAX_DEPTH
+        dirnames[:] = [] if deep else sorted(d for d in dirnames if d not in skip_dirs)
         for name in sorted(filenames):
             relative = name if relative_dir == "." else f"{relative_dir}/{name}"
-            if _is_symlink(held, name) and not _leads_inside(inside, relative):
+            if pinned.is_symlink(held, name) and not _leads_inside(real, relative):
                 continue
             yield Walked(root / relative, relative, held, name)
 
 
-def _is_symlink(directory: int, name: str) -> bool:
+def _leads_inside(real: Path, relative: str) -> bool:
+    """Whether a symlinked file leads inside the root (a name only: nothing is opened through it)."""
     try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
-    except OSError:
+        return Path(os.path.realpath(real / relative)).is_relative_to(real)
+    except (OSError, ValueError):  # swapped while it was resolved, say
         return False
-
-
-def _leads_inside(inside: str, relative: str) -> bool:
-    target = os.path.realpath(os.path.join(inside, relative))
-    return target == inside or target.startswith(inside.rstrip("/") + "/")

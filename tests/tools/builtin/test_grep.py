@@ -151,3 +151,19 @@ async def test_a_directory_swapped_for_a_symlink_while_the_grep_waits_is_not_sea
     with pytest.raises(ToolError, match="no longer where its path led") as refused:
         await harness.run(tool, pattern="needle", path="src")
     assert "secret-name" not in str(refused.value) and "not yours" not in str(refused.value)
+
+
+async def test_a_confined_tenant_is_searched_without_ripgrep(harness: Harness, tmp_path: Path) -> None:
+    # ripgrep walks below the directory it is given by path, which the tenant's own commands could
+    # race into another tenant's files: a confined tenant's search never starts it (here it could
+    # not: the executable named does not exist), and still finds what is there.
+    put(harness.workspace / "a.py", "needle = 1\n")
+    harness.confine()
+    result = await harness.run(GrepTool(ripgrep=str(tmp_path / "no-such-rg")), pattern="needle")
+    assert result.metadata["matches"] == 1
+
+
+async def test_a_fifo_is_not_searched(harness: Harness, tool: GrepTool) -> None:
+    os.mkfifo(harness.workspace / "pipe")
+    with pytest.raises(ToolError, match="neither a file nor a directory"):  # and nothing hangs
+        await harness.run(tool, pattern="x", path="pipe")

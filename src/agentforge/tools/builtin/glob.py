@@ -75,7 +75,7 @@ def _find(root: Path, real: Path, pattern: str) -> tuple[list[Path], int]:
     """`find_files` under `root`, which must be a directory, walked from where its check saw it lead
     (tools/pinned.py); in one hop off the loop. Blocking."""
     with pinned.opened_directory(root, real) as directory:
-        return find_files(root, directory, pattern, LIMIT)
+        return find_files(root, real, directory, pattern, LIMIT)
 
 
 def relative_pattern(root: Path, pattern: str) -> str:
@@ -84,12 +84,12 @@ def relative_pattern(root: Path, pattern: str) -> str:
     return pattern[len(prefix) :] if pattern.startswith(prefix) else pattern
 
 
-def find_files(root: Path, directory: int, pattern: str, limit: int) -> tuple[list[Path], int]:
+def find_files(root: Path, real: Path, directory: int, pattern: str, limit: int) -> tuple[list[Path], int]:
     """The `limit` most recently modified matches under the directory open as `directory` (`root`
     as named), and how many matched in total."""
     regex = compile_glob(relative_pattern(root, pattern))
     found: list[tuple[float, Path]] = []
-    for walked in walk_files(root, directory):
+    for walked in walk_files(root, real, directory):
         if regex.match(walked.relative):
             try:
                 mtime = os.stat(walked.name, dir_fd=walked.directory).st_mtime

@@ -7,13 +7,14 @@ worker thread. Either way matches are grouped by file, most recently modified fi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import re
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -25,7 +26,7 @@ from agentforge.tools.base import PermissionRequest, Tool, ToolContext, ToolErro
 from agentforge.tools.globmatch import compile_glob
 from agentforge.tools.params import ToolParams
 from agentforge.tools.paths import display_path, guard_real
-from agentforge.tools.walk import ALWAYS_SKIPPED_DIRS, Walked, walk_files
+from agentforge.tools.walk import ALWAYS_SKIPPED_DIRS, walk_files
 
 LIMIT = 100
 MAX_LINE_LENGTH = 2000
@@ -57,6 +58,10 @@ class GrepParams(ToolParams):
     )
 
 
+# Where a process finds its open files by number (Linux): how ripgrep is handed the open directory.
+_PROC_FDS = Path("/proc/self/fd")
+
+
 @dataclass(frozen=True, slots=True)
 class Match:
     path: str
@@ -78,8 +83,10 @@ class GrepTool(Tool[GrepParams]):
     parameters = GrepParams
 
     def __init__(self, ripgrep: str | Literal["auto"] | None = "auto") -> None:
-        """`ripgrep` is the rg executable, None for the Python search, "auto" to look on PATH."""
-        self._ripgrep = find_ripgrep() if ripgrep == "auto" else ripgrep
+        """`ripgrep` is the rg executable, None for the Python search, "auto" to look on PATH. Without
+        /proc (ripgrep is handed the open directory through it) the Python search it is."""
+        found = find_ripgrep() if ripgrep == "auto" else ripgrep
+        self._ripgrep = found if _PROC_FDS.is_dir() else None
 
     async def execute(self, args: GrepParams, ctx: ToolContext) -> ToolResult:
         target, real = await guard_real(ctx, args.path or ".")
@@ -92,8 +99,11 @@ class GrepTool(Tool[GrepParams]):
             )
         )
         # Searched where the check saw the path lead, whatever symlink was put in it since
-        # (tools/pinned.py): ripgrep is given the open directory, the Python search walks from it.
-        if self._ripgrep:
+        # (tools/pinned.py): the Python search walks from the open directory through no symlink.
+        # ripgrep is given the open directory too, but walks below it by path (a part swapped for a
+        # symlink meanwhile could be followed): not for a confined tenant, whose commands could race
+        # it into another tenant's files.
+        if self._ripgrep and ctx.confinement.boundary is None:
             result = await _search_with_ripgrep(self._ripgrep, args.pattern, target, real, args.include)
         else:
             result = await asyncio.to_thread(_search_in_python, args.pattern, target, real, args.include)
@@ -118,11 +128,10 @@ def find_ripgrep() -> str | None:
 async def _search_with_ripgrep(
     rg: str, pattern: str, target: Path, real: Path, include: str | None
 ) -> SearchResult:
-    held = await asyncio.to_thread(_open_target, target, real)
-    try:
+    async with _held(target, real) as held:
         # ripgrep searches the open file or directory itself (its /proc/self/fd link leads to it,
         # not to wherever the path leads now); its paths are shown under the path as named.
-        opened = f"/proc/self/fd/{held}"
+        opened = f"{_PROC_FDS}/{held}"
         argv = [rg, "--no-config", "-nH", "--hidden", "--no-messages", "--null", "--color=never"]
         for skipped in sorted(ALWAYS_SKIPPED_DIRS):
             argv += ["--glob", f"!{skipped}"]
@@ -137,8 +146,6 @@ async def _search_with_ripgrep(
             pass_fds=(held,),
         )
         stdout, stderr = await proc.communicate()
-    finally:
-        os.close(held)
     # Exit 1 means no match; 2 means an error, possibly after some matches (unreadable files).
     matches = [_shown_under(match, opened, target) for match in _parse_ripgrep(stdout)]
     if proc.returncode == 2 and not matches:
@@ -161,16 +168,32 @@ def _parse_ripgrep(stdout: bytes) -> Iterator[Match]:
         )
 
 
-def _open_target(target: Path, real: Path) -> int:
-    """The file or directory to search, open where its check saw it lead. Blocking."""
+@contextlib.asynccontextmanager
+async def _held(target: Path, real: Path) -> AsyncIterator[int]:
+    """The file or directory to search, open where its check saw it lead (closed even when the call
+    is cancelled while it opens)."""
+    opening = asyncio.ensure_future(asyncio.to_thread(pinned.open_to_search, target, real))
     try:
-        return pinned.open_file(real, os.O_RDONLY | os.O_NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError):
-        raise ToolError(f"Path not found: {target}") from None
+        held = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_opened)
+        raise
+    try:
+        yield held
+    finally:
+        os.close(held)
+
+
+def _close_opened(opening: asyncio.Future[int]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        os.close(opening.result())
 
 
 def _shown_under(match: Match, opened: str, target: Path) -> Match:
-    shown = str(target) + match.path.removeprefix(opened) if match.path.startswith(opened) else match.path
+    if match.path == opened:
+        return Match(path=str(target), line=match.line, text=match.text)
+    inside = match.path.removeprefix(opened + "/")
+    shown = str(target / inside) if inside != match.path else match.path
     return Match(path=shown, line=match.line, text=match.text)
 
 
@@ -179,10 +202,10 @@ def _search_in_python(pattern: str, target: Path, real: Path, include: str | Non
         regex = re.compile(pattern)
     except re.error as error:
         raise ToolError(f"Invalid regex pattern {pattern!r}: {error}") from None
-    held = _open_target(target, real)
+    held = pinned.open_to_search(target, real)
     try:
         if stat.S_ISDIR(os.fstat(held).st_mode):
-            return _search_tree(regex, target, held, include)
+            return _search_tree(regex, target, real, held, include)
         if include is not None and not compile_glob(include).match(target.name):
             return SearchResult([])
         return SearchResult(_search_file(regex, held, target))
@@ -190,11 +213,13 @@ def _search_in_python(pattern: str, target: Path, real: Path, include: str | Non
         os.close(held)
 
 
-def _search_tree(regex: re.Pattern[str], target: Path, directory: int, include: str | None) -> SearchResult:
+def _search_tree(
+    regex: re.Pattern[str], target: Path, real: Path, directory: int, include: str | None
+) -> SearchResult:
     include_regex = compile_glob(include) if include else None
     matches: list[Match] = []
     skipped = False
-    for walked in walk_files(target, directory):
+    for walked in walk_files(target, real, directory):
         if include_regex is not None and not include_regex.match(walked.relative):
             continue
         try:
@@ -202,7 +227,7 @@ def _search_tree(regex: re.Pattern[str], target: Path, directory: int, include: 
             flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
             held = os.open(walked.name, flags, dir_fd=walked.directory)
         except OSError:
-            skipped = skipped or not _is_symlink_error(walked)
+            skipped = skipped or not pinned.is_symlink(walked.directory, walked.name)
             continue
         try:
             matches.extend(_search_file(regex, held, walked.path))
@@ -211,13 +236,6 @@ def _search_tree(regex: re.Pattern[str], target: Path, directory: int, include: 
         finally:
             os.close(held)
     return SearchResult(matches, skipped_paths=skipped)
-
-
-def _is_symlink_error(walked: Walked) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(walked.name, dir_fd=walked.directory, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
 
 
 def _search_file(regex: re.Pattern[str], held: int, path: Path) -> list[Match]:
