@@ -284,3 +284,23 @@ def test_the_env_giving_a_terminals_program_its_keys_back_is_probed(
     assert [line for line in said if "was killed" in line] == [
         f"{Path(killed, 'env').resolve()} --default-signal=INT,QUIT was killed (9): tried again next time"
     ] * 2
+
+
+async def test_no_directory_on_the_way_to_a_hidden_one_can_be_renamed(workspace: Path) -> None:
+    # Renamed from inside, the hidden data would sit on the host at a path nothing hides or fences
+    # (the server's own tools check paths by name): every directory between the workspace and a
+    # hidden one is a mount point in the sandbox, which cannot be renamed.
+    data = workspace / "srv" / "share" / "data"
+    data.mkdir(parents=True)
+    (data / "secret.txt").write_text("the server's\n")
+    (workspace / "srv" / "other").mkdir()
+    view = View(host=True, writable=(workspace,), hidden=(data,))
+    _, output = await run_command(
+        sandbox(view).command(network=False),
+        "mv srv srv2; mv srv/share srv/share2; mv srv/share/data srv/share/data2; "
+        "mv srv/other srv/other2 && echo renamed other",
+        workspace,
+    )
+    assert output.count("Device or resource busy") == 3, output
+    assert "renamed other" in output  # the rest of the workspace is as writable as before
+    assert (data / "secret.txt").exists()

@@ -12,7 +12,9 @@ Inside the sandbox (bwrap, see `_mounts`):
 - the workspace (and the tenant's own temp and plans directories, and for the local user
   `sandbox.writable`) is the only writable place, with a private /tmp that vanishes with the command;
 - the server's data directory and the other tenants' roots are covered by empty tmpfs mounts, so
-  they are invisible even when the workspace or the read-only tree contains them;
+  they are invisible even when the workspace or the read-only tree contains them; every directory
+  between the workspace and such a root is bound onto itself, so none can be renamed (which would
+  move the hidden data, on the host, to a path nothing hides);
 - new user, PID, IPC, UTS and (unless the command may use it) network namespaces; no capabilities;
   no new privileges (bwrap always sets PR_SET_NO_NEW_PRIVS); its own session (a terminal's program
   keeps its terminal's: `TERMINAL_KEY_SIGNALS`). `--die-with-parent`
@@ -251,11 +253,26 @@ def _mounts(view: View) -> list[str]:
         if path.exists():
             mounts.append(_Mount(path, ("--bind", str(path), str(path)), 3))
             visible.append(path)
+    pinned: set[Path] = set()
     for path in (*view.hidden, *view.masked):
         if path.exists() and any(_within(path, root) for root in visible):
             mounts.append(_cover(path))
+            pinned.update(_on_the_way(path, view.writable))
+    # Each directory between a writable root and a hidden path bound onto itself: a mount point
+    # cannot be renamed, and renamed from inside, what is hidden would sit on the host at a path
+    # nothing hides, nor fences from the server's own file tools (they check paths by name).
+    mounts += [_Mount(path, ("--bind", str(path), str(path)), 3) for path in sorted(pinned)]
     mounts.sort(key=lambda mount: (mount.depth, mount.rank))
     return [arg for mount in mounts for arg in mount.args]
+
+
+def _on_the_way(path: Path, writable: Sequence[Path]) -> list[Path]:
+    """The directories strictly between the writable root holding `path` and `path`."""
+    for root in writable:
+        if path != root and path.is_relative_to(root):
+            between = path.relative_to(root).parents[:-1]  # "a/b/c" -> a/b, a
+            return [root / part for part in between if (root / part).is_dir()]
+    return []
 
 
 def _system_dir(path: Path, visible: list[Path]) -> list[_Mount]:
