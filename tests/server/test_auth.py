@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from agentforge.client.sse import aiter_events
+from agentforge.clock import SYSTEM_CLOCK, Clock
 from agentforge.config import ConfigError, load_settings
 from agentforge.identity.apikeys import MintedApiKey, mint_api_key
 from agentforge.identity.errors import AuthFailure
@@ -27,6 +28,7 @@ from agentforge.server.app import create_app
 from agentforge.server.deps import AdminDep
 from agentforge.server.serve import ForgeServer
 from agentforge.store import Store
+from agentforge.testing import FakeClock
 from tests.e2e.harness import EventCollector, fake_provider_config
 from tests.fakes.openai_server import FakeOpenAI
 from tests.identity.keys import AUDIENCE, GATEWAY_SECRET, HS_SECRET, ISSUER, gateway_headers, hs_token
@@ -81,6 +83,7 @@ async def serve(
     *,
     failure_throttle: FailureThrottle | None = None,
     config: dict[str, Any] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[AuthServer]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -96,7 +99,7 @@ async def serve(
     async def record(failure: AuthFailure, facts: RequestFacts) -> None:
         failures.append((failure, facts))
 
-    app = create_app(settings, on_auth_failure=record, failure_throttle=failure_throttle)
+    app = create_app(settings, on_auth_failure=record, failure_throttle=failure_throttle, clock=clock)
     _add_admin_route(app)
     server = ForgeServer(app, host="127.0.0.1", port=0, log_level="warning")
     task = asyncio.create_task(server.serve())
@@ -305,11 +308,14 @@ async def test_an_event_stream_through_the_gateway_lives_while_its_signature_is_
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     short = {"gateway": {**GATEWAY["gateway"], "max_skew_seconds": 2}}
-    async with serve(tmp_path, fake_openai, short) as forge:
-        # Signed two seconds ahead (within the skew): fresh for 3-4 s, ample for the first heartbeats
-        # (every 0.1 s) on a loaded machine (CI once took over a second with one second of skew).
-        headers = gateway_headers("GET", "/event", timestamp=int(time.time()) + 2)
-        _assert_ended_unauthorized(await _stream_types(forge, headers))
+    clock = FakeClock()
+    async with serve(tmp_path, fake_openai, short, clock=clock) as forge:
+        headers = gateway_headers("GET", "/event", timestamp=int(clock.time()))
+
+        async def lapse() -> None:  # the signature ages past the skew once the stream is going
+            clock.advance(2.5)
+
+        _assert_ended_unauthorized(await _stream_types(forge, headers, after_first_heartbeat=lapse))
 
 
 async def test_a_member_calling_an_admin_route_gets_403(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

@@ -100,6 +100,7 @@ class Authenticator:
         on_failure: FailureHook = log_failure,
         jwks_transport: httpx2.AsyncBaseTransport | None = None,
         claim_nonce: NonceClaim | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> Authenticator:
         auth = settings.config.auth
         jwt = None
@@ -114,8 +115,9 @@ class Authenticator:
             find_key=find_key,
             on_failure=on_failure,
             jwt=jwt,
-            gateway=GatewayVerifier(auth.gateway) if auth.gateway is not None else None,
+            gateway=GatewayVerifier(auth.gateway, clock=clock) if auth.gateway is not None else None,
             claim_nonce=claim_nonce,
+            clock=clock,
         )
 
     async def aclose(self) -> None:

@@ -77,9 +77,9 @@ def create_app(
     """The app. `serving`: a server, alone on a SQLite database (False for the CLI's in-process app,
     which may run beside one). `on_auth_failure` hears of every refused request (401/403) before it
     is answered; `failure_throttle` decides which of them become audit rows (a fresh one by default). `stream`
-    (the model calls) and `clock` (back-off and deadlines) are the runtime's seams for tests
-    (agentforge.testing: a scripted model, a fake clock). `telemetry` gets the app's logs, metrics
-    and spans (tests pass one with an in-memory span exporter)."""
+    (the model calls) and `clock` (back-off, deadlines, credentials' lifetimes) are the runtime's
+    seams for tests (agentforge.testing: a scripted model, a fake clock). `telemetry` gets the app's
+    logs, metrics and spans (tests pass one with an in-memory span exporter)."""
     throttle = FailureThrottle() if failure_throttle is None else failure_throttle
     if telemetry is None:
         telemetry = Telemetry(log_content=settings.config.telemetry.log_content)
@@ -127,7 +127,7 @@ def create_app(
         return claimed
 
     authenticator = Authenticator.from_settings(
-        settings, find_key=find_key, on_failure=record_failure, claim_nonce=claim_nonce
+        settings, find_key=find_key, on_failure=record_failure, claim_nonce=claim_nonce, clock=clock.time
     )
     app.state.authenticator = authenticator
     app.state.sse_heartbeat_seconds = events.HEARTBEAT_SECONDS  # tests shorten it
