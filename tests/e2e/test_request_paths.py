@@ -211,16 +211,6 @@ async def test_the_same_files_inside_the_callers_own_workspace_are_attached(
         assert PLANS in response.json()["parts"][1]["text"]
 
 
-@pytest.mark.parametrize("mime", ["text/plain", "application/octet-stream"])
-async def test_a_missing_file_is_refused_and_nothing_stored(
-    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str, mime: str
-) -> None:
-    async with forge_from_the_root(tmp_path, fake_openai, database_url) as forge:
-        missing = tmp_path / "missing.txt"
-        body = {"parts": [{"type": "text", "text": "read it"}, file_part(missing, mime)]}
-        await assert_refused_and_nothing_stored(forge, body, "message", missing)
-
-
 async def test_the_shell_route_and_command_snippets_naming_such_paths_are_refused(
     tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
 ) -> None:
@@ -242,24 +232,22 @@ async def test_the_shell_route_and_command_snippets_naming_such_paths_are_refuse
         assert response.json()["parts"][0]["state"]["output"].strip() == "ok"
 
 
+def unreadable_name(tmp_path: Path, case: str) -> Path:
+    """A path that names no file a request could read: missing, a symlink loop, too long, a NUL."""
+    if case == "loop":
+        (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    return (
+        tmp_path / {"missing": "missing.txt", "loop": "loop", "too-long": "a" * 5000, "nul": "b\x00c"}[case]
+    )
+
+
 @pytest.mark.parametrize("mime", ["text/plain", "application/octet-stream"])
-async def test_a_symlink_loop_is_refused_and_nothing_stored(
-    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str, mime: str
+@pytest.mark.parametrize("case", ["missing", "loop", "too-long", "nul"])
+async def test_a_path_naming_no_readable_file_is_refused_and_nothing_stored(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str, case: str, mime: str
 ) -> None:
     async with forge_from_the_root(tmp_path, fake_openai, database_url) as forge:
-        loop = tmp_path / "loop"
-        loop.symlink_to(tmp_path / "loop")
-        body = {"parts": [{"type": "text", "text": "read it"}, file_part(loop, mime)]}
-        await assert_refused_and_nothing_stored(forge, body, "message", loop)
-
-
-@pytest.mark.parametrize("name", ["a" * 5000, "bad\x00name"], ids=["too-long", "nul"])
-async def test_a_path_that_cannot_be_resolved_is_refused_and_nothing_stored(
-    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str, name: str
-) -> None:
-    async with forge_from_the_root(tmp_path, fake_openai, database_url) as forge:
-        url = "file://" + urllib.parse.quote(str(tmp_path / name))
-        body = {
-            "parts": [{"type": "text", "text": "read it"}, {"type": "file", "mime": "text/plain", "url": url}]
-        }
-        await assert_refused_and_nothing_stored(forge, body, "message", tmp_path)
+        named = unreadable_name(tmp_path, case)
+        url = "file://" + urllib.parse.quote(str(named))
+        body = {"parts": [{"type": "text", "text": "read it"}, {"type": "file", "mime": mime, "url": url}]}
+        await assert_refused_and_nothing_stored(forge, body, "message", named)

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentforge.model.ids import ascending
 from agentforge.testing.tools import refuse_outside, unconfined
+from agentforge.tools import filetime
 from agentforge.tools.base import AskPermission, PermissionRequest, Tool, ToolContext, ToolResult
 from agentforge.tools.confinement import Confinement, ProcessEnv, WorkspaceBoundary
 from agentforge.tools.execute import run_tool
@@ -103,6 +104,17 @@ def src_swapped_while_asked(harness: Harness, outside: Path) -> None:
     outside.mkdir()
     (outside / "secret-name.txt").write_text("needle = 'not yours'\n")
     harness.ask_override = approved_after(lambda: swap_for_symlink(harness.workspace / "src", outside))
+
+
+def as_seen(path: Path) -> filetime.Seen:
+    """`path` as a read of it would note it now: where it leads, its fingerprint."""
+    real = path.resolve()
+    return filetime.seen_as(real, os.stat(real))
+
+
+def assert_fresh(session_id: str, path: Path) -> None:
+    """Whether the session's read of `path` still stands (the check edit and write make)."""
+    filetime.assert_fresh_as(session_id, path, as_seen(path))
 
 
 def text_of(path: str | Path) -> str:

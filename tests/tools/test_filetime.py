@@ -8,20 +8,21 @@ import pytest
 
 from agentforge.tools import filetime
 from agentforge.tools.base import ToolError
+from tests.tools.harness import as_seen, assert_fresh
 
 
 def test_never_read_file_must_be_read_first(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
     with pytest.raises(ToolError, match=r"You must read file .* before overwriting it"):
-        filetime.assert_fresh("ses_never", path)
+        assert_fresh("ses_never", path)
 
 
 def test_unchanged_file_is_fresh(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.note_read("ses_fresh", filetime.look(path))
-    filetime.assert_fresh("ses_fresh", path)
+    filetime.note_read("ses_fresh", as_seen(path))
+    assert_fresh("ses_fresh", path)
     assert filetime.last_read("ses_fresh", path) is not None
 
 
@@ -29,11 +30,11 @@ def test_modified_file_is_stale_even_within_the_same_second(tmp_path: Path) -> N
     path = tmp_path / "a.txt"
     path.write_text("x")
     stat = path.stat()
-    filetime.note_read("ses_stale", filetime.look(path))
+    filetime.note_read("ses_stale", as_seen(path))
     path.write_text("yy")
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime, different size
     with pytest.raises(ToolError) as caught:
-        filetime.assert_fresh("ses_stale", path)
+        assert_fresh("ses_stale", path)
     message = str(caught.value)
     assert message.startswith(f"File {path} has been modified since it was last read.")
     assert message.endswith("Please read the file again before modifying it.")
@@ -42,26 +43,17 @@ def test_modified_file_is_stale_even_within_the_same_second(tmp_path: Path) -> N
 def test_reads_are_per_session(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.note_read("ses_one", filetime.look(path))
+    filetime.note_read("ses_one", as_seen(path))
     with pytest.raises(ToolError):
-        filetime.assert_fresh("ses_two", path)
+        assert_fresh("ses_two", path)
 
 
 def test_forget_session_drops_its_reads(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.note_read("ses_forget", filetime.look(path))
+    filetime.note_read("ses_forget", as_seen(path))
     filetime.forget_session("ses_forget")
     assert filetime.last_read("ses_forget", path) is None
-
-
-def test_symlinked_name_shares_the_record(tmp_path: Path) -> None:
-    real = tmp_path / "real.txt"
-    real.write_text("x")
-    link = tmp_path / "link.txt"
-    link.symlink_to(real)
-    filetime.note_read("ses_link", filetime.look(link))
-    filetime.assert_fresh("ses_link", real)
 
 
 async def test_file_lock_is_shared_per_file(tmp_path: Path) -> None:
@@ -73,7 +65,7 @@ async def test_file_lock_is_shared_per_file(tmp_path: Path) -> None:
 def test_a_file_as_it_was_seen_is_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    filetime.assert_unchanged(path, path.resolve(), filetime.look(path))
+    filetime.assert_unchanged(path, path.resolve(), as_seen(path))
     filetime.assert_unchanged(
         tmp_path / "absent.txt", tmp_path.resolve() / "absent.txt", None
     )  # none then, none now
@@ -92,7 +84,7 @@ def test_a_file_changed_since_it_was_seen_is_refused(
 ) -> None:
     path = tmp_path / "a.txt"
     path.write_text("x")
-    seen = filetime.look(path)
+    seen = as_seen(path)
     change(path)
     with pytest.raises(ToolError, match=f"File {path} {what} while this change waited"):
         filetime.assert_unchanged(path, path.resolve(), seen)

@@ -9,10 +9,10 @@ meanwhile would be undone. A file is known by its modification and change times,
 inode (a fingerprint, not the wall clock: a change right after a read shows even within the same
 second; only one of the same size within one tick of the file system's clock could go unseen).
 
-What stats and resolves (`look`, `assert_fresh`, `last_read`, `assert_unchanged`,
-`write_if_unchanged`) blocks: tools call it in their hops off the loop. The record itself is
-changed on the loop (`note_read`, `forget_session`). A file is written through tools/pinned.py:
-where the guard saw its path lead, whatever symlink was put in it since.
+What touches the file system (`assert_unchanged`, `write_if_unchanged`) blocks: tools call it in
+their hops off the loop, where they open and stat files themselves (`seen_as` a stat they took).
+The record itself is changed on the loop (`note_read`, `forget_session`). A file is written through
+tools/pinned.py: where the guard saw its path lead, whatever symlink was put in it since.
 """
 
 from __future__ import annotations
@@ -39,24 +39,20 @@ class _ReadStamp:
     mtime_ns: int
     read_at: float
 
-    def matches(self, stat: os.stat_result) -> bool:
-        return _version(stat) == self.version
+    def matches(self, found: os.stat_result) -> bool:
+        return _version(found) == self.version
 
-    def same_content(self, stat: os.stat_result) -> bool:
+    def same_content(self, found: os.stat_result) -> bool:
         """The modification time and size alone: what a copy-up keeps."""
-        return (stat.st_mtime_ns, stat.st_size) == self.version[:2]
+        return (found.st_mtime_ns, found.st_size) == self.version[:2]
 
 
-def _version(stat: os.stat_result) -> tuple[int, ...]:
-    return (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns, stat.st_dev, stat.st_ino)
+def _version(found: os.stat_result) -> tuple[int, ...]:
+    return (found.st_mtime_ns, found.st_size, found.st_ctime_ns, found.st_dev, found.st_ino)
 
 
 _reads: dict[str, dict[Path, _ReadStamp]] = {}
 _locks: weakref.WeakValueDictionary[Path, asyncio.Lock] = weakref.WeakValueDictionary()
-
-
-def _key(path: Path) -> Path:
-    return path.resolve()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,15 +69,10 @@ class Seen:
         return self.stamp.version[3], self.stamp.version[4]
 
 
-def look(path: Path) -> Seen:
-    """The file's fingerprint now (symlinks followed)."""
-    return seen_as(path.resolve(), os.stat(path))
-
-
-def seen_as(real: Path, stat: os.stat_result) -> Seen:
-    """The file at `real` (resolved) as `stat`, taken of it, found it."""
-    stamp = _ReadStamp(_version(stat), stat.st_mtime_ns, read_at=time.time())
-    return Seen(real, stamp, mode=stat.st_mode & 0o7777)
+def seen_as(real: Path, found: os.stat_result) -> Seen:
+    """The file at `real` (as the guard resolved it) as `found`, a stat of it, found it."""
+    stamp = _ReadStamp(_version(found), found.st_mtime_ns, read_at=time.time())
+    return Seen(real, stamp, mode=found.st_mode & 0o7777)
 
 
 def note_read(session_id: str, seen: Seen) -> None:
@@ -95,20 +86,9 @@ def last_read(session_id: str, real: Path) -> float | None:
     return stamp.read_at if stamp else None
 
 
-def assert_fresh(session_id: str, path: Path) -> None:
-    """Raise ToolError unless the session read this file and it has not changed since."""
-    stamp = _read_stamp(session_id, path, _key(path))
-    try:
-        now = os.stat(path)
-    except FileNotFoundError:
-        # Gone since the read: callers that need the file report that themselves.
-        return
-    if not stamp.matches(now):
-        raise ToolError(_modified_since_read(path, now.st_mtime_ns, stamp))
-
-
 def assert_fresh_as(session_id: str, shown: Path, seen: Seen) -> None:
-    """`assert_fresh` for a file just opened (`seen`: as its descriptor says it is)."""
+    """Raise ToolError unless the session read this file (`shown` in messages; `seen`: as the
+    descriptor just opened on it says it is) and it has not changed since."""
     stamp = _read_stamp(session_id, shown, seen.key)
     if stamp.version != seen.stamp.version:
         raise ToolError(_modified_since_read(shown, seen.stamp.mtime_ns, stamp))

@@ -154,13 +154,30 @@ async def test_edits_outside_the_workspace_are_refused(harness: Harness, tmp_pat
     assert target.read_text() == "x\n"
 
 
+def put_back_quietly(path: Path) -> None:
+    """A same-size change with its modification time put back, as `cp -p` or `touch -r` leave it."""
+    before = path.stat()
+    path.write_text("x = 9\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def swapped_for_a_symlink(path: Path) -> None:
+    """The file replaced by a symlink to one outside the workspace (which holds the same text)."""
+    outside = path.parent.parent / "outside.py"
+    outside.write_text("x = 1\n")
+    path.unlink()
+    path.symlink_to(outside)
+
+
 @pytest.mark.parametrize(
     ("change", "what", "left"),
     [
         (lambda path: path.write_text("x = 1\ny = 'theirs'\n"), "was modified", "x = 1\ny = 'theirs'\n"),
         (Path.unlink, "was deleted", None),  # not made again
+        (put_back_quietly, "was modified", "x = 9\n"),  # the change time tells
+        (swapped_for_a_symlink, "was modified", "x = 1\n"),  # not written through: outside unchanged
     ],
-    ids=["modified", "deleted"],
+    ids=["modified", "deleted", "time-put-back", "symlink"],
 )
 async def test_a_file_changed_while_the_edit_waits_for_approval_is_left_as_changed(
     harness: Harness, change: Callable[[Path], object], what: str, left: str | None
@@ -170,6 +187,15 @@ async def test_a_file_changed_while_the_edit_waits_for_approval_is_left_as_chang
     with pytest.raises(ToolError, match=f"File {path} {what} while this change waited"):
         await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
     assert (path.read_text() if path.exists() else None) == left
+
+
+async def test_a_symlinked_name_counts_as_read_for_the_file_it_leads_to(harness: Harness) -> None:
+    real = harness.workspace / "real.py"
+    real.write_text("x = 1\n")
+    (harness.workspace / "link.py").symlink_to(real)
+    await harness.run(ReadTool(), filePath="link.py")
+    await harness.run(EditTool(), filePath="real.py", oldString="x = 1", newString="x = 2")
+    assert real.read_text() == "x = 2\n"
 
 
 async def test_a_file_created_while_its_creation_waits_is_kept(harness: Harness) -> None:
@@ -185,37 +211,6 @@ async def test_an_approved_edit_counts_as_read_for_the_next(harness: Harness) ->
     await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
     await harness.run(EditTool(), filePath="a.py", oldString="x = 2", newString="x = 3")
     assert path.read_text() == "x = 3\n"
-
-
-async def test_a_symlink_swapped_in_while_the_edit_waits_is_not_written_through(
-    harness: Harness, tmp_path: Path
-) -> None:
-    outside = tmp_path / "outside.py"
-    outside.write_text("x = 1\n")
-    path = await read_first(harness, "a.py", "x = 1\n")
-
-    def swap() -> None:
-        path.unlink()
-        path.symlink_to(outside)
-
-    harness.ask_override = approved_after(swap)
-    with pytest.raises(ToolError, match=f"File {path} was modified while this change waited"):
-        await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
-    assert outside.read_text() == "x = 1\n"
-
-
-async def test_a_same_size_change_with_its_time_put_back_is_seen(harness: Harness) -> None:
-    path = await read_first(harness, "a.py", "x = 1\n")
-    before = path.stat()
-
-    def change_quietly() -> None:  # as `cp -p` or `touch -r` would leave it: same size, same mtime
-        path.write_text("x = 9\n")
-        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-
-    harness.ask_override = approved_after(change_quietly)
-    with pytest.raises(ToolError, match=f"File {path} was modified while this change waited"):
-        await harness.run(EditTool(), filePath="a.py", oldString="x = 1", newString="x = 2")
-    assert path.read_text() == "x = 9\n"
 
 
 async def test_text_that_cannot_be_written_leaves_the_file_as_it_was(harness: Harness) -> None:

@@ -5,10 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools import filetime
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.read import MAX_LINE_SUFFIX, ReadTool
-from tests.tools.harness import Harness, approved_after, swap_for_symlink
+from tests.tools.harness import Harness, approved_after, assert_fresh, swap_for_symlink
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -176,9 +175,9 @@ async def test_read_records_the_read_for_edit_and_write(harness: Harness) -> Non
     path = harness.workspace / "a.txt"
     path.write_text("x\n")
     with pytest.raises(ToolError):
-        filetime.assert_fresh(harness.session_id, path)
+        assert_fresh(harness.session_id, path)
     await harness.run(ReadTool(), filePath=str(path))
-    filetime.assert_fresh(harness.session_id, path)
+    assert_fresh(harness.session_id, path)
 
 
 async def test_path_traversal_is_refused(harness: Harness, tmp_path: Path) -> None:

@@ -5,11 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools import filetime
 from agentforge.tools.base import ToolError
 from agentforge.tools.builtin.read import ReadTool
 from agentforge.tools.builtin.write import WriteTool
-from tests.tools.harness import Harness, approved_after
+from tests.tools.harness import Harness, approved_after, assert_fresh
 
 
 async def test_creates_a_new_file_with_parent_dirs(harness: Harness) -> None:
@@ -58,7 +57,7 @@ async def test_consecutive_writes_do_not_need_a_read_in_between(harness: Harness
     await harness.run(WriteTool(), filePath="a.txt", content="one\n")
     await harness.run(WriteTool(), filePath="a.txt", content="two\n")
     assert (harness.workspace / "a.txt").read_text() == "two\n"
-    filetime.assert_fresh(harness.session_id, harness.workspace / "a.txt")
+    assert_fresh(harness.session_id, harness.workspace / "a.txt")
 
 
 async def test_content_is_written_byte_for_byte(harness: Harness) -> None:
