@@ -14,6 +14,8 @@ from agentforge.identity.apikeys import mint_api_key
 from agentforge.identity.model import MEMBER
 from tests.e2e.harness import LiveServer, fake_provider_config, start_live_server
 from tests.fakes.openai_server import FakeOpenAI
+from tests.sandboxing import requires_sandbox
+from tests.workspace.test_git import git
 
 SECRET = "acme-only launch plan"
 
@@ -113,3 +115,38 @@ async def test_terminals_need_the_shell_grant(
             assert refused.status_code == 403 and "tenancy.shell" in refused.json()["data"]["message"]
             assert (await client.get("/pty")).status_code == 403
             assert (await client.get("/pty/shells")).status_code == 403
+
+
+@requires_sandbox
+async def test_a_tenant_sees_only_its_own_repository(
+    tmp_path: Path, fake_openai: FakeOpenAI, database_url: str
+) -> None:
+    async with forge(tmp_path, fake_openai, database_url) as f:
+        await f.acme.get("/path")  # serves acme: its workspace now exists
+        # The default tenant's workspace is a repository; its history holds what acme must not read.
+        readme = f.live.workspace / "readme.md"
+        readme.write_text(f"{SECRET}\n")
+        git(f.live.workspace, "init", "-q", "-b", "main")
+        git(f.live.workspace, "add", "readme.md")
+        git(f.live.workspace, "commit", "-q", "-m", "init")
+        readme.write_text("default's own readme, changed\n")
+        # Its own repository, read in its sandbox: branch, changes, a file's diff against HEAD.
+        assert (await f.default.get("/vcs")).json()["branch"] == "main"
+        [changed] = (await f.default.get("/vcs/status")).json()
+        assert changed["file"] == "readme.md" and changed["status"] == "modified"
+        diff = (await f.default.get("/file/content", params={"path": "readme.md"})).json()["diff"]
+        assert f"-{SECRET}" in diff
+
+        # acme's `.git` takes its objects and branches from the default tenant's repository: read by
+        # the server's own process, acme's files would show as a diff against that history.
+        (f.acme_workspace / "readme.md").write_text("acme's readme\n")
+        (f.acme_workspace / ".git").mkdir()
+        (f.acme_workspace / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (f.acme_workspace / ".git" / "commondir").write_text(f"{f.live.workspace / '.git'}\n")
+        assert (await f.acme.get("/vcs")).json() == {}
+        assert (await f.acme.get("/vcs/status")).json() == []
+        assert (await f.acme.get("/vcs/diff")).json() == []
+        content = (await f.acme.get("/file/content", params={"path": "readme.md"})).json()
+        assert content == {"type": "text", "content": "acme's readme\n"}
+        project = (await f.acme.get("/project/current")).json()
+        assert project.get("vcs") is None

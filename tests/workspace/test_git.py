@@ -40,7 +40,7 @@ def test_branch_status_and_ignored_paths(repo: Path) -> None:
     (repo / "new.txt").write_text("a\nb\nc\n")
     (repo / "build").mkdir()
     (repo / "build" / "out.o").write_text("x\n")
-    view = GitView.open(WorkspaceAccess(repo))
+    view = GitView.open_in_process(WorkspaceAccess(repo))
     info = view.info()
     assert (info.branch, info.default_branch) == ("main", "main")
     status = {item.path: (item.status, item.added, item.removed) for item in view.status()}
@@ -53,7 +53,7 @@ def test_branch_status_and_ignored_paths(repo: Path) -> None:
 
 
 def test_diff_against_head_only_for_a_changed_tracked_file(repo: Path) -> None:
-    view = GitView.open(WorkspaceAccess(repo))
+    view = GitView.open_in_process(WorkspaceAccess(repo))
     assert view.diff_against_head("keep.txt", "one\ntwo\n") is None
     diff = view.diff_against_head("keep.txt", "one\nTWO\n")
     assert diff is not None and "-two\n+TWO\n" in diff
@@ -76,10 +76,10 @@ def test_a_confined_workspace_only_counts_a_repository_of_its_own(repo: Path) ->
     inside.mkdir()
     (inside / "file.txt").write_text("x\n")
     (repo / "keep.txt").write_text("changed outside the workspace\n")
-    confined = GitView.open(WorkspaceAccess(inside))
+    confined = GitView.open_in_process(WorkspaceAccess(inside))
     assert confined.repo is None and confined.status() == [] and confined.info().branch is None
     # The local user's checkout around the workspace counts, but only the workspace's part of it.
-    local = GitView.open(WorkspaceAccess(inside, repo_above=True))
+    local = GitView.open_in_process(WorkspaceAccess(inside, repo_above=True))
     assert local.info().branch == "main"
     assert [item.path for item in local.status()] == ["file.txt"]
 
@@ -89,13 +89,13 @@ def test_before_the_first_commit_every_file_is_new(tmp_path: Path) -> None:
     root.mkdir()
     git(root, "init", "-q", "-b", "trunk")
     (root / "a.txt").write_text("1\n2\n")
-    view = GitView.open(WorkspaceAccess(root))
+    view = GitView.open_in_process(WorkspaceAccess(root))
     assert view.info().branch == "trunk"
     assert [(s.path, s.status, s.added) for s in view.status()] == [("a.txt", "added", 2)]
     assert view.diff("head") == []
 
 
 def test_no_repository_no_state(tmp_path: Path) -> None:
-    view = GitView.open(WorkspaceAccess(tmp_path))
+    view = GitView.open_in_process(WorkspaceAccess(tmp_path))
     assert view.repo is None
     assert view.info().branch is None and view.status() == [] and view.ignored(["a"]) == set()

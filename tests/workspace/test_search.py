@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from agentforge.tools.sandbox import UNSANDBOXED, Sandbox, View, refused
 from agentforge.workspace.access import WorkspaceAccess
-from agentforge.workspace.search import find_text, fuzzy_filter, list_paths
+from agentforge.workspace.search import SearchUnavailableError, find_text, fuzzy_filter, list_paths
+from tests.sandboxing import BWRAP, requires_sandbox
 
 
 @pytest.fixture
@@ -26,7 +29,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 async def test_find_text_reports_ripgrep_matches_relative_to_the_workspace(workspace: Path) -> None:
-    access = WorkspaceAccess(workspace, excluded=((workspace / "private").resolve(),))
+    access = WorkspaceAccess(workspace, excluded=((workspace / "private").resolve(),), sandbox=UNSANDBOXED)
     found = await find_text(access, "needle")
     paths = sorted(match["path"]["text"] for match in found)
     assert paths == ["docs/guide.md", "src/server/routes.py"]
@@ -37,12 +40,12 @@ async def test_find_text_reports_ripgrep_matches_relative_to_the_workspace(works
 
 
 async def test_find_text_starts_at_the_chosen_directory(workspace: Path) -> None:
-    access = WorkspaceAccess(workspace).at(str(workspace / "docs"))
+    access = WorkspaceAccess(workspace, sandbox=UNSANDBOXED).at(str(workspace / "docs"))
     assert [m["path"]["text"] for m in await find_text(access, "needle")] == ["docs/guide.md"]
 
 
 async def test_paths_list_files_then_their_directories_without_excluded_ones(workspace: Path) -> None:
-    access = WorkspaceAccess(workspace, excluded=((workspace / "private").resolve(),))
+    access = WorkspaceAccess(workspace, excluded=((workspace / "private").resolve(),), sandbox=UNSANDBOXED)
     paths = await list_paths(access)
     assert "src/server/routes.py" in paths and "src/server/" in paths and "docs/" in paths
     assert not any(p.startswith("private") for p in paths)
@@ -55,3 +58,36 @@ def test_fuzzy_filter_ranks_file_name_matches_first() -> None:
     assert fuzzy_filter(paths, "src", kind="directory", limit=5) == ["src/", "src/server/"]
     assert fuzzy_filter(paths, "", kind="file", limit=2) == ["src/router/base.py", "src/server/routes.py"]
     assert fuzzy_filter(paths, "zzz", kind=None, limit=5) == []
+
+
+@requires_sandbox
+async def test_a_confined_tenants_search_runs_in_its_sandbox(workspace: Path, tmp_path: Path) -> None:
+    calls = tmp_path / "bwrap.calls"
+    spy = tmp_path / "bwrap"
+    spy.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {BWRAP} "$@"\n')
+    spy.chmod(0o755)
+    here, confined = unconfined_and_confined(workspace, spy)
+    assert await find_text(confined, "needle") == await find_text(here, "needle")
+    assert await list_paths(confined) == await list_paths(here)
+    started = calls.read_text().splitlines()
+    private = here.excluded[0]
+    assert len(started) == 2 and all(f"--tmpfs {private}" in line for line in started)
+
+
+def unconfined_and_confined(workspace: Path, bwrap: Path) -> tuple[WorkspaceAccess, WorkspaceAccess]:
+    """The workspace searched here, and in a confined tenant's sandbox run by `bwrap`."""
+    private = (workspace / "private").resolve()
+    here = WorkspaceAccess(workspace, excluded=(private,), sandbox=UNSANDBOXED)
+    view = View(host=False, writable=(workspace.resolve(),), hidden=(private,))
+    return here, dataclasses.replace(here, sandbox=Sandbox(kind="bwrap", view=view, bwrap=bwrap))
+
+
+@pytest.mark.parametrize("sandbox", [None, refused("bwrap is missing")], ids=["none", "refused"])
+async def test_a_confined_tenant_without_a_sandbox_is_not_searched(
+    workspace: Path, sandbox: Sandbox | None
+) -> None:
+    access = WorkspaceAccess(workspace, sandbox=sandbox)
+    with pytest.raises(SearchUnavailableError, match="searched in its sandbox"):
+        await find_text(access, "needle")
+    with pytest.raises(SearchUnavailableError, match="searched in its sandbox"):
+        await list_paths(access)

@@ -14,10 +14,12 @@ def workspace_access(scope: TenantScope) -> WorkspaceAccess:
     not_its_own = [scope.settings.data_dir.resolve(), *scope.confinement.fence.closed]
     if boundary is not None:
         not_its_own += boundary.excluded
-    # Only the local user (no boundary) owns the checkout around the workspace.
+    # Only the local user (no boundary) owns the checkout around the workspace; a confined
+    # tenant's repository is read inside its sandbox.
     return tenant_workspace(
         scope.settings.directory,
         not_its_own=not_its_own,
         its_own=scope.confinement.fence.open,
         repo_above=boundary is None,
+        sandbox=None if boundary is None else scope.confinement.sandbox,
     )

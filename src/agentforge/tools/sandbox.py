@@ -28,16 +28,17 @@ namespaces on `true`; the answer is cached for the life of the process.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from agentforge.tools.command_ledger import CommandLedger
 
@@ -58,6 +59,9 @@ _OWN_SESSION = ("--new-session",)
 # defaults again through coreutils' `env --default-signal` (`Sandbox.env`).
 TERMINAL_KEY_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
 _DEFAULT_SIGNAL = "--default-signal=" + ",".join(n.name.removeprefix("SIG") for n in TERMINAL_KEY_SIGNALS)
+# The environment of a program of the server's own run in a tenant's sandbox (`Sandbox.reading`):
+# none of the server's (no secret, no setting a program would act on).
+OWN_PROGRAM_ENV: Final = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
 # What a confined tenant's commands see of the host, read-only: enough to run programs.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Secrets under /etc that stay covered even though /etc is readable.
@@ -147,6 +151,14 @@ class Sandbox:
     def command(self, *, network: bool) -> CommandSandbox:
         """The sandbox for one command; `network` is only granted if the tenant may have it."""
         return CommandSandbox(self, network=network and self.network)
+
+    def reading(self, paths: Iterable[Path]) -> Sandbox:
+        """This sandbox with `paths` readable too: for a program of the server's own run in it
+        (ripgrep, the git reader), never for the tenant's commands."""
+        if self.view is None:
+            return self
+        readable = (*self.view.readable, *paths)
+        return dataclasses.replace(self, view=dataclasses.replace(self.view, readable=readable))
 
     def for_mcp_server(self, *, network: bool) -> CommandSandbox:
         """The sandbox a stdio MCP server starts in: none for the local user's own servers."""

@@ -5,10 +5,13 @@ Resolving touches the filesystem (symlinks): `resolve` is blocking, and callers 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from agentforge.tools.sandbox import Sandbox, SandboxRefusedError
 
 
 class OutsideWorkspaceError(Exception):
@@ -28,9 +31,25 @@ class WorkspaceAccess:
     root: Path
     excluded: tuple[Path, ...] = ()
     base: Path | None = None
-    # Whether the git repository holding the workspace may lie above it (the local user's own
-    # checkout); a confined tenant's workspace only counts as a repository when it is one itself.
+    # Whether the git repository holding the workspace may lie above it: the local user's workspace
+    # (its own checkout); a confined tenant's only counts as a repository when it is one itself.
     repo_above: bool = False
+    # A confined tenant's sandbox (`repo_above` False): the server's own programs reading its
+    # workspace run inside it (`program_sandbox`).
+    sandbox: Sandbox | None = None
+
+    def program_sandbox(self) -> Sandbox | None:
+        """Where a program of the server's own (ripgrep, the git reader) runs to read this
+        workspace: None for this process (the local user's workspace; a tenant's whose commands the
+        operator runs unsandboxed), else the tenant's sandbox, where nothing the tenant may not see
+        exists for a path or a repository's file to lead to. Raises SandboxRefusedError for a
+        confined tenant's workspace with no sandbox to run in: it is not read outside one."""
+        if self.repo_above:
+            return None
+        if self.sandbox is None:
+            raise SandboxRefusedError("no sandbox is known for this confined tenant's workspace")
+        self.sandbox.check()
+        return self.sandbox if self.sandbox.active else None
 
     @property
     def real_root(self) -> Path:
@@ -46,12 +65,17 @@ class WorkspaceAccess:
         base = self.resolve(directory)
         if not base.is_dir():
             raise OutsideWorkspaceError(f"directory {directory!r} is not a directory in the workspace")
-        return WorkspaceAccess(self.root, self.excluded, base, self.repo_above)
+        return dataclasses.replace(self, base=base)
 
     def resolve(self, raw: str | Path) -> Path:
         """The absolute path `raw` names (relative to `base`, `~` not expanded), refused unless both
         the path as written and its real location lie inside the workspace and outside `excluded`.
         Returns the path as written (normalised, symlinks kept). Blocking."""
+        return self.locate(raw)[0]
+
+    def locate(self, raw: str | Path) -> tuple[Path, Path]:
+        """`resolve`'s path and its real location as checked: what is read is opened there
+        (tools/pinned.py), wherever a symlink put in the path since would lead. Blocking."""
         start = self.base or self.root
         path = Path(os.path.normpath(os.path.join(start, raw)))
         real = path.resolve()
@@ -63,7 +87,7 @@ class WorkspaceAccess:
             )
         if self.is_excluded(real):
             raise OutsideWorkspaceError(f"Refusing to access {path}: it is not this tenant's.")
-        return path
+        return path, real
 
     def is_excluded(self, real: Path) -> bool:
         return any(_within(real, root) for root in self.excluded)
@@ -88,7 +112,12 @@ class WorkspaceAccess:
 
 
 def tenant_workspace(
-    root: Path, *, not_its_own: Iterable[Path], its_own: Iterable[Path] = (), repo_above: bool = False
+    root: Path,
+    *,
+    not_its_own: Iterable[Path],
+    its_own: Iterable[Path] = (),
+    repo_above: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> WorkspaceAccess:
     """The access to a tenant's workspace `root`: `not_its_own` are real paths that are not the
     tenant's (its data directory, the fence's closed roots, its boundary's exclusions); those inside
@@ -96,4 +125,4 @@ def tenant_workspace(
     real = root.resolve()
     own = set(its_own)
     excluded = sorted({p for p in not_its_own if p != real and p.is_relative_to(real) and p not in own})
-    return WorkspaceAccess(root=root, excluded=tuple(excluded), repo_above=repo_above)
+    return WorkspaceAccess(root=root, excluded=tuple(excluded), repo_above=repo_above, sandbox=sandbox)

@@ -6,14 +6,18 @@ from __future__ import annotations
 import base64
 import mimetypes
 import os
+import stat
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from agentforge.model.base import Wire
+from agentforge.tools import pinned
+from agentforge.tools.base import ToolError
+from agentforge.tools.pinned import PathMovedError
 from agentforge.workspace.access import OutsideWorkspaceError, WorkspaceAccess
-from agentforge.workspace.git import GitView
+from agentforge.workspace.git import git_view
 
 # Never listed: the version-control directory and macOS's folder metadata (as opencode does).
 HIDDEN_NAMES = frozenset({".git", ".DS_Store"})
@@ -45,17 +49,27 @@ class FileContent(Wire):
 def list_directory(access: WorkspaceAccess, raw: str) -> list[FileNode]:
     """The entries of the directory `raw` names: directories first, then files, each by name. Entries
     that are not the tenant's are left out; `ignored` says whether git ignores them. Blocking."""
-    directory = access.resolve(raw or ".")
-    if not directory.is_dir():
-        raise OutsideWorkspaceError(f"{access.relative(directory) or '.'} is not a directory")
+    directory, real = access.locate(raw or ".")
+    try:
+        with pinned.opened_directory(directory, real) as held:
+            entries = _entries(access, directory, real, held)
+    except ToolError:  # not a directory, or a part of its path swapped for a symlink since the check
+        raise OutsideWorkspaceError(f"{access.relative(directory) or '.'} is not a directory") from None
+    ignored = git_view(access).ignored([node.path.rstrip("/") for node in entries])
+    for node in entries:
+        node.ignored = node.path.rstrip("/") in ignored
+    entries.sort(key=lambda node: (node.type != "directory", node.name))
+    return entries
+
+
+def _entries(access: WorkspaceAccess, directory: Path, real: Path, held: int) -> list[FileNode]:
+    """The entries of the directory open as `held` (where the check saw `directory` lead)."""
     entries: list[FileNode] = []
-    with os.scandir(directory) as scan:
+    with os.scandir(held) as scan:
         for entry in scan:
-            if entry.name in HIDDEN_NAMES:
+            if entry.name in HIDDEN_NAMES or access.is_excluded((real / entry.name).resolve()):
                 continue
             path = directory / entry.name
-            if access.is_excluded(path.resolve()):
-                continue
             kind: Literal["file", "directory"] = "directory" if entry.is_dir() else "file"
             entries.append(
                 FileNode(
@@ -67,39 +81,42 @@ def list_directory(access: WorkspaceAccess, raw: str) -> list[FileNode]:
                     ignored=False,
                 )
             )
-    ignored = GitView.open(access).ignored([node.path.rstrip("/") for node in entries])
-    for node in entries:
-        node.ignored = node.path.rstrip("/") in ignored
-    entries.sort(key=lambda node: (node.type != "directory", node.name))
     return entries
 
 
 def read_file(access: WorkspaceAccess, raw: str) -> FileContent:
     """The file's content: text as is (with its diff against git HEAD when it changed), binary files
     base64 encoded with their MIME type. Blocking."""
-    path = access.resolve(raw)
-    if not path.is_file():
-        raise FileNotFoundError(f"File not found: {access.relative(path) or raw}")
-    size = path.stat().st_size
-    if size > MAX_CONTENT_BYTES:
-        raise FileTooLargeError(
-            f"{access.relative(path)} is {size} bytes; files over {MAX_CONTENT_BYTES} bytes are not served"
-        )
-    data = _read_no_follow(path.resolve())
+    path, real = access.locate(raw)
+    data = _read(access, path, real)
     if _is_binary(data):
         mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         encoded = base64.b64encode(data).decode("ascii")
         return FileContent(type="binary", content=encoded, encoding="base64", mime_type=mime)
     text = data.decode("utf-8", errors="replace")
-    diff = GitView.open(access).diff_against_head(access.relative(path), text)
+    diff = git_view(access).diff_against_head(access.relative(path), text)
     return FileContent(type="text", content=text, diff=diff)
 
 
-def _read_no_follow(real: Path) -> bytes:
-    """Read the file at its real path without following a symlink swapped in since it was checked."""
-    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(MAX_CONTENT_BYTES + 1)
+def _read(access: WorkspaceAccess, path: Path, real: Path) -> bytes:
+    """The file's bytes, read where the check saw its path lead: a part of the path swapped for a
+    symlink since (by a command the tenant runs beside the request) is refused, never followed."""
+    shown = access.relative(path) or str(path)
+    try:
+        with pinned.opened(real) as (held, found):
+            if not stat.S_ISREG(found.st_mode):
+                raise FileNotFoundError(f"File not found: {shown}")
+            if found.st_size > MAX_CONTENT_BYTES:
+                raise FileTooLargeError(
+                    f"{shown} is {found.st_size} bytes; files over {MAX_CONTENT_BYTES} bytes are not served"
+                )
+            with open(held, "rb", closefd=False) as handle:
+                return handle.read(MAX_CONTENT_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"File not found: {shown}") from None
+    except PathMovedError:
+        reason = f"Refusing to access {path}: its path changed while it was read."
+        raise OutsideWorkspaceError(reason) from None
 
 
 def _is_binary(data: bytes) -> bool:

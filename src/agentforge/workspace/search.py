@@ -1,11 +1,17 @@
 """Searching the workspace the way opencode's `/find` routes do: text with ripgrep (its JSON matches as
 they are, paths relative to the workspace), and paths by a fuzzy query over the files ripgrep lists
-(so `.gitignore` applies, and symlinked directories are not followed out of the workspace)."""
+(so `.gitignore` applies, and symlinked directories are not followed out of the workspace).
+
+ripgrep walks the tree by path: a directory swapped for a symlink while it walks is followed. A
+confined tenant's commands could so race it into another tenant's files, so for a confined tenant
+it runs inside the tenant's sandbox (`WorkspaceAccess.program_sandbox`), where those files are not
+there to be found."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from asyncio.subprocess import Process
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +20,7 @@ from typing import Any, Literal
 import orjson
 
 from agentforge.tools.builtin.grep import find_ripgrep
+from agentforge.tools.sandbox import OWN_PROGRAM_ENV, SandboxRefusedError
 from agentforge.workspace.access import WorkspaceAccess
 
 TEXT_LIMIT = 10
@@ -46,17 +53,42 @@ def _base_argv(access: WorkspaceAccess, base: Path) -> list[str]:
     return argv
 
 
-async def find_text(access: WorkspaceAccess, pattern: str, limit: int = TEXT_LIMIT) -> list[dict[str, Any]]:
-    """The first `limit` matching lines under the access's base directory: ripgrep's `match` objects
-    (path, lines, line_number, absolute_offset, submatches), paths relative to the workspace root."""
-    base = access.base or access.root
-    argv = [*_base_argv(access, base), "--json", "--regexp", pattern, "--", "."]
-    proc = await asyncio.create_subprocess_exec(
+async def _start_ripgrep(access: WorkspaceAccess, base: Path, args: list[str], *, stderr: int) -> Process:
+    """ripgrep started on `base` with `args` after the common ones, in the tenant's sandbox when it
+    has one to run in."""
+    argv, env = await asyncio.to_thread(_command_line, access, base, args)
+    return await asyncio.create_subprocess_exec(
         *argv,
         cwd=base,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+    )
+
+
+def _command_line(
+    access: WorkspaceAccess, base: Path, args: list[str]
+) -> tuple[list[str], dict[str, str] | None]:
+    """ripgrep's command line and environment (None: the server's). Blocking (resolves paths)."""
+    argv = [*_base_argv(access, base), *args]
+    try:
+        sandbox = access.program_sandbox()
+        if sandbox is None:
+            return argv, None
+        reading = sandbox.reading([Path(argv[0]).resolve().parent])
+        return reading.command(network=False).wrap(argv, base), dict(OWN_PROGRAM_ENV)
+    except SandboxRefusedError as exc:
+        reason = f"a confined tenant's workspace is searched in its sandbox: {exc}"
+        raise SearchUnavailableError(reason) from None
+
+
+async def find_text(access: WorkspaceAccess, pattern: str, limit: int = TEXT_LIMIT) -> list[dict[str, Any]]:
+    """The first `limit` matching lines under the access's base directory: ripgrep's `match` objects
+    (path, lines, line_number, absolute_offset, submatches), paths relative to the workspace root."""
+    base = access.base or access.root
+    proc = await _start_ripgrep(
+        access, base, ["--json", "--regexp", pattern, "--", "."], stderr=asyncio.subprocess.PIPE
     )
     assert proc.stdout is not None and proc.stderr is not None
     found: list[dict[str, Any]] = []
@@ -87,14 +119,7 @@ async def list_paths(access: WorkspaceAccess) -> list[str]:
     """Every file ripgrep sees under the base directory (relative to it), then the directories
     holding them (ending in "/")."""
     base = access.base or access.root
-    argv = [*_base_argv(access, base), "--files"]
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=base,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await _start_ripgrep(access, base, ["--files"], stderr=asyncio.subprocess.DEVNULL)
     assert proc.stdout is not None
     files: list[str] = []
     try:

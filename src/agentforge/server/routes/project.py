@@ -19,7 +19,7 @@ from agentforge.server.responses import WireResponse
 from agentforge.session.errors import NotFoundError
 from agentforge.session.workspace import workspace_access
 from agentforge.workspace.access import WorkspaceAccess
-from agentforge.workspace.git import GitView
+from agentforge.workspace.git import git_view
 
 router = APIRouter(tags=["project"])
 
@@ -50,7 +50,7 @@ def project_id(tenant_id: str, access: WorkspaceAccess) -> str:
 
 def _describe(tenant_id: str, access: WorkspaceAccess) -> Project:
     stat = access.root.stat()
-    has_git = GitView.open(access).repo is not None
+    has_git = git_view(access).has_repo
     return Project(
         id=project_id(tenant_id, access),
         worktree=str(access.root),

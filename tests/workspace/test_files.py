@@ -1,0 +1,67 @@
+"""Listing a directory and reading a file where the path check saw them: a directory on the way
+swapped for a symlink between the check and the read (a command the tenant runs beside the request)
+is refused, not followed into another tenant's files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentforge.workspace.access import OutsideWorkspaceError, WorkspaceAccess
+from agentforge.workspace.files import list_directory, read_file
+
+SECRET = "the other tenant's notes"
+
+
+def swapped_after_check(root: Path, swap: Callable[[], None]) -> WorkspaceAccess:
+    """The local user's access to `root`, with `swap` run right after each path's check."""
+
+    class Racing(WorkspaceAccess):
+        def locate(self, raw: str | Path) -> tuple[Path, Path]:
+            checked = super().locate(raw)
+            swap()
+            return checked
+
+    return Racing(root, repo_above=True)
+
+
+@pytest.fixture
+def tenants(tmp_path: Path) -> tuple[Path, Path]:
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    for root, text in ((mine, "my notes\n"), (theirs, f"{SECRET}\n")):
+        (root / "docs").mkdir(parents=True)
+        (root / "docs" / "notes.txt").write_text(text)
+    (theirs / "docs" / "only-theirs.txt").write_text("x\n")
+    return mine, theirs
+
+
+def swap_docs(mine: Path, theirs: Path) -> Callable[[], None]:
+    def swap() -> None:
+        (mine / "docs").rename(mine / "docs.moved")
+        os.symlink(theirs / "docs", mine / "docs")
+
+    return swap
+
+
+def test_reads_and_listings_without_a_race(tenants: tuple[Path, Path]) -> None:
+    mine, _ = tenants
+    access = WorkspaceAccess(mine, repo_above=True)
+    assert read_file(access, "docs/notes.txt").content == "my notes\n"
+    assert [node.name for node in list_directory(access, "docs")] == ["notes.txt"]
+
+
+def test_a_file_whose_directory_was_swapped_after_the_check_is_not_read(tenants: tuple[Path, Path]) -> None:
+    mine, theirs = tenants
+    access = swapped_after_check(mine, swap_docs(mine, theirs))
+    with pytest.raises(OutsideWorkspaceError, match="its path changed while it was read"):
+        read_file(access, "docs/notes.txt")
+
+
+def test_a_directory_swapped_after_the_check_is_not_listed(tenants: tuple[Path, Path]) -> None:
+    mine, theirs = tenants
+    access = swapped_after_check(mine, swap_docs(mine, theirs))
+    with pytest.raises(OutsideWorkspaceError, match="is not a directory"):
+        list_directory(access, "docs")
