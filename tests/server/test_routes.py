@@ -9,9 +9,10 @@ from typing import Any
 
 import httpx2
 
+from agentforge.tools import filetime
 from agentforge.version import __version__
 from tests.e2e.harness import EventCollector, LiveServer
-from tests.fakes.openai_server import Script, reply
+from tests.fakes.openai_server import Script, call, reply
 
 
 def _json(response: httpx2.Response, status: int = 200) -> Any:
@@ -101,6 +102,18 @@ async def test_list_sessions_newest_first_with_roots_search_and_limit(live: Live
     _json(await live.client.patch(f"/session/{alpha['id']}", json={"title": "Alpha project v2"}))
     listed = _json(await live.client.get("/session"))
     assert listed[0]["id"] == alpha["id"]
+
+
+async def test_a_deleted_session_leaves_no_record_of_its_reads(live: LiveServer) -> None:
+    notes = live.workspace / "notes.txt"
+    notes.write_text("hello\n")
+    session = await live.create_session(title="reader")
+    live.fake.enqueue(call("read", {"filePath": "notes.txt"}), reply("Read it."))
+    _json(await live.prompt(session["id"], "Read notes.txt."))
+    real = notes.resolve()
+    assert filetime.last_read(session["id"], real) is not None  # edit needs it while the session lives
+    assert _json(await live.client.delete(f"/session/{session['id']}")) is True
+    assert filetime.last_read(session["id"], real) is None
 
 
 async def test_children_and_recursive_delete(live: LiveServer) -> None:

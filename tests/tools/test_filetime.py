@@ -56,6 +56,33 @@ def test_forget_session_drops_its_reads(tmp_path: Path) -> None:
     assert filetime.last_read("ses_forget", path) is None
 
 
+def test_the_least_recently_reading_sessions_are_forgotten_past_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(filetime, "MAX_READ_RECORDS", 3)
+    for session in list(filetime._reads):  # other tests' records: this one counts from none
+        filetime.forget_session(session)
+    files = []
+    for name in ("one", "two", "three", "four", "five"):
+        (tmp_path / name).write_text(name)
+        files.append(as_seen(tmp_path / name))
+    filetime.note_read("ses_cap_a", files[0])
+    filetime.note_read("ses_cap_b", files[1])
+    filetime.note_read("ses_cap_a", files[2])  # a read last: b is the least recently reading
+    filetime.note_read("ses_cap_a", files[3])  # four files: b's record goes
+    assert filetime.last_read("ses_cap_b", files[1].key) is None
+    kept = [filetime.last_read("ses_cap_a", seen.key) is not None for seen in files]
+    assert kept == [True, False, True, True, False]
+    filetime.note_read("ses_cap_a", files[0])  # read again: now its most recent
+    filetime.note_read("ses_cap_a", files[4])  # alone past the cap: its least recently read goes
+    assert filetime.last_read("ses_cap_a", files[2].key) is None
+    kept = [filetime.last_read("ses_cap_a", seen.key) is not None for seen in files]
+    assert kept == [True, False, False, True, True]
+    filetime.forget_session("ses_cap_a")
+    filetime.note_read("ses_cap_c", files[1])
+    assert filetime.last_read("ses_cap_c", files[1].key) is not None  # the count went down with it
+
+
 async def test_file_lock_is_shared_per_file(tmp_path: Path) -> None:
     a = filetime.file_lock(tmp_path / "a")
     assert filetime.file_lock(tmp_path / "a") is a

@@ -20,6 +20,7 @@ from agentforge.session.events import now_ms
 from agentforge.session.inputs import SessionCreateInput, SessionUpdateInput
 from agentforge.session.scope import TenantScope
 from agentforge.session.services import SessionServices
+from agentforge.tools import filetime
 from agentforge.version import __version__
 
 _SLUG_WORDS = (
@@ -121,6 +122,7 @@ class SessionService:
             await self.delete(child.id)
         await self.services.runners.abort(session_id)
         await self._write_session(SESSION_DELETED, session)
+        filetime.forget_session(session_id)  # what it read: no tool of it runs again
 
     def session_event(self, kind: str, session: Session) -> Event:
         return Event(

@@ -22,9 +22,11 @@ import os
 import stat
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Final
 
 from agentforge.tools import pinned
 from agentforge.tools.base import ToolError
@@ -51,7 +53,12 @@ def _version(found: os.stat_result) -> tuple[int, ...]:
     return (found.st_mtime_ns, found.st_size, found.st_ctime_ns, found.st_dev, found.st_ino)
 
 
-_reads: dict[str, dict[Path, _ReadStamp]] = {}
+# What the sessions have read (the key: the session id), least recently noted first. A process
+# serves sessions for months: past MAX_READ_RECORDS files the least recently reading sessions'
+# records go (such a session's next edit asks for a read first, as after a restart).
+MAX_READ_RECORDS: Final = 50_000
+_reads: OrderedDict[str, dict[Path, _ReadStamp]] = OrderedDict()
+_recorded = 0  # files recorded over all sessions
 _locks: weakref.WeakValueDictionary[Path, asyncio.Lock] = weakref.WeakValueDictionary()
 
 
@@ -77,7 +84,19 @@ def seen_as(real: Path, found: os.stat_result) -> Seen:
 
 def note_read(session_id: str, seen: Seen) -> None:
     """Remember that this session has seen the file as `seen` found it."""
-    _reads.setdefault(session_id, {})[seen.key] = seen.stamp
+    global _recorded
+    reads = _reads.setdefault(session_id, {})
+    _reads.move_to_end(session_id)
+    if reads.pop(seen.key, None) is None:
+        _recorded += 1
+    reads[seen.key] = seen.stamp  # last: the most recently read
+    while _recorded > MAX_READ_RECORDS:
+        oldest = next(iter(_reads))
+        if oldest != session_id:
+            forget_session(oldest)
+        else:  # this session alone holds them all: its least recently read file goes
+            del reads[next(iter(reads))]
+            _recorded -= 1
 
 
 def last_read(session_id: str, real: Path) -> float | None:
@@ -179,7 +198,9 @@ def _changed_meanwhile(path: Path, what: str) -> str:
 
 
 def forget_session(session_id: str) -> None:
-    _reads.pop(session_id, None)
+    """Drop what the session has read (it was deleted, or has not read for the longest)."""
+    global _recorded
+    _recorded -= len(_reads.pop(session_id, {}))
 
 
 def file_lock(real: Path) -> asyncio.Lock:
