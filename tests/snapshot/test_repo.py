@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -82,20 +83,48 @@ def test_restoring_a_later_tree_brings_the_changes_back(repo: SnapshotRepo, work
     assert (work / "a.txt").read_text() == "two\n" and (work / "new.txt").read_text() == "new\n"
 
 
+def sub_led_out(tmp_path: Path, work: Path, text: str) -> Path:
+    """After the snapshot, `sub` became a symlink to a directory outside holding a `b.txt` of `text`."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "b.txt").write_text(text)
+    (work / "sub" / "b.txt").unlink()
+    (work / "sub").rmdir()
+    os.symlink(outside, work / "sub")
+    return outside
+
+
 def test_a_restore_never_writes_through_a_symlink_out_of_the_work_tree(
     tmp_path: Path, repo: SnapshotRepo, work: Path
 ) -> None:
     before = repo.track()
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
-    (outside / "b.txt").write_text("outside\n")
-    # After the snapshot the directory became a symlink leading out.
-    (work / "sub" / "b.txt").unlink()
-    (work / "sub").rmdir()
-    os.symlink(outside, work / "sub")
+    outside = sub_led_out(tmp_path, work, "outside\n")
     report = repo.restore(before, ["sub/b.txt", "other/x.txt"])
     assert set(report.skipped) == {"sub/b.txt", "other/x.txt"}
     assert (outside / "b.txt").read_text() == "outside\n"
+
+
+def test_a_directory_turned_into_a_symlink_shows_nothing_of_where_it_leads(
+    tmp_path: Path, repo: SnapshotRepo, work: Path
+) -> None:
+    before = repo.track()
+    sub_led_out(tmp_path, work, "another tenant's secret\n")
+    [change] = repo.changes(before, ["sub/b.txt"])
+    assert (change.status, change.before, change.after) == ("deleted", "b\n", None)
+    assert "secret" not in unified_patch([change])
+
+
+def test_a_fifo_where_a_file_was_does_not_hang_the_diff(repo: SnapshotRepo, work: Path) -> None:
+    before = repo.track()
+    (work / "a.txt").unlink()
+    os.mkfifo(work / "a.txt")
+    found: list[list[str]] = []
+    diffing = threading.Thread(
+        target=lambda: found.append([c.status for c in repo.changes(before, ["a.txt"])]), daemon=True
+    )
+    diffing.start()
+    diffing.join(timeout=30)  # a read of the FIFO would wait for a writer forever
+    assert found == [["deleted"]]
 
 
 def test_a_file_turned_into_a_symlink_is_replaced_not_followed(

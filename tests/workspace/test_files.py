@@ -46,22 +46,38 @@ def swap_docs(mine: Path, theirs: Path) -> Callable[[], None]:
     return swap
 
 
-def test_reads_and_listings_without_a_race(tenants: tuple[Path, Path]) -> None:
+async def test_reads_and_listings_without_a_race(tenants: tuple[Path, Path]) -> None:
     mine, _ = tenants
     access = WorkspaceAccess(mine, repo_above=True)
-    assert read_file(access, "docs/notes.txt").content == "my notes\n"
-    assert [node.name for node in list_directory(access, "docs")] == ["notes.txt"]
+    assert (await read_file(access, "docs/notes.txt")).content == "my notes\n"
+    assert [node.name for node in await list_directory(access, "docs")] == ["notes.txt"]
 
 
-def test_a_file_whose_directory_was_swapped_after_the_check_is_not_read(tenants: tuple[Path, Path]) -> None:
+async def test_a_file_whose_directory_was_swapped_after_the_check_is_not_read(
+    tenants: tuple[Path, Path],
+) -> None:
     mine, theirs = tenants
     access = swapped_after_check(mine, swap_docs(mine, theirs))
     with pytest.raises(OutsideWorkspaceError, match="its path changed while it was read"):
-        read_file(access, "docs/notes.txt")
+        await read_file(access, "docs/notes.txt")
 
 
-def test_a_directory_swapped_after_the_check_is_not_listed(tenants: tuple[Path, Path]) -> None:
+async def test_a_directory_swapped_after_the_check_is_not_listed(tenants: tuple[Path, Path]) -> None:
     mine, theirs = tenants
     access = swapped_after_check(mine, swap_docs(mine, theirs))
     with pytest.raises(OutsideWorkspaceError, match="is not a directory"):
-        list_directory(access, "docs")
+        await list_directory(access, "docs")
+
+
+async def test_a_symlink_is_listed_as_a_directory_only_when_it_leads_into_the_workspace(
+    tenants: tuple[Path, Path],
+) -> None:
+    mine, theirs = tenants
+    os.symlink(mine / "docs", mine / "inside")
+    os.symlink(theirs / "docs", mine / "outside")  # what kind of thing it leads to stays unknown
+    listing = await list_directory(WorkspaceAccess(mine, repo_above=True), "")
+    assert {node.name: node.type for node in listing} == {
+        "docs": "directory",
+        "inside": "directory",
+        "outside": "file",
+    }

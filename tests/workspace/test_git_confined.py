@@ -1,6 +1,7 @@
 """A confined tenant's repository read inside its sandbox (`git_view`): it answers as a read in this
-process does for a repository of the tenant's own, and shows nothing of a repository its `.git`
-points at outside what the tenant may see (which libgit2 in the server's process would read)."""
+process does for a repository of the tenant's own, shows nothing of a repository its `.git` points
+at outside what the tenant may see (which libgit2 in the server's process would read), and a read
+that hangs or answers too much is given up."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.tools.sandbox import UNSANDBOXED, Sandbox, View, refused
+from agentforge.tools.sandbox import Sandbox, View
+from agentforge.workspace import git_confined
 from agentforge.workspace.access import WorkspaceAccess
-from agentforge.workspace.git import GitView, git_view
+from agentforge.workspace.git import GitView
 from agentforge.workspace.git_confined import ConfinedGit
+from agentforge.workspace.git_reader import git_view
 from tests.sandboxing import BWRAP, requires_sandbox
 from tests.workspace.test_git import git
 
@@ -38,7 +41,7 @@ def committed(root: Path, files: dict[str, str]) -> Path:
 
 
 @requires_sandbox
-def test_a_repository_of_its_own_reads_as_in_process(tmp_path: Path) -> None:
+async def test_a_repository_of_its_own_reads_as_in_process(tmp_path: Path) -> None:
     files = {".gitignore": "build/\n", "keep.txt": "one\ntwo\n", "gone.txt": "x\n"}
     root = committed(tmp_path / "mine", files)
     (root / "keep.txt").write_text("one\nTWO\n")
@@ -47,14 +50,14 @@ def test_a_repository_of_its_own_reads_as_in_process(tmp_path: Path) -> None:
     (root / "build").mkdir()
     (root / "build" / "out.o").write_text("x\n")
     access = confined(root)
-    view = git_view(access)
+    view = await git_view(access)
     here = GitView.open_in_process(access)
-    assert isinstance(view, ConfinedGit) and view.has_repo
-    assert view.info() == here.info() and view.info().branch == "main"
-    assert view.status() == here.status() and len(view.status()) == 3
-    assert view.diff("head") == here.diff("head") and view.diff("branch") == here.diff("branch")
-    assert view.ignored(["build", "keep.txt"]) == here.ignored(["build", "keep.txt"]) == {"build"}
-    diff = view.diff_against_head("keep.txt", "one\nTWO\n")
+    assert isinstance(view, ConfinedGit) and await view.has_repo()
+    assert await view.info() == here.info() and here.info().branch == "main"
+    assert await view.status() == here.status() and len(here.status()) == 3
+    assert await view.diff("head") == here.diff("head") and await view.diff("branch") == here.diff("branch")
+    assert await view.ignored(["build", "keep.txt"]) == here.ignored(["build", "keep.txt"]) == {"build"}
+    diff = await view.diff_against_head("keep.txt", "one\nTWO\n")
     assert diff == here.diff_against_head("keep.txt", "one\nTWO\n") and "+TWO" in (diff or "")
 
 
@@ -79,7 +82,7 @@ def _gitfile(workspace: Path, other: Path) -> None:
 @pytest.mark.parametrize(
     "point", [_commondir, _symlinked, _gitfile], ids=["commondir", "symlinks", "gitfile"]
 )
-def test_a_git_pointing_out_of_the_workspace_shows_nothing(
+async def test_a_git_pointing_out_of_the_workspace_shows_nothing(
     tmp_path: Path, point: Callable[[Path, Path], None]
 ) -> None:
     other = committed(tmp_path / "other", {"plan.txt": f"{SECRET}\n"})
@@ -88,34 +91,44 @@ def test_a_git_pointing_out_of_the_workspace_shows_nothing(
     (workspace / "plan.txt").write_text("mine\n")
     point(workspace, other)
     access = confined(workspace, hidden=(other.resolve(),))
-    view = git_view(access)
-    assert not view.has_repo and view.info().branch is None
-    assert view.status() == [] and view.diff("head") == []
-    assert view.diff_against_head("plan.txt", "mine\n") is None
+    view = await git_view(access)
+    assert not await view.has_repo() and (await view.info()).branch is None
+    assert await view.status() == [] and await view.diff("head") == []
+    assert await view.diff_against_head("plan.txt", "mine\n") is None
     if point is not _gitfile:  # read by this process, the other tenant's history shows
         leaked = GitView.open_in_process(access).diff_against_head("plan.txt", "mine\n")
         assert leaked is not None and SECRET in leaked
 
 
-def test_where_a_repository_is_read(tmp_path: Path) -> None:
-    root = committed(tmp_path / "repo", {"a.txt": "a\n"})
-    local = git_view(WorkspaceAccess(root, repo_above=True))
-    assert isinstance(local, GitView) and local.has_repo
-    # The operator ran the tenant's commands without a sandbox: its repository is read here too.
-    off = git_view(WorkspaceAccess(root, sandbox=UNSANDBOXED))
-    assert isinstance(off, GitView) and off.has_repo
-    # A confined tenant with no sandbox, or one refused, gets no repository read at all.
-    for access in (WorkspaceAccess(root), WorkspaceAccess(root, sandbox=refused("no bwrap"))):
-        view = git_view(access)
-        assert not view.has_repo and view.info().branch is None and view.status() == []
+def _script(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "bwrap"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
 
 
-def test_a_failed_read_is_logged_and_shows_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failed_read_is_logged_and_shows_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = committed(tmp_path / "repo", {"a.txt": "a\n"})
-    broken = tmp_path / "bwrap"
-    broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n")
-    broken.chmod(0o755)
+    broken = _script(tmp_path, "echo 'bwrap: No permissions to create a new namespace' >&2\nexit 1")
     with caplog.at_level(logging.WARNING, logger="agentforge.workspace.git_confined"):
-        view = git_view(confined(root, bwrap=broken))
-        assert not view.has_repo and view.status() == []
+        view = await git_view(confined(root, bwrap=broken))
+        assert not await view.has_repo() and await view.status() == []
     assert "No permissions to create a new namespace" in caplog.text
+
+
+async def test_a_read_that_hangs_or_answers_too_much_is_given_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = committed(tmp_path / "repo", {"a.txt": "a\n"})
+    monkeypatch.setattr(git_confined, "GIT_READ_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(git_confined, "MAX_ANSWER_BYTES", 1000)
+    hanging = _script(tmp_path, "exec sleep 60")
+    chatty = tmp_path / "chatty"
+    chatty.mkdir()
+    flooding = _script(chatty, "exec head -c 100000 /dev/zero")
+    with caplog.at_level(logging.WARNING, logger="agentforge.workspace.git_confined"):
+        assert not await (await git_view(confined(root, bwrap=hanging))).has_repo()
+        assert await (await git_view(confined(root, bwrap=flooding))).status() == []
+    assert "no answer within 0.5 s" in caplog.text and "an answer over 1000 bytes" in caplog.text

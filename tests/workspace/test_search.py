@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 
 from agentforge.tools.sandbox import UNSANDBOXED, Sandbox, View, refused
+from agentforge.workspace import search
 from agentforge.workspace.access import WorkspaceAccess
 from agentforge.workspace.search import SearchUnavailableError, find_text, fuzzy_filter, list_paths
 from tests.sandboxing import BWRAP, requires_sandbox
@@ -91,3 +93,14 @@ async def test_a_confined_tenant_without_a_sandbox_is_not_searched(
         await find_text(access, "needle")
     with pytest.raises(SearchUnavailableError, match="searched in its sandbox"):
         await list_paths(access)
+
+
+async def test_a_search_held_up_by_a_fifo_is_given_up(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "SEARCH_TIMEOUT_SECONDS", 0.5)
+    os.mkfifo(workspace / "src" / ".gitignore")  # ripgrep opens it to read the rules, and waits
+    access = WorkspaceAccess(workspace, sandbox=UNSANDBOXED)
+    for searching in (find_text(access, "needle"), list_paths(access)):
+        with pytest.raises(SearchUnavailableError, match=r"took longer than 0\.5 s"):
+            await searching

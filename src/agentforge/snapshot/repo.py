@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from agentforge.tools import pinned
+from agentforge.tools.base import ToolError
 from agentforge.tools.diff import file_diff
+from agentforge.tools.pinned import PathMovedError
 
 if TYPE_CHECKING:
     # Imported where used: libgit2's bindings cost start-up time a server that never snapshots
@@ -184,61 +187,73 @@ class SnapshotRepo:
         return blob.data.decode("utf-8", errors="replace")
 
     def _text_on_disk(self, path: str) -> tuple[str | None, bool]:
-        target = self.work_tree / path
-        if not os.path.lexists(target) or target.is_dir():
-            return None, False
-        if target.is_symlink():
-            return os.readlink(target), True
+        """The text at `path` now (None: binary or unreadable), and whether anything is there. A
+        directory on the way that became a symlink leads nowhere (tools/pinned.py): nothing of the
+        workspace is there, wherever it points."""
+        real = self._real(path)
         try:
-            data = target.read_bytes()
-        except OSError:
-            return None, True
+            found = None if real is None else pinned.lstat(real)
+            if real is None or found is None or stat.S_ISDIR(found.st_mode):
+                return None, False
+            if stat.S_ISLNK(found.st_mode):
+                with pinned.parent(real) as (directory, name):
+                    return os.readlink(name, dir_fd=directory), True
+            read = pinned.read_file(Path(path), real)  # refuses a FIFO or a device
+        except (OSError, ToolError):  # PathMovedError among them
+            return None, False
+        if read is None:
+            return None, False
+        data = read[0]
         return (None if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")), True
 
-    def _inside(self, path: str) -> Path | None:
-        """`path` in the work tree when its parent directory really lies inside it (not through a
-        symlink out) and it is not excluded; else None."""
+    def _real(self, path: str) -> Path | None:
+        """Where `path` (relative, as git names it) lies in the work tree as it really is; None when it
+        climbs out (`..`) or lies in an excluded directory."""
         if any(path == root or path.startswith(root + "/") for root in self.excluded):
             return None
-        target = Path(os.path.normpath(self.work_tree / path))
-        real_root = self.work_tree.resolve()
-        parent = target.parent
-        while not parent.exists():
-            parent = parent.parent
-        real_parent = parent.resolve()
-        if not (real_parent == real_root or real_parent.is_relative_to(real_root)):
+        parts = path.split("/")
+        if not path or any(part in ("", ".", "..") for part in parts):
             return None
-        return target
+        return self.work_tree.resolve().joinpath(*parts)
 
     def _restore_one(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
+        """Written and removed through no symlink on the way (tools/pinned.py): a directory swapped
+        for a symlink to another tenant's files is refused, never followed."""
+        real = self._real(path)
+        if real is None:
+            return "it lies outside the workspace or is not the tenant's"
+        try:
+            return self._put_back(repo, tree, path, real)
+        except PathMovedError:
+            return "a directory on its path is a symlink"
+
+    def _put_back(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str, real: Path) -> str | None:
         import pygit2
 
-        target = self._inside(path)
-        if target is None:
-            return "it lies outside the workspace or is not the tenant's"
         entry = self._entry(tree, path)
-        if target.is_dir() and not target.is_symlink():
+        found = pinned.lstat(real)
+        if found is not None and stat.S_ISDIR(found.st_mode):
             return "a directory is in its place"
         if entry is None:
-            if os.path.lexists(target):
-                target.unlink()
+            if found is not None:
+                pinned.unlink(real)
             return None
         blob = repo[entry.id]
         if not isinstance(blob, pygit2.Blob):
             return "the snapshot holds a directory there"
-        target.parent.mkdir(parents=True, exist_ok=True)
         link = pygit2.enums.FileMode.LINK
-        if os.path.lexists(target) and (target.is_symlink() or entry.filemode == link):
-            target.unlink()
+        if found is not None and (stat.S_ISLNK(found.st_mode) or entry.filemode == link):
+            pinned.unlink(real)
         if entry.filemode == link:
-            os.symlink(blob.data.decode("utf-8", errors="surrogateescape"), target)
+            with pinned.parent(real, make=True) as (directory, name):
+                os.symlink(blob.data.decode("utf-8", errors="surrogateescape"), name, dir_fd=directory)
             return None
         mode = 0o755 if entry.filemode == pygit2.enums.FileMode.BLOB_EXECUTABLE else 0o644
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        fd = pinned.open_file(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, make_parents=True)
         with os.fdopen(fd, "wb") as handle:
             handle.write(blob.data)
-        if stat.S_IMODE(os.stat(target).st_mode) & 0o111 != mode & 0o111:
-            os.chmod(target, mode)
+            if stat.S_IMODE(os.fstat(fd).st_mode) & 0o111 != mode & 0o111:
+                os.fchmod(fd, mode)
         return None
 
 

@@ -1,8 +1,9 @@
 """Listing a workspace directory and reading one file, as opencode's `/file` and `/file/content`
-answer them."""
+answer them (the file system in a worker thread, the git state as `git_view` reads it)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import mimetypes
 import os
@@ -17,7 +18,7 @@ from agentforge.tools import pinned
 from agentforge.tools.base import ToolError
 from agentforge.tools.pinned import PathMovedError
 from agentforge.workspace.access import OutsideWorkspaceError, WorkspaceAccess
-from agentforge.workspace.git import git_view
+from agentforge.workspace.git_reader import git_view
 
 # Never listed: the version-control directory and macOS's folder metadata (as opencode does).
 HIDDEN_NAMES = frozenset({".git", ".DS_Store"})
@@ -46,20 +47,24 @@ class FileContent(Wire):
     mime_type: str | None = Field(default=None, alias="mimeType")
 
 
-def list_directory(access: WorkspaceAccess, raw: str) -> list[FileNode]:
+async def list_directory(access: WorkspaceAccess, raw: str) -> list[FileNode]:
     """The entries of the directory `raw` names: directories first, then files, each by name. Entries
-    that are not the tenant's are left out; `ignored` says whether git ignores them. Blocking."""
-    directory, real = access.locate(raw or ".")
-    try:
-        with pinned.opened_directory(directory, real) as held:
-            entries = _entries(access, directory, real, held)
-    except ToolError:  # not a directory, or a part of its path swapped for a symlink since the check
-        raise OutsideWorkspaceError(f"{access.relative(directory) or '.'} is not a directory") from None
-    ignored = git_view(access).ignored([node.path.rstrip("/") for node in entries])
+    that are not the tenant's are left out; `ignored` says whether git ignores them."""
+    entries = await asyncio.to_thread(_listing, access, raw)
+    ignored = await (await git_view(access)).ignored([node.path.rstrip("/") for node in entries])
     for node in entries:
         node.ignored = node.path.rstrip("/") in ignored
     entries.sort(key=lambda node: (node.type != "directory", node.name))
     return entries
+
+
+def _listing(access: WorkspaceAccess, raw: str) -> list[FileNode]:
+    directory, real = access.locate(raw or ".")
+    try:
+        with pinned.opened_directory(directory, real) as held:
+            return _entries(access, directory, real, held)
+    except ToolError:  # not a directory, or a part of its path swapped for a symlink since the check
+        raise OutsideWorkspaceError(f"{access.relative(directory) or '.'} is not a directory") from None
 
 
 def _entries(access: WorkspaceAccess, directory: Path, real: Path, held: int) -> list[FileNode]:
@@ -67,10 +72,15 @@ def _entries(access: WorkspaceAccess, directory: Path, real: Path, held: int) ->
     entries: list[FileNode] = []
     with os.scandir(held) as scan:
         for entry in scan:
-            if entry.name in HIDDEN_NAMES or access.is_excluded((real / entry.name).resolve()):
+            leads_to = (real / entry.name).resolve()
+            if entry.name in HIDDEN_NAMES or access.is_excluded(leads_to):
                 continue
             path = directory / entry.name
-            kind: Literal["file", "directory"] = "directory" if entry.is_dir() else "file"
+            # A symlink is looked through only into the workspace: what lies outside stays unknown.
+            inside = leads_to.is_relative_to(access.real_root)
+            kind: Literal["file", "directory"] = (
+                "directory" if entry.is_dir(follow_symlinks=inside) else "file"
+            )
             entries.append(
                 FileNode(
                     name=entry.name,
@@ -84,18 +94,22 @@ def _entries(access: WorkspaceAccess, directory: Path, real: Path, held: int) ->
     return entries
 
 
-def read_file(access: WorkspaceAccess, raw: str) -> FileContent:
+async def read_file(access: WorkspaceAccess, raw: str) -> FileContent:
     """The file's content: text as is (with its diff against git HEAD when it changed), binary files
-    base64 encoded with their MIME type. Blocking."""
-    path, real = access.locate(raw)
-    data = _read(access, path, real)
+    base64 encoded with their MIME type."""
+    path, data = await asyncio.to_thread(_located_bytes, access, raw)
     if _is_binary(data):
         mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         encoded = base64.b64encode(data).decode("ascii")
         return FileContent(type="binary", content=encoded, encoding="base64", mime_type=mime)
     text = data.decode("utf-8", errors="replace")
-    diff = git_view(access).diff_against_head(access.relative(path), text)
+    diff = await (await git_view(access)).diff_against_head(access.relative(path), text)
     return FileContent(type="text", content=text, diff=diff)
+
+
+def _located_bytes(access: WorkspaceAccess, raw: str) -> tuple[Path, bytes]:
+    path, real = access.locate(raw)
+    return path, _read(access, path, real)
 
 
 def _read(access: WorkspaceAccess, path: Path, real: Path) -> bytes:

@@ -4,12 +4,12 @@ which paths git ignores.
 libgit2 runs no hooks, filters or fsmonitor commands from a repository's config, so reading a
 tenant's repository never runs anything the tenant wrote. Paths are reported relative to the
 workspace root, and changes outside the workspace (a local user's checkout that holds it) are left
-out. All methods block: call them in a thread.
+out. All methods block (`git_reader.git_view` runs them in a thread, or in a child process).
 
 A repository's files may point anywhere: a `.git` file's `gitdir:`, `commondir`, alternates, a
 symlink under `.git`. Read by this process, a confined tenant's workspace could so show another
-tenant's history (their HEAD's files, as a diff against the tenant's own). `git_view`, the one way
-the routes read a repository, reads a confined tenant's inside its sandbox instead
+tenant's history (their HEAD's files, as a diff against the tenant's own). The routes read a
+repository through `git_reader.git_view`, which reads a confined tenant's inside its sandbox
 (workspace/git_confined.py), where nothing but what the tenant may see exists.
 """
 
@@ -18,13 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from agentforge.model.base import Wire
 from agentforge.tools.diff import unified_diff
-from agentforge.tools.sandbox import SandboxRefusedError
 from agentforge.workspace.access import WorkspaceAccess
 
 if TYPE_CHECKING:
@@ -67,38 +66,6 @@ class FileStatus(Wire):
     status: Literal["added", "deleted", "modified"]
 
 
-class GitReader(Protocol):
-    """The git state of a workspace, as the routes read it. Every method blocks."""
-
-    @property
-    def has_repo(self) -> bool: ...
-
-    def info(self) -> VcsInfo: ...
-
-    def diff(self, against: Literal["head", "branch"]) -> list[VcsFileDiff]: ...
-
-    def status(self) -> list[FileStatus]: ...
-
-    def ignored(self, paths: Iterable[str]) -> set[str]: ...
-
-    def diff_against_head(self, relative: str, text: str) -> str | None: ...
-
-
-def git_view(access: WorkspaceAccess) -> GitReader:
-    """The repository of the workspace, read where the workspace's owner may look: in this process
-    for the local user (and a tenant whose commands the operator runs without a sandbox), inside
-    the sandbox for a confined tenant; none for a confined tenant without one. Blocking."""
-    try:
-        sandbox = access.program_sandbox()
-    except SandboxRefusedError:
-        return GitView(access, None)
-    if sandbox is None:
-        return GitView.open_in_process(access)
-    from agentforge.workspace.git_confined import ConfinedGit  # it imports this module
-
-    return ConfinedGit(access, sandbox)
-
-
 @dataclass(slots=True)
 class GitView:
     access: WorkspaceAccess
@@ -120,10 +87,6 @@ class GitView:
             return cls(access, None)
         repo = pygit2.Repository(found)
         return cls(access, None if repo.is_bare or repo.workdir is None else repo)
-
-    @property
-    def has_repo(self) -> bool:
-        return self.repo is not None
 
     def _workdir(self) -> Path | None:
         return None if self.repo is None or self.repo.workdir is None else Path(self.repo.workdir).resolve()

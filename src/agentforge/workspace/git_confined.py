@@ -10,18 +10,21 @@ process of its own (`python -I -m agentforge.workspace.git_confined`): it reads 
 on stdin, opens the repository with `GitView.open_in_process` there, and writes the answer as JSON.
 The interpreter and the packages it imports are bound read-only into the child's view.
 
-A read that fails (the sandbox refused, a limit hit, `GIT_READ_TIMEOUT_SECONDS` passed) is logged
-and answered as if there were no repository: nothing is shown rather than something unchecked.
+A read that fails (the sandbox refused, a limit hit, no answer within `GIT_READ_TIMEOUT_SECONDS`,
+one over `MAX_ANSWER_BYTES`) is logged and answered as if there were no repository: nothing is shown
+rather than something unchecked. At most `READS_PER_WORKSPACE` children of one workspace run at a
+time, and none holds a worker thread while it runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
 import logging
-import subprocess
 import sys
-from collections.abc import Iterable
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -32,39 +35,52 @@ from agentforge.workspace.git import FileStatus, GitView, VcsFileDiff, VcsInfo
 
 log = logging.getLogger(__name__)
 
-GIT_READ_TIMEOUT_SECONDS: Final = 60.0
+# A read that takes longer is given up (a FIFO where libgit2 reads a file would hold it forever).
+GIT_READ_TIMEOUT_SECONDS: Final = 10.0
+# An answer larger than this is given up: the patches of a workspace full of large files must not
+# become gigabytes of the server's memory.
+MAX_ANSWER_BYTES: Final = 32 * 1024 * 1024
+# Reads of one workspace at a time: a tenant's requests never hold more children than this.
+READS_PER_WORKSPACE: Final = 2
+_STDERR_KEPT: Final = 4096
 # Inside the sandbox the child reads in this process, as the local user's reads do.
 _INSIDE: Final = Sandbox(kind="unsandboxed", note="inside the tenant's sandbox")
+_reading: weakref.WeakValueDictionary[Path, asyncio.Semaphore] = weakref.WeakValueDictionary()
+
+
+class _Failed(Exception):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
 class ConfinedGit:
-    """`GitReader` for a confined tenant: every read a child process in its sandbox."""
+    """`GitReader` for a confined tenant: every read a child process in its sandbox, awaited
+    without holding a worker thread."""
 
     access: WorkspaceAccess
     sandbox: Sandbox
 
-    @property
-    def has_repo(self) -> bool:
-        return bool(self._read("has_repo", {}, False))
+    async def has_repo(self) -> bool:
+        return bool(await self._read("has_repo", {}, False))
 
-    def info(self) -> VcsInfo:
-        return VcsInfo.model_validate(self._read("info", {}, {}))
+    async def info(self) -> VcsInfo:
+        return VcsInfo.model_validate(await self._read("info", {}, {}))
 
-    def diff(self, against: Literal["head", "branch"]) -> list[VcsFileDiff]:
-        return [VcsFileDiff.model_validate(item) for item in self._read("diff", {"against": against}, [])]
+    async def diff(self, against: Literal["head", "branch"]) -> list[VcsFileDiff]:
+        found = await self._read("diff", {"against": against}, [])
+        return [VcsFileDiff.model_validate(item) for item in found]
 
-    def status(self) -> list[FileStatus]:
-        return [FileStatus.model_validate(item) for item in self._read("status", {}, [])]
+    async def status(self) -> list[FileStatus]:
+        return [FileStatus.model_validate(item) for item in await self._read("status", {}, [])]
 
-    def ignored(self, paths: Iterable[str]) -> set[str]:
-        return set(self._read("ignored", {"paths": list(paths)}, []))
+    async def ignored(self, paths: list[str]) -> set[str]:
+        return set(await self._read("ignored", {"paths": paths}, []))
 
-    def diff_against_head(self, relative: str, text: str) -> str | None:
-        found = self._read("diff_against_head", {"relative": relative, "text": text}, None)
+    async def diff_against_head(self, relative: str, text: str) -> str | None:
+        found = await self._read("diff_against_head", {"relative": relative, "text": text}, None)
         return found if isinstance(found, str) else None
 
-    def _read(self, op: str, args: dict[str, Any], nothing: Any) -> Any:
+    async def _read(self, op: str, args: dict[str, Any], nothing: Any) -> Any:
         """The child's answer to `op`, or `nothing` (what no repository answers) when it fails."""
         root = self.access.real_root
         request = {
@@ -73,36 +89,82 @@ class ConfinedGit:
             "op": op,
             "args": args,
         }
-        child = [sys.executable, "-I", "-B", "-m", __name__]
         try:
-            argv = self.sandbox.reading(_interpreter_paths()).command(network=False).wrap(child, root)
-            done = subprocess.run(
-                argv,
-                input=json.dumps(request).encode(),
-                capture_output=True,
-                env=OWN_PROGRAM_ENV,
-                timeout=GIT_READ_TIMEOUT_SECONDS,
-                check=False,
-            )
-        except (SandboxRefusedError, OSError, subprocess.TimeoutExpired) as exc:
+            async with _turn_of(root):
+                answer = await _run_child(self.sandbox, root, json.dumps(request).encode())
+        except (_Failed, SandboxRefusedError, OSError) as exc:
             log.warning("reading the repository of %s in its sandbox failed: %s", root, exc)
             return nothing
-        if done.returncode != 0:
-            reason = done.stderr.decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
-            log.warning(
-                "reading the repository of %s in its sandbox failed (exit %d): %s",
-                root,
-                done.returncode,
-                reason[0],
+        return answer
+
+
+def _turn_of(root: Path) -> asyncio.Semaphore:
+    semaphore = _reading.get(root)
+    if semaphore is None:
+        semaphore = _reading[root] = asyncio.Semaphore(READS_PER_WORKSPACE)
+    return semaphore
+
+
+async def _run_child(sandbox: Sandbox, root: Path, request: bytes) -> Any:
+    child = [sys.executable, "-I", "-B", "-m", __name__]
+    command = sandbox.reading(_interpreter_paths()).command(network=False)
+    argv = await asyncio.to_thread(command.wrap, child, root)
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=OWN_PROGRAM_ENV,
+    )
+    try:
+        async with asyncio.timeout(GIT_READ_TIMEOUT_SECONDS):
+            out, err, _ = await asyncio.gather(
+                _capped(proc.stdout, MAX_ANSWER_BYTES),
+                _capped(proc.stderr, _STDERR_KEPT),
+                _send(proc, request),
             )
-            return nothing
-        return json.loads(done.stdout)["answer"]
+            await proc.wait()
+    except TimeoutError:
+        raise _Failed(f"no answer within {GIT_READ_TIMEOUT_SECONDS:g} s") from None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    if proc.returncode != 0:
+        reason = err.decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise _Failed(f"exit {proc.returncode}: {reason[0]}")
+    return json.loads(out)["answer"]
+
+
+async def _send(proc: asyncio.subprocess.Process, request: bytes) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(ConnectionError):  # the child ended without reading: its exit says why
+        proc.stdin.write(request)
+        await proc.stdin.drain()
+    proc.stdin.close()
+
+
+async def _capped(stream: asyncio.StreamReader | None, limit: int) -> bytes:
+    """What `stream` says up to its end; more than `limit` bytes is a failure for stdout (the
+    answer) and cut to its last `limit` bytes for stderr (the reason)."""
+    assert stream is not None
+    kept = bytearray()
+    while chunk := await stream.read(64 * 1024):
+        kept += chunk
+        if len(kept) > limit:
+            if limit == _STDERR_KEPT:
+                del kept[:-limit]
+            else:
+                raise _Failed(f"an answer over {limit} bytes")
+    return bytes(kept)
 
 
 @functools.cache
 def _interpreter_paths() -> tuple[Path, ...]:
-    """Where the child's Python comes from: the environment, its base installation, and the
-    directories holding the packages it imports (this one's portions, libgit2's and pydantic's)."""
+    """Where the child's Python comes from: the environment, its base installation, this package's
+    portions themselves (not what holds them: a checkout's other files) and the directories holding
+    the packages it imports (libgit2's and pydantic's)."""
     import pydantic
     import pydantic_core
     import pygit2
@@ -110,7 +172,7 @@ def _interpreter_paths() -> tuple[Path, ...]:
     import agentforge
 
     found = {Path(sys.prefix), Path(sys.base_prefix)}
-    found.update(Path(portion).parent for portion in agentforge.__path__)
+    found.update(Path(portion) for portion in agentforge.__path__)
     for module in (pygit2, pydantic, pydantic_core):
         if module.__file__ is not None:
             found.add(Path(module.__file__).parents[1])
@@ -130,7 +192,7 @@ def answer(request: dict[str, Any]) -> Any:
     view, args = GitView.open_in_process(access), request["args"]
     match request["op"]:
         case "has_repo":
-            return view.has_repo
+            return view.repo is not None
         case "info":
             return view.info().wire()
         case "diff":

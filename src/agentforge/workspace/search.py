@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from asyncio.subprocess import Process
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +24,7 @@ from agentforge.tools.sandbox import OWN_PROGRAM_ENV, SandboxRefusedError
 from agentforge.workspace.access import WorkspaceAccess
 
 TEXT_LIMIT = 10
+SEARCH_TIMEOUT_SECONDS = 30.0
 # The fuzzy search ranks at most this many paths: a huge tree answers from its first part.
 MAX_LISTED_PATHS = 100_000
 SKIPPED = (".git",)
@@ -76,7 +77,7 @@ def _command_line(
         sandbox = access.program_sandbox()
         if sandbox is None:
             return argv, None
-        reading = sandbox.reading([Path(argv[0]).resolve().parent])
+        reading = sandbox.reading([Path(argv[0]).resolve()])  # the program alone, not its directory
         return reading.command(network=False).wrap(argv, base), dict(OWN_PROGRAM_ENV)
     except SandboxRefusedError as exc:
         reason = f"a confined tenant's workspace is searched in its sandbox: {exc}"
@@ -93,16 +94,17 @@ async def find_text(access: WorkspaceAccess, pattern: str, limit: int = TEXT_LIM
     assert proc.stdout is not None and proc.stderr is not None
     found: list[dict[str, Any]] = []
     try:
-        async for line in proc.stdout:
-            message = orjson.loads(line)
-            if message.get("type") != "match":
-                continue
-            data = message["data"]
-            relative = access.relative(base / data["path"].get("text", ""))
-            data["path"] = {"text": relative}
-            found.append(data)
-            if len(found) >= limit:
-                break
+        async with _in_time():
+            async for line in proc.stdout:
+                message = orjson.loads(line)
+                if message.get("type") != "match":
+                    continue
+                data = message["data"]
+                relative = access.relative(base / data["path"].get("text", ""))
+                data["path"] = {"text": relative}
+                found.append(data)
+                if len(found) >= limit:
+                    break
     finally:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -123,10 +125,11 @@ async def list_paths(access: WorkspaceAccess) -> list[str]:
     assert proc.stdout is not None
     files: list[str] = []
     try:
-        async for line in proc.stdout:
-            files.append(line.decode("utf-8", errors="replace").rstrip("\n").removeprefix("./"))
-            if len(files) >= MAX_LISTED_PATHS:
-                break
+        async with _in_time():
+            async for line in proc.stdout:
+                files.append(line.decode("utf-8", errors="replace").rstrip("\n").removeprefix("./"))
+                if len(files) >= MAX_LISTED_PATHS:
+                    break
     finally:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -134,6 +137,17 @@ async def list_paths(access: WorkspaceAccess) -> list[str]:
         await proc.wait()
     directories = sorted({parent for path in files for parent in _parents(path)})
     return sorted(files) + directories
+
+
+@contextlib.asynccontextmanager
+async def _in_time() -> AsyncIterator[None]:
+    """A search that has not ended after SEARCH_TIMEOUT_SECONDS is given up (503): a FIFO where
+    ripgrep reads a `.gitignore` would hold it, and its request, forever."""
+    try:
+        async with asyncio.timeout(SEARCH_TIMEOUT_SECONDS):
+            yield
+    except TimeoutError:
+        raise SearchUnavailableError(f"the search took longer than {SEARCH_TIMEOUT_SECONDS:g} s") from None
 
 
 def _parents(path: str) -> list[str]:

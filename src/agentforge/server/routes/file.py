@@ -3,7 +3,6 @@ workspace. Every path stays inside the caller's workspace (server/workspace.py).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -22,13 +21,13 @@ PathQuery = Annotated[str, Query(description="Relative to the workspace root (or
 @router.get("", operation_id="file.list", responses={200: {"model": list[FileNode]}})
 async def list_files(access: WorkspaceDep, path: PathQuery = "") -> WireResponse:
     """The entries of a directory: directories first (their path ends in "/"), then files."""
-    return WireResponse(await asyncio.to_thread(list_directory, access, path))
+    return WireResponse(await list_directory(access, path))
 
 
 @router.get("/content", operation_id="file.read", responses={200: {"model": FileContent}})
 async def file_content(access: WorkspaceDep, path: PathQuery) -> WireResponse:
     """A file's content: text with its diff against git HEAD, or binary as base64."""
-    return WireResponse(await asyncio.to_thread(read_file, access, path))
+    return WireResponse(await read_file(access, path))
 
 
 @router.get("/status", operation_id="file.status", responses={200: {"model": list[FileStatus]}})

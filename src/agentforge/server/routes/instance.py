@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,7 +15,8 @@ from agentforge.model.base import Wire
 from agentforge.server.deps import IdentityDep, RuntimeDep, TenantDep
 from agentforge.server.responses import WireResponse
 from agentforge.server.workspace import WorkspaceDep
-from agentforge.workspace.git import FileStatus, VcsFileDiff, VcsInfo, git_view
+from agentforge.workspace.git import FileStatus, VcsFileDiff, VcsInfo
+from agentforge.workspace.git_reader import git_view
 
 router = APIRouter(tags=["instance"])
 
@@ -75,11 +75,11 @@ async def get_path(rt: RuntimeDep, tenant_id: TenantDep, access: WorkspaceDep) -
 @router.get("/vcs", operation_id="vcs.get", responses={200: {"model": VcsInfo}})
 async def get_vcs(access: WorkspaceDep) -> WireResponse:
     """The workspace's git branch and default branch (empty when it is not a git checkout)."""
-    return WireResponse(await asyncio.to_thread(lambda: git_view(access).info()))
+    return WireResponse(await (await git_view(access)).info())
 
 
 async def git_status(access: WorkspaceDep) -> list[FileStatus]:
-    return await asyncio.to_thread(lambda: git_view(access).status())
+    return await (await git_view(access)).status()
 
 
 @router.get("/vcs/status", operation_id="vcs.status", responses={200: {"model": list[VcsFileStatus]}})
@@ -101,7 +101,7 @@ async def get_vcs_diff(
 ) -> WireResponse:
     """The workspace's uncommitted (or, with `branch`, unmerged) changes as patches."""
     against: Literal["head", "branch"] = "branch" if mode == "branch" else "head"
-    return WireResponse(await asyncio.to_thread(lambda: git_view(access).diff(against)))
+    return WireResponse(await (await git_view(access)).diff(against))
 
 
 @router.post("/log", operation_id="app.log", responses={200: {"model": bool}})

@@ -19,7 +19,7 @@ from agentforge.server.responses import WireResponse
 from agentforge.session.errors import NotFoundError
 from agentforge.session.workspace import workspace_access
 from agentforge.workspace.access import WorkspaceAccess
-from agentforge.workspace.git import git_view
+from agentforge.workspace.git_reader import git_view
 
 router = APIRouter(tags=["project"])
 
@@ -48,9 +48,8 @@ def project_id(tenant_id: str, access: WorkspaceAccess) -> str:
     return hashlib.sha1(seed, usedforsecurity=False).hexdigest()
 
 
-def _describe(tenant_id: str, access: WorkspaceAccess) -> Project:
+def _describe(tenant_id: str, access: WorkspaceAccess, has_git: bool) -> Project:
     stat = access.root.stat()
-    has_git = git_view(access).has_repo
     return Project(
         id=project_id(tenant_id, access),
         worktree=str(access.root),
@@ -65,7 +64,8 @@ def _describe(tenant_id: str, access: WorkspaceAccess) -> Project:
 async def current_project(rt: RuntimeDep, tenant_id: TenantDep) -> Project:
     scope = await rt.scope(tenant_id)
     access = await asyncio.to_thread(workspace_access, scope)
-    return await asyncio.to_thread(_describe, tenant_id, access)
+    has_git = await (await git_view(access)).has_repo()
+    return await asyncio.to_thread(_describe, tenant_id, access, has_git)
 
 
 _PROJECT: dict[int | str, dict[str, Any]] = {200: {"model": Project}}
