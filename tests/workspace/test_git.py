@@ -3,9 +3,11 @@ diff against HEAD, limited to the workspace when the repository holds more than 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
+import orjson
 import pytest
 
 from agentforge.workspace.access import WorkspaceAccess
@@ -99,3 +101,15 @@ def test_no_repository_no_state(tmp_path: Path) -> None:
     view = GitView.open_in_process(WorkspaceAccess(tmp_path))
     assert view.repo is None
     assert view.info().branch is None and view.status() == [] and view.ignored(["a"]) == set()
+
+
+def test_a_file_name_that_is_no_utf8_is_shown_with_a_replacement_character(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "commit", "-q", "--allow-empty", "-m", "init")
+    (root / os.fsdecode(b"caf\xe9.txt")).write_text("x\n")
+    view = GitView.open_in_process(WorkspaceAccess(root))
+    [status], [diff] = view.status(), view.diff("head")
+    assert status.path == diff.file == "caf\ufffd.txt"
+    assert orjson.dumps([status.wire(), diff.wire()])  # was: surrogates not allowed (a 500)

@@ -109,7 +109,7 @@ class GitView:
         root = self.access.real_root
         if not absolute.is_relative_to(root) or self.access.is_excluded(absolute):
             return None
-        return absolute.relative_to(root).as_posix()
+        return _shown(absolute.relative_to(root).as_posix())
 
     def info(self) -> VcsInfo:
         if self.repo is None:
@@ -250,6 +250,12 @@ class GitView:
             return None
         before = blob.data.decode("utf-8", errors="replace")
         return unified_diff(relative, before, text) if before != text else None
+
+
+def _shown(path: str) -> str:
+    """A path as JSON can carry it: bytes that are no UTF-8 (libgit2 hands them over as lone
+    surrogates) shown as U+FFFD."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _status(delta: pygit2.enums.DeltaStatus) -> Literal["added", "deleted", "modified"]:
