@@ -3,14 +3,20 @@ never through a symlink out of the directory and never into what is excluded."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import stat
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from agentforge.snapshot.repo import SnapshotError, SnapshotRepo, repo_dir, unified_patch
+
+if TYPE_CHECKING:
+    import pygit2
 
 
 @pytest.fixture
@@ -144,3 +150,71 @@ def test_an_unknown_tree_is_an_error(repo: SnapshotRepo) -> None:
     repo.track()
     with pytest.raises(SnapshotError):
         repo.restore("0" * 40, ["a.txt"])
+
+
+def test_a_fifo_or_a_file_in_the_way_of_a_restore_is_handled(repo: SnapshotRepo, work: Path) -> None:
+    before = repo.track()
+    (work / "a.txt").unlink()
+    os.mkfifo(work / "a.txt")  # opened for writing, it would wait for a reader forever
+    (work / "sub" / "b.txt").unlink()
+    (work / "sub").rmdir()
+    (work / "sub").write_text("a file where the directory was\n")
+    report = repo.restore(before, ["a.txt", "sub/b.txt"])
+    assert report.restored == ["a.txt"] and (work / "a.txt").read_text() == "one\n"
+    assert list(report.skipped) == ["sub/b.txt"] and "could not be written" in report.skipped["sub/b.txt"]
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(first: Path, second: Path) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(-100, os.fsencode(first), -100, os.fsencode(second), _RENAME_EXCHANGE) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+
+
+def test_a_directory_swapped_while_the_snapshot_walks_stores_nothing_of_where_it_led(
+    tmp_path: Path, repo: SnapshotRepo, work: Path
+) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "secret.txt").write_text("BETA SECRET\n")
+    (work / ".gitignore").write_text("*.log\n/alt\n")
+    os.symlink(theirs, work / "alt")
+    stop = threading.Event()
+
+    def flip() -> None:  # the tenant's command: `sub` and a symlink out, exchanged again and again
+        while not stop.is_set():
+            _exchange(work / "sub", work / "alt")
+
+    flipping = threading.Thread(target=flip, daemon=True)
+    flipping.start()
+    trees: list[str] = []
+    try:
+        for _ in range(400):
+            with contextlib.suppress(SnapshotError):  # libgit2 may trip over the swap itself
+                trees.append(repo.track())
+    finally:
+        stop.set()
+        flipping.join()
+    if (work / "sub").is_symlink():
+        _exchange(work / "sub", work / "alt")
+    import pygit2
+
+    store = pygit2.Repository(str(repo.git_dir))
+    blobs = [store[blob] for tree in trees for blob in _blobs(store, store[tree])]
+    leaked = [blob for blob in blobs if isinstance(blob, pygit2.Blob) and b"BETA SECRET" in blob.data]
+    assert trees and leaked == []
+
+
+def _blobs(store: pygit2.Repository, tree: pygit2.Object) -> list[pygit2.Oid]:
+    import pygit2
+
+    assert isinstance(tree, pygit2.Tree)
+    found: list[pygit2.Oid] = []
+    for entry in tree:
+        if entry.type_str == "tree":
+            found.extend(_blobs(store, store[entry.id]))
+        else:
+            found.append(entry.id)
+    return found

@@ -81,3 +81,15 @@ async def test_a_symlink_is_listed_as_a_directory_only_when_it_leads_into_the_wo
         "inside": "directory",
         "outside": "file",
     }
+
+
+async def test_a_symlink_loop_is_listed_and_refused_not_a_500(tenants: tuple[Path, Path]) -> None:
+    mine, _ = tenants
+    os.symlink("loop", mine / "loop")
+    access = WorkspaceAccess(mine, repo_above=True)
+    assert {node.name: node.type for node in await list_directory(access, "")} == {
+        "docs": "directory",
+        "loop": "file",
+    }
+    with pytest.raises(OutsideWorkspaceError, match="symlink loop"):
+        await read_file(access, "loop")

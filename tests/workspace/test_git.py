@@ -113,3 +113,9 @@ def test_a_file_name_that_is_no_utf8_is_shown_with_a_replacement_character(tmp_p
     [status], [diff] = view.status(), view.diff("head")
     assert status.path == diff.file == "caf\ufffd.txt"
     assert orjson.dumps([status.wire(), diff.wire()])  # was: surrogates not allowed (a 500)
+
+
+def test_a_branch_name_that_is_no_utf8_is_shown_with_a_replacement_character(repo: Path) -> None:
+    (repo / ".git" / "HEAD").write_bytes(b"ref: refs/heads/caf\xe9\n")
+    info = GitView.open_in_process(WorkspaceAccess(repo)).info()
+    assert info.branch == "caf\ufffd" and orjson.dumps(info.wire())

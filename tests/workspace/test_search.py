@@ -104,3 +104,10 @@ async def test_a_search_held_up_by_a_fifo_is_given_up(
     for searching in (find_text(access, "needle"), list_paths(access)):
         with pytest.raises(SearchUnavailableError, match=r"took longer than 0\.5 s"):
             await searching
+
+
+async def test_a_match_on_a_line_longer_than_the_readers_default_is_found(workspace: Path) -> None:
+    (workspace / "docs" / "long.txt").write_text("x" * 200_000 + " needle\n")
+    access = WorkspaceAccess(workspace, sandbox=UNSANDBOXED).at(str(workspace / "docs"))
+    found = await find_text(access, "needle")
+    assert sorted(m["path"]["text"] for m in found) == ["docs/guide.md", "docs/long.txt"]

@@ -15,6 +15,7 @@ from agentforge.server.unsupported import not_offered
 from agentforge.session.errors import InvalidInputError, NotFoundError
 from agentforge.session.events import MessageIdTakenError, PartIdTakenError
 from agentforge.session.runner import SessionBusyError, ShuttingDownError
+from agentforge.snapshot.repo import SnapshotError
 from agentforge.store.errors import ClusterUnavailableError
 from agentforge.terminal.registry import TerminalNotFoundError, TooManyTerminalsError
 from agentforge.tools.confinement import ShellNotAllowedError
@@ -96,6 +97,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(FileNotFoundError)
     async def file_not_found(_request: Request, exc: FileNotFoundError) -> WireResponse:
         return WireResponse(error_body("NotFoundError", str(exc)), status_code=404)
+
+    @app.exception_handler(SnapshotError)
+    async def snapshot_failed(_request: Request, exc: SnapshotError) -> WireResponse:
+        # The workspace changed under the snapshot (a directory swapped meanwhile, say): try again.
+        return WireResponse(error_body("SnapshotError", str(exc)), status_code=409)
 
     @app.exception_handler(FileTooLargeError)
     async def file_too_large(_request: Request, exc: FileTooLargeError) -> WireResponse:

@@ -25,6 +25,7 @@ from agentforge.session.events import SessionEvents
 from agentforge.session.scope import TenantScope
 from agentforge.session.workspace import workspace_access
 from agentforge.snapshot.repo import SnapshotError, SnapshotRepo, repo_dir
+from agentforge.workspace.access import OutsideWorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +40,15 @@ async def snapshot_repo(scope: TenantScope, directory: Path) -> SnapshotRepo | N
         return None
 
     def build() -> SnapshotRepo:
-        excluded = workspace_access(scope).excluded_inside(directory)
-        return SnapshotRepo(repo_dir(scope.settings.data_dir, directory), directory, excluded)
+        access = workspace_access(scope)
+        # Where the directory leads now, checked as the session's creation checked it: the store
+        # reads and writes there (through no symlink) whatever the directory is turned into later.
+        try:
+            real = access.locate(directory)[1]
+        except (OutsideWorkspaceError, OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+            raise SnapshotError(f"the session's directory {directory} cannot be snapshotted: {exc}") from None
+        excluded = access.excluded_inside(real)
+        return SnapshotRepo(repo_dir(scope.settings.data_dir, real), real, excluded)
 
     return await asyncio.to_thread(build)
 

@@ -76,7 +76,9 @@ class SnapshotRepo:
 
     def __init__(self, git_dir: Path, work_tree: Path, excluded: Sequence[str] = ()) -> None:
         self.git_dir = git_dir
-        self.work_tree = Path(os.path.abspath(work_tree))
+        # Resolved once: every file is then reached from it through no symlink (tools/pinned.py),
+        # so a work tree turned into a symlink later leads nowhere.
+        self.work_tree = work_tree.resolve()
         self.excluded = tuple(sorted(excluded))
         self._lock = _lock_for(git_dir)
         self._repo: pygit2.Repository | None = None
@@ -110,16 +112,36 @@ class SnapshotRepo:
         repo = self._open()
         index = repo.index
         index.read(force=True)
+        known = {entry.path: (entry.id, entry.mode) for entry in index}
         try:
             index.add_all()
             # Files deleted since the last snapshot leave the index too (add_all keeps them).
             gone = [entry.path for entry in index if not os.path.lexists(self.work_tree / entry.path)]
             for path in gone:
                 index.remove(path)
-        except pygit2.GitError as exc:
+            for entry in list(index):
+                if known.get(entry.path) != (entry.id, entry.mode):
+                    self._confirm(repo, index, entry)
+        except (pygit2.GitError, OSError) as exc:  # a file gone or swapped while libgit2 walked
             raise SnapshotError(f"could not snapshot {self.work_tree}: {exc}") from exc
         index.write()
         return str(index.write_tree())
+
+    def _confirm(self, repo: pygit2.Repository, index: pygit2.Index, entry: pygit2.IndexEntry) -> None:
+        """libgit2 walks the work tree by path: a directory swapped for a symlink meanwhile (by a
+        command the tenant runs beside) would have it store another tenant's file as this tenant's.
+        So what it hashed anew is read again through no symlink (tools/pinned.py), and kept only
+        when that is what the work tree holds there; otherwise the path is left out."""
+        import pygit2
+
+        path = str(entry.path)
+        found = self._bytes_on_disk(path)
+        if found is None or found[1] != (entry.mode == pygit2.enums.FileMode.LINK):
+            index.remove(path)
+            return
+        blob = repo.create_blob(found[0])
+        if blob != entry.id:
+            index.add(pygit2.IndexEntry(path, blob, entry.mode))
 
     def changed(self, tree: str) -> list[str]:
         """The paths (relative to the work tree) that differ now from `tree`."""
@@ -187,24 +209,31 @@ class SnapshotRepo:
         return blob.data.decode("utf-8", errors="replace")
 
     def _text_on_disk(self, path: str) -> tuple[str | None, bool]:
-        """The text at `path` now (None: binary or unreadable), and whether anything is there. A
-        directory on the way that became a symlink leads nowhere (tools/pinned.py): nothing of the
-        workspace is there, wherever it points."""
+        """The text at `path` now (None: binary or unreadable), and whether anything is there."""
+        found = self._bytes_on_disk(path)
+        if found is None:
+            return None, False
+        data, is_link = found
+        if is_link:
+            return os.fsdecode(data), True
+        return (None if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")), True
+
+    def _bytes_on_disk(self, path: str) -> tuple[bytes, bool] | None:
+        """The bytes of the regular file at `path` (a symlink's: its target), and whether it is a
+        symlink; None when there is neither. A directory on the way that became a symlink leads
+        nowhere (tools/pinned.py): nothing of the work tree is there, wherever it points."""
         real = self._real(path)
         try:
             found = None if real is None else pinned.lstat(real)
-            if real is None or found is None or stat.S_ISDIR(found.st_mode):
-                return None, False
+            if real is None or found is None:
+                return None
             if stat.S_ISLNK(found.st_mode):
                 with pinned.parent(real) as (directory, name):
-                    return os.readlink(name, dir_fd=directory), True
-            read = pinned.read_file(Path(path), real)  # refuses a FIFO or a device
-        except (OSError, ToolError):  # PathMovedError among them
-            return None, False
-        if read is None:
-            return None, False
-        data = read[0]
-        return (None if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")), True
+                    return os.fsencode(os.readlink(name, dir_fd=directory)), True
+            read = None if stat.S_ISDIR(found.st_mode) else pinned.read_file(Path(path), real)
+        except (OSError, ToolError):  # PathMovedError among them; a FIFO or a device is refused
+            return None
+        return None if read is None else (read[0], False)
 
     def _real(self, path: str) -> Path | None:
         """Where `path` (relative, as git names it) lies in the work tree as it really is; None when it
@@ -214,7 +243,7 @@ class SnapshotRepo:
         parts = path.split("/")
         if not path or any(part in ("", ".", "..") for part in parts):
             return None
-        return self.work_tree.resolve().joinpath(*parts)
+        return self.work_tree.joinpath(*parts)
 
     def _restore_one(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
         """Written and removed through no symlink on the way (tools/pinned.py): a directory swapped
@@ -226,6 +255,8 @@ class SnapshotRepo:
             return self._put_back(repo, tree, path, real)
         except PathMovedError:
             return "a directory on its path is a symlink"
+        except OSError as exc:  # a file where a directory on its path was, say
+            return f"it could not be written: {exc.strerror or exc}"
 
     def _put_back(self, repo: pygit2.Repository, tree: pygit2.Tree, path: str, real: Path) -> str | None:
         import pygit2
@@ -242,14 +273,16 @@ class SnapshotRepo:
         if not isinstance(blob, pygit2.Blob):
             return "the snapshot holds a directory there"
         link = pygit2.enums.FileMode.LINK
-        if found is not None and (stat.S_ISLNK(found.st_mode) or entry.filemode == link):
+        # A symlink, a FIFO or a device there is replaced, never written through (nor waited on).
+        if found is not None and (not stat.S_ISREG(found.st_mode) or entry.filemode == link):
             pinned.unlink(real)
         if entry.filemode == link:
             with pinned.parent(real, make=True) as (directory, name):
                 os.symlink(blob.data.decode("utf-8", errors="surrogateescape"), name, dir_fd=directory)
             return None
         mode = 0o755 if entry.filemode == pygit2.enums.FileMode.BLOB_EXECUTABLE else 0o644
-        fd = pinned.open_file(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, make_parents=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK  # a FIFO put there since: ENXIO
+        fd = pinned.open_file(real, flags, mode, make_parents=True)
         with os.fdopen(fd, "wb") as handle:
             handle.write(blob.data)
             if stat.S_IMODE(os.fstat(fd).st_mode) & 0o111 != mode & 0o111:

@@ -6,6 +6,7 @@ Resolving touches the filesystem (symlinks): `resolve` is blocking, and callers 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -78,12 +79,14 @@ class WorkspaceAccess:
         (tools/pinned.py), wherever a symlink put in the path since would lead. Blocking."""
         start = self.base or self.root
         path = Path(os.path.normpath(os.path.join(start, raw)))
-        real = path.resolve()
+        real = leads_to(path)
+        if real is None:
+            raise OutsideWorkspaceError(f"Refusing to access {path}: it is a symlink loop.")
         lexically_inside = _within(path, self.root) or _within(path, self.real_root)
         if not lexically_inside or not _within(real, self.real_root):
-            leads_to = f" (it resolves to {real})" if real != path else ""
+            where = f" (it resolves to {real})" if real != path else ""
             raise OutsideWorkspaceError(
-                f"Refusing to access {path}{leads_to}: it is outside the workspace {self.root}."
+                f"Refusing to access {path}{where}: it is outside the workspace {self.root}."
             )
         if self.is_excluded(real):
             raise OutsideWorkspaceError(f"Refusing to access {path}: it is not this tenant's.")
@@ -109,6 +112,18 @@ class WorkspaceAccess:
             for root in self.excluded
             if root != real and root.is_relative_to(real)
         ]
+
+
+def leads_to(path: Path) -> Path | None:
+    """Where `path` leads, symlinks followed; None for a symlink loop. Blocking."""
+    try:
+        return path.resolve()
+    except RuntimeError:  # Python 3.11's word for a loop (3.13 raises OSError ELOOP)
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
 
 
 def tenant_workspace(

@@ -17,7 +17,7 @@ from agentforge.model.base import Wire
 from agentforge.tools import pinned
 from agentforge.tools.base import ToolError
 from agentforge.tools.pinned import PathMovedError
-from agentforge.workspace.access import OutsideWorkspaceError, WorkspaceAccess
+from agentforge.workspace.access import OutsideWorkspaceError, WorkspaceAccess, leads_to
 from agentforge.workspace.git_reader import git_view
 
 # Never listed: the version-control directory and macOS's folder metadata (as opencode does).
@@ -72,12 +72,12 @@ def _entries(access: WorkspaceAccess, directory: Path, real: Path, held: int) ->
     entries: list[FileNode] = []
     with os.scandir(held) as scan:
         for entry in scan:
-            leads_to = (real / entry.name).resolve()
-            if entry.name in HIDDEN_NAMES or access.is_excluded(leads_to):
+            target = leads_to(real / entry.name)  # None: a symlink loop, listed as a file
+            if entry.name in HIDDEN_NAMES or (target is not None and access.is_excluded(target)):
                 continue
             path = directory / entry.name
             # A symlink is looked through only into the workspace: what lies outside stays unknown.
-            inside = leads_to.is_relative_to(access.real_root)
+            inside = target is not None and target.is_relative_to(access.real_root)
             kind: Literal["file", "directory"] = (
                 "directory" if entry.is_dir(follow_symlinks=inside) else "file"
             )

@@ -123,7 +123,11 @@ class GitView:
             branch = None
         else:
             branch = repo.head.shorthand
-        return VcsInfo(branch=branch, default_branch=self._default_branch())
+        default = self._default_branch()
+        return VcsInfo(
+            branch=None if branch is None else _shown(branch),
+            default_branch=None if default is None else _shown(default),
+        )
 
     def _default_branch(self) -> str | None:
         assert self.repo is not None

@@ -12,8 +12,8 @@ The interpreter and the packages it imports are bound read-only into the child's
 
 A read that fails (the sandbox refused, a limit hit, no answer within `GIT_READ_TIMEOUT_SECONDS`,
 one over `MAX_ANSWER_BYTES`) is logged and answered as if there were no repository: nothing is shown
-rather than something unchecked. At most `READS_PER_WORKSPACE` children of one workspace run at a
-time, and none holds a worker thread while it runs.
+rather than something unchecked. Children run under workspace/programs.py's limit per workspace,
+and none holds a worker thread while it runs.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import functools
 import json
 import logging
 import sys
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from agentforge.tools.sandbox import OWN_PROGRAM_ENV, Sandbox, SandboxRefusedError
+from agentforge.workspace import programs
 from agentforge.workspace.access import WorkspaceAccess
 from agentforge.workspace.git import FileStatus, GitView, VcsFileDiff, VcsInfo
 
@@ -40,12 +40,9 @@ GIT_READ_TIMEOUT_SECONDS: Final = 10.0
 # An answer larger than this is given up: the patches of a workspace full of large files must not
 # become gigabytes of the server's memory.
 MAX_ANSWER_BYTES: Final = 32 * 1024 * 1024
-# Reads of one workspace at a time: a tenant's requests never hold more children than this.
-READS_PER_WORKSPACE: Final = 2
 _STDERR_KEPT: Final = 4096
 # Inside the sandbox the child reads in this process, as the local user's reads do.
 _INSIDE: Final = Sandbox(kind="unsandboxed", note="inside the tenant's sandbox")
-_reading: weakref.WeakValueDictionary[Path, asyncio.Semaphore] = weakref.WeakValueDictionary()
 
 
 class _Failed(Exception):
@@ -82,33 +79,25 @@ class ConfinedGit:
 
     async def _read(self, op: str, args: dict[str, Any], nothing: Any) -> Any:
         """The child's answer to `op`, or `nothing` (what no repository answers) when it fails."""
-        root = self.access.real_root
-        request = {
-            "root": str(root),
-            "excluded": [str(path) for path in self.access.excluded],
-            "op": op,
-            "args": args,
-        }
         try:
-            async with _turn_of(root):
-                answer = await _run_child(self.sandbox, root, json.dumps(request).encode())
+            async with programs.turn_of(self.access.root):
+                return await _run_child(self.sandbox, self.access, op, args)
         except (_Failed, SandboxRefusedError, OSError) as exc:
-            log.warning("reading the repository of %s in its sandbox failed: %s", root, exc)
+            log.warning("reading the repository of %s in its sandbox failed: %s", self.access.root, exc)
             return nothing
-        return answer
 
 
-def _turn_of(root: Path) -> asyncio.Semaphore:
-    semaphore = _reading.get(root)
-    if semaphore is None:
-        semaphore = _reading[root] = asyncio.Semaphore(READS_PER_WORKSPACE)
-    return semaphore
-
-
-async def _run_child(sandbox: Sandbox, root: Path, request: bytes) -> Any:
-    child = [sys.executable, "-I", "-B", "-m", __name__]
+def _command(sandbox: Sandbox, access: WorkspaceAccess) -> tuple[list[str], Path]:
+    """The child's command line, and the workspace's real root it reads. Blocking."""
+    root = access.real_root
     command = sandbox.reading(_interpreter_paths()).command(network=False)
-    argv = await asyncio.to_thread(command.wrap, child, root)
+    return command.wrap([sys.executable, "-I", "-B", "-m", __name__], root), root
+
+
+async def _run_child(sandbox: Sandbox, access: WorkspaceAccess, op: str, args: dict[str, Any]) -> Any:
+    argv, root = await asyncio.to_thread(_command, sandbox, access)
+    excluded = [str(path) for path in access.excluded]
+    request = json.dumps({"root": str(root), "excluded": excluded, "op": op, "args": args}).encode()
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,

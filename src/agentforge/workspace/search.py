@@ -21,10 +21,13 @@ import orjson
 
 from agentforge.tools.builtin.grep import find_ripgrep
 from agentforge.tools.sandbox import OWN_PROGRAM_ENV, SandboxRefusedError
+from agentforge.workspace import programs
 from agentforge.workspace.access import WorkspaceAccess
 
 TEXT_LIMIT = 10
 SEARCH_TIMEOUT_SECONDS = 30.0
+# What one line of ripgrep's output may hold (a match's line with its JSON around it).
+MAX_LINE_BYTES = 4 * 1024 * 1024
 # The fuzzy search ranks at most this many paths: a huge tree answers from its first part.
 MAX_LISTED_PATHS = 100_000
 SKIPPED = (".git",)
@@ -65,6 +68,7 @@ async def _start_ripgrep(access: WorkspaceAccess, base: Path, args: list[str], *
         stdout=asyncio.subprocess.PIPE,
         stderr=stderr,
         env=env,
+        limit=MAX_LINE_BYTES,
     )
 
 
@@ -87,6 +91,15 @@ def _command_line(
 async def find_text(access: WorkspaceAccess, pattern: str, limit: int = TEXT_LIMIT) -> list[dict[str, Any]]:
     """The first `limit` matching lines under the access's base directory: ripgrep's `match` objects
     (path, lines, line_number, absolute_offset, submatches), paths relative to the workspace root."""
+    async with programs.turn_of(access.root):
+        found, stderr = await _matches(access, pattern, limit)
+    # Told by its message rather than the exit status, which a reaped child may not report.
+    if not found and b"regex parse error" in stderr:
+        raise InvalidPatternError(stderr.decode("utf-8", errors="replace").strip())
+    return found
+
+
+async def _matches(access: WorkspaceAccess, pattern: str, limit: int) -> tuple[list[dict[str, Any]], bytes]:
     base = access.base or access.root
     proc = await _start_ripgrep(
         access, base, ["--json", "--regexp", pattern, "--", "."], stderr=asyncio.subprocess.PIPE
@@ -105,38 +118,43 @@ async def find_text(access: WorkspaceAccess, pattern: str, limit: int = TEXT_LIM
                 found.append(data)
                 if len(found) >= limit:
                     break
+    except ValueError:  # a line longer than MAX_LINE_BYTES: the matches before it are the answer
+        pass
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+        _stop(proc)
         stderr = await proc.stderr.read()
         await proc.wait()
-    # Told by its message rather than the exit status, which a reaped child may not report.
-    if not found and b"regex parse error" in stderr:
-        raise InvalidPatternError(stderr.decode("utf-8", errors="replace").strip())
-    return found
+    return found, stderr
 
 
 async def list_paths(access: WorkspaceAccess) -> list[str]:
     """Every file ripgrep sees under the base directory (relative to it), then the directories
     holding them (ending in "/")."""
     base = access.base or access.root
-    proc = await _start_ripgrep(access, base, ["--files"], stderr=asyncio.subprocess.DEVNULL)
-    assert proc.stdout is not None
     files: list[str] = []
-    try:
-        async with _in_time():
-            async for line in proc.stdout:
-                files.append(line.decode("utf-8", errors="replace").rstrip("\n").removeprefix("./"))
-                if len(files) >= MAX_LISTED_PATHS:
-                    break
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        await proc.wait()
+    async with programs.turn_of(access.root):
+        proc = await _start_ripgrep(access, base, ["--files"], stderr=asyncio.subprocess.DEVNULL)
+        assert proc.stdout is not None
+        try:
+            async with _in_time():
+                async for line in proc.stdout:
+                    files.append(line.decode("utf-8", errors="replace").rstrip("\n").removeprefix("./"))
+                    if len(files) >= MAX_LISTED_PATHS:
+                        break
+        except ValueError:  # a path longer than MAX_LINE_BYTES: the paths before it are the answer
+            pass
+        finally:
+            _stop(proc)
+            await proc.wait()
     directories = sorted({parent for path in files for parent in _parents(path)})
     return sorted(files) + directories
+
+
+def _stop(proc: Process) -> None:
+    """ripgrep stopped when what it found so far is all that is wanted (or it took too long)."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
 
 
 @contextlib.asynccontextmanager
