@@ -112,20 +112,22 @@ class SnapshotRepo:
         repo = self._open()
         index = repo.index
         index.read(force=True)
-        known = {entry.path: (entry.id, entry.mode) for entry in index}
+        known = repo[index.write_tree()]  # the last snapshot (its trees cached in the index file)
+        assert isinstance(known, pygit2.Tree)
         try:
             index.add_all()
             # Files deleted since the last snapshot leave the index too (add_all keeps them).
             gone = [entry.path for entry in index if not os.path.lexists(self.work_tree / entry.path)]
             for path in gone:
                 index.remove(path)
-            for entry in list(index):
-                if known.get(entry.path) != (entry.id, entry.mode):
-                    self._confirm(repo, index, entry)
+            for delta in index.diff_to_tree(known).deltas:  # what libgit2 hashed anew
+                if delta.status != pygit2.enums.DeltaStatus.DELETED:
+                    self._confirm(repo, index, index[delta.new_file.path])
         except (pygit2.GitError, OSError) as exc:  # a file gone or swapped while libgit2 walked
             raise SnapshotError(f"could not snapshot {self.work_tree}: {exc}") from exc
-        index.write()
-        return str(index.write_tree())
+        tree = str(index.write_tree())
+        index.write()  # after the tree: the index file keeps its trees for the next snapshot
+        return tree
 
     def _confirm(self, repo: pygit2.Repository, index: pygit2.Index, entry: pygit2.IndexEntry) -> None:
         """libgit2 walks the work tree by path: a directory swapped for a symlink meanwhile (by a
@@ -139,9 +141,8 @@ class SnapshotRepo:
         if found is None or found[1] != (entry.mode == pygit2.enums.FileMode.LINK):
             index.remove(path)
             return
-        blob = repo.create_blob(found[0])
-        if blob != entry.id:
-            index.add(pygit2.IndexEntry(path, blob, entry.mode))
+        if pygit2.hash(found[0]) != entry.id:  # hashed only: what libgit2 stored is it, mostly
+            index.add(pygit2.IndexEntry(path, repo.create_blob(found[0]), entry.mode))
 
     def changed(self, tree: str) -> list[str]:
         """The paths (relative to the work tree) that differ now from `tree`."""
