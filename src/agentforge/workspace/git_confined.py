@@ -109,7 +109,7 @@ async def _run_child(sandbox: Sandbox, access: WorkspaceAccess, op: str, args: d
         async with asyncio.timeout(GIT_READ_TIMEOUT_SECONDS):
             out, err, _ = await asyncio.gather(
                 _capped(proc.stdout, MAX_ANSWER_BYTES),
-                _capped(proc.stderr, _STDERR_KEPT),
+                _capped(proc.stderr, _STDERR_KEPT, keep_tail=True),
                 _send(proc, request),
             )
             await proc.wait()
@@ -134,18 +134,17 @@ async def _send(proc: asyncio.subprocess.Process, request: bytes) -> None:
     proc.stdin.close()
 
 
-async def _capped(stream: asyncio.StreamReader | None, limit: int) -> bytes:
-    """What `stream` says up to its end; more than `limit` bytes is a failure for stdout (the
-    answer) and cut to its last `limit` bytes for stderr (the reason)."""
+async def _capped(stream: asyncio.StreamReader | None, limit: int, *, keep_tail: bool = False) -> bytes:
+    """What `stream` says up to its end; more than `limit` bytes is a failure (the answer), or with
+    `keep_tail` cut to its last `limit` bytes (the reason it failed)."""
     assert stream is not None
     kept = bytearray()
     while chunk := await stream.read(64 * 1024):
         kept += chunk
         if len(kept) > limit:
-            if limit == _STDERR_KEPT:
-                del kept[:-limit]
-            else:
+            if not keep_tail:
                 raise _Failed(f"an answer over {limit} bytes")
+            del kept[:-limit]
     return bytes(kept)
 
 
