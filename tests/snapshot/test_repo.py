@@ -218,3 +218,21 @@ def _blobs(store: pygit2.Repository, tree: pygit2.Object) -> list[pygit2.Oid]:
         else:
             found.append(entry.id)
     return found
+
+
+def test_an_edit_of_line_endings_alone_is_a_change_whatever_the_attributes_say(
+    repo: SnapshotRepo, work: Path
+) -> None:
+    (work / ".gitattributes").write_text("* text eol=crlf\n")
+    before = repo.track()
+    (work / "a.txt").write_bytes(b"one\r\n")
+    assert repo.changed(before) == ["a.txt"]
+    repo.restore(before, ["a.txt"])
+    assert (work / "a.txt").read_bytes() == b"one\n"
+
+
+def test_a_locked_index_is_a_snapshot_error(repo: SnapshotRepo) -> None:
+    repo.track()
+    (repo.git_dir / "index.lock").write_text("")  # a writer that died holding it
+    with pytest.raises(SnapshotError, match="could not snapshot"):
+        repo.track()

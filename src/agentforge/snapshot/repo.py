@@ -98,6 +98,10 @@ class SnapshotRepo:
         info.mkdir(mode=0o700, exist_ok=True)
         patterns = "".join(f"/{path.strip('/')}/\n" for path in self.excluded)
         (info / "exclude").write_text(_EXCLUDE_HEADER + patterns)
+        # The files as they are, byte for byte: no line-ending or other filter of the tenant's
+        # `.gitattributes` or the server's git config (one would hide an edit of line endings).
+        (info / "attributes").write_text("* -text -ident -filter -diff\n")
+        repo.config["core.autocrlf"] = "false"
         self._repo = repo
         return repo
 
@@ -111,10 +115,10 @@ class SnapshotRepo:
 
         repo = self._open()
         index = repo.index
-        index.read(force=True)
-        known = repo[index.write_tree()]  # the last snapshot (its trees cached in the index file)
-        assert isinstance(known, pygit2.Tree)
         try:
+            index.read(force=True)
+            known = repo[index.write_tree()]  # the last snapshot (its trees cached in the index file)
+            assert isinstance(known, pygit2.Tree)
             index.add_all()
             # Files deleted since the last snapshot leave the index too (add_all keeps them).
             gone = [entry.path for entry in index if not os.path.lexists(self.work_tree / entry.path)]
@@ -123,10 +127,10 @@ class SnapshotRepo:
             for delta in index.diff_to_tree(known).deltas:  # what libgit2 hashed anew
                 if delta.status != pygit2.enums.DeltaStatus.DELETED:
                     self._confirm(repo, index, index[delta.new_file.path])
-        except (pygit2.GitError, OSError) as exc:  # a file gone or swapped while libgit2 walked
+            tree = str(index.write_tree())
+            index.write()  # after the tree: the index file keeps its trees for the next snapshot
+        except (pygit2.GitError, OSError) as exc:  # a file swapped while libgit2 walked; a locked index
             raise SnapshotError(f"could not snapshot {self.work_tree}: {exc}") from exc
-        tree = str(index.write_tree())
-        index.write()  # after the tree: the index file keeps its trees for the next snapshot
         return tree
 
     def _confirm(self, repo: pygit2.Repository, index: pygit2.Index, entry: pygit2.IndexEntry) -> None:
